@@ -26,7 +26,9 @@ type command struct {
 }
 
 // commands is the command table, in the order `cpusched help` lists them.
-var commands = []command{}
+var commands = []command{
+	{"load", "drive an HTTP URL with closed- or open-loop load", runLoad},
+}
 
 // usageError marks an error in the command line itself (a bad flag, a bad
 // argument): main prints it and exits with status 2.

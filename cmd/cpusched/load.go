@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/term"
+
+	"github.com/cpusched/cpusched/internal/load"
+)
+
+// runLoad is `cpusched load [flags] URL`: it drives URL with closed-loop
+// (-c, -n or -d) or open-loop (-rate, -d) load and prints an ab-like summary,
+// or JSON with -json. On SIGINT it stops, prints the partial summary and
+// exits 0.
+func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("load", stderr)
+	conc := fs.Int("c", load.DefaultConcurrency, fmt.Sprintf("connections (1..%d): closed loop workers, open loop max requests in flight", load.MaxConcurrency))
+	requests := fs.Int("n", 0, "closed loop: total requests (>= 1); give exactly one of -n or -d")
+	duration := fs.Duration("d", 0, "run for this long (> 0, e.g. 10s); give exactly one of -n or -d")
+	rate := fs.Float64("rate", 0, "open loop: requests per second (> 0, needs -d); latency counts from each request's due time")
+	timeout := fs.Duration("timeout", load.DefaultTimeout, "per-request timeout (> 0)")
+	method := fs.String("m", "GET", "HTTP method")
+	allowRemote := fs.Bool("allow-remote", false, "allow a URL whose host is not a loopback address")
+	insecure := fs.Bool("k", false, "https: skip certificate verification")
+	jsonOut := fs.Bool("json", false, "print the summary as JSON instead of text")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: cpusched load [flags] URL   (flags may also follow URL)")
+		fs.PrintDefaults()
+	}
+	urls, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(urls) != 1 {
+		return usagef("need exactly one URL argument (http:// or https://), got %d", len(urls))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch {
+	case *conc < 1 || *conc > load.MaxConcurrency:
+		return usagef("-c must be in 1..%d, got %d", load.MaxConcurrency, *conc)
+	case set["n"] && *requests < 1:
+		return usagef("-n must be >= 1, got %d", *requests)
+	case set["d"] && *duration <= 0:
+		return usagef("-d must be > 0, got %v", *duration)
+	case set["n"] && set["d"]:
+		return usagef("give exactly one of -n or -d, not both")
+	case !set["n"] && !set["d"]:
+		return usagef("give exactly one of -n COUNT or -d DURATION")
+	case set["rate"] && !(*rate > 0):
+		return usagef("-rate must be > 0 requests/s, got %v", *rate)
+	case *rate > 0 && !set["d"]:
+		return usagef("-rate needs -d DURATION (open loop runs for a time, not a count)")
+	case *timeout <= 0:
+		return usagef("-timeout must be > 0, got %v", *timeout)
+	}
+	cfg := load.Config{
+		URL:         urls[0],
+		Method:      *method,
+		Concurrency: *conc,
+		Requests:    *requests,
+		Duration:    *duration,
+		Rate:        *rate,
+		Timeout:     *timeout,
+		AllowRemote: *allowRemote,
+		Insecure:    *insecure,
+		Progress:    progressWriter(stderr),
+	}
+	if err := cfg.Validate(); err != nil {
+		// main already says "cpusched load:".
+		return usagef("%s", strings.TrimPrefix(err.Error(), "load: "))
+	}
+	res, err := load.Run(ctx, cfg)
+	if res == nil {
+		return err
+	}
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			return err
+		}
+		fmt.Fprintln(stderr, "interrupted: the summary covers the requests made until then")
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res.Summary())
+	}
+	mode := fmt.Sprintf("closed loop, %d connections", cfg.Concurrency)
+	if cfg.Rate > 0 {
+		mode = fmt.Sprintf("open loop at %g req/s, up to %d connections", cfg.Rate, cfg.Concurrency)
+	}
+	fmt.Fprintf(stdout, "Target:  %s %s (%s)\n\n", *method, cfg.URL, mode)
+	return res.WriteText(stdout)
+}
+
+// parseInterleaved parses flags that may come before and after the
+// positional arguments (Go's flag package stops at the first non-flag) and
+// returns the positional arguments. Everything after "--" is positional.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+}
+
+// progressWriter returns w if it is a terminal, so that the progress line
+// only goes to a person watching, else nil (no progress line).
+func progressWriter(w io.Writer) io.Writer {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return w
+	}
+	return nil
+}

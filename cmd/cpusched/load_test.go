@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// verifyNoLeaks checks, after the test and its cleanups, that it left no
+// goroutines behind. (A per-test check, not VerifyTestMain, so that it does
+// not clash with the TestMain of other commands' tests in this package.)
+func verifyNoLeaks(t *testing.T) {
+	t.Helper()
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+}
+
+func newLoadServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestLoadUsageErrors(t *testing.T) {
+	verifyNoLeaks(t)
+	srv := newLoadServer(t)
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"no URL", []string{"-n", "1"}, "exactly one URL"},
+		{"two URLs", []string{"-n", "1", srv.URL, srv.URL}, "exactly one URL"},
+		{"unknown flag", []string{"-bogus", srv.URL}, "flag provided but not defined"},
+		{"c zero", []string{"-c", "0", "-n", "1", srv.URL}, "-c must be in 1..10000, got 0"},
+		{"c too big", []string{"-c", "10001", "-n", "1", srv.URL}, "-c must be in 1..10000"},
+		{"n zero", []string{"-n", "0", srv.URL}, "-n must be >= 1"},
+		{"d zero", []string{"-d", "0s", srv.URL}, "-d must be > 0"},
+		{"n and d", []string{"-n", "5", "-d", "1s", srv.URL}, "exactly one of -n or -d"},
+		{"neither n nor d", []string{srv.URL}, "exactly one of -n COUNT or -d DURATION"},
+		{"rate without d", []string{"-rate", "10", "-n", "5", srv.URL}, "-rate needs -d"},
+		{"rate zero", []string{"-rate", "0", "-d", "1s", srv.URL}, "-rate must be > 0"},
+		{"timeout zero", []string{"-timeout", "0s", "-n", "1", srv.URL}, "-timeout must be > 0"},
+		{"bad scheme", []string{"-n", "1", "ftp://127.0.0.1/"}, "scheme must be http or https"},
+		{"remote host", []string{"-n", "1", "http://192.0.2.1/"}, "-allow-remote"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := dispatch(context.Background(), append([]string{"load"}, tt.args...), &stdout, &stderr)
+			if code != 2 {
+				t.Errorf("got exit status %d, want 2 (stderr %q)", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Errorf("got stderr %q, want it to contain %q", stderr.String(), tt.wantErr)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("got stdout %q, want nothing", stdout.String())
+			}
+		})
+	}
+}
+
+func TestLoadPrintsSummary(t *testing.T) {
+	verifyNoLeaks(t)
+	srv := newLoadServer(t)
+	var stdout, stderr bytes.Buffer
+	// Flags after the URL are accepted too.
+	if err := runLoad(context.Background(), []string{"-c", "2", srv.URL, "-n", "20"}, &stdout, &stderr); err != nil {
+		t.Fatalf("runLoad: %v (stderr %q)", err, stderr.String())
+	}
+	text := strings.Join(strings.Fields(stdout.String()), " ")
+	for _, want := range []string{"closed loop, 2 connections", "Completed requests: 20",
+		"Failed requests: 0", "Requests per second:", "Latency (ms):", "200 20"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("summary lacks %q; got:\n%s", want, stdout.String())
+		}
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("got stderr %q, want nothing (no progress line when stderr is not a terminal)", stderr.String())
+	}
+}
+
+func TestLoadJSON(t *testing.T) {
+	verifyNoLeaks(t)
+	srv := newLoadServer(t)
+	var stdout, stderr bytes.Buffer
+	args := []string{"-json", "-c", "2", "-rate", "200", "-d", "100ms", srv.URL}
+	if err := runLoad(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("runLoad: %v (stderr %q)", err, stderr.String())
+	}
+	var got struct {
+		Completed    int64            `json:"completed"`
+		Failed       *int64           `json:"failed"`
+		FailedByKind map[string]int64 `json:"failed_by_kind"`
+		RPS          float64          `json:"rps"`
+		Elapsed      float64          `json:"elapsed_s"`
+		P99          *float64         `json:"p99_ms"`
+		StatusCodes  map[string]int64 `json:"status_codes"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil {
+		t.Fatalf("-json output does not parse: %v\n%s", err, stdout.String())
+	}
+	if got.Completed < 1 || got.StatusCodes["200"] != got.Completed {
+		t.Errorf("got completed %d, status 200 count %d; want >= 1 and equal", got.Completed, got.StatusCodes["200"])
+	}
+	if got.Failed == nil || got.P99 == nil || len(got.FailedByKind) != 4 || got.Elapsed <= 0 {
+		t.Errorf("got %s, want failed, p99_ms, four failed_by_kind keys and elapsed_s > 0", stdout.String())
+	}
+}
+
+func TestProgressWriterNotTerminal(t *testing.T) {
+	var buf bytes.Buffer
+	if w := progressWriter(&buf); w != nil {
+		t.Errorf("got progress writer %v for a buffer, want nil", w)
+	}
+}
