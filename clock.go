@@ -1,0 +1,16 @@
+package cpusched
+
+import "time"
+
+// clock is the scheduler's source of time, injected so tests control it.
+// Now is monotonic nanoseconds from an arbitrary origin.
+type clock interface {
+	Now() int64
+}
+
+var processStart = time.Now()
+
+// systemClock reads the monotonic clock.
+type systemClock struct{}
+
+func (systemClock) Now() int64 { return int64(time.Since(processStart)) }

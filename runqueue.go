@@ -1,0 +1,256 @@
+package cpusched
+
+// The run queue: which waiting task gets the next free worker slot.
+//
+// The problem. Tasks wait for one of a fixed number of worker slots. When a
+// slot frees (a task finished, went into Blocking, or gave its slot up at a
+// Checkpoint), one waiting task must be chosen so that (1) CPU is shared by
+// weight (nice, group weight), (2) latency-sensitive and new tasks run soon,
+// (3) classes keep their Linux meaning, and (4) nothing starves.
+//
+// Rejected approaches:
+//   - One FIFO (a semaphore): no weights, and a small task waits behind every
+//     large one.
+//   - cpuworker's three fixed-priority queues (event-intensive, new,
+//     CPU-heavy): a steady stream of one kind starves the next.
+//   - CFS's min-vruntime order alone: fair, but a task that asks for short
+//     slices gets no lower latency for it.
+//
+// The chosen structure is the kernel's, scaled down (see eevdf.go for the
+// arithmetic):
+//
+//  1. Four class queues, tried in this order: exit (tasks whose context ended
+//     while they waited for their slot back: they only need to unwind),
+//     realtime, fair (Normal and Batch), idle.
+//  2. Realtime is throttled: once it has used rtRuntimeShare of the slot time
+//     in the current rtPeriod while others wait, the others go first until the
+//     period ends. Idle is guaranteed idleShare: while it is behind that share
+//     it goes first once.
+//  3. Inside a class, groups are EEVDF entities weighted by their group weight;
+//     inside the chosen group, tasks are EEVDF entities weighted by nice.
+//  4. A task's request (slice) sets its deadline: new tasks ask for a quarter
+//     slice first; tasks whose bursts are short against their Blocking waits
+//     ask for proportionally shorter slices; Batch asks for four slices.
+//
+// All of it is guarded by Scheduler.mu; nothing here runs on Checkpoint's
+// fast path.
+
+const (
+	qExit = iota
+	qRealtime
+	qFair
+	qIdle
+	numQueues
+)
+
+const (
+	// rtPeriod and rtRuntimeShare are the kernel's sched_rt_period_us (1 s)
+	// and sched_rt_runtime_us (0.95 s) defaults: realtime tasks may take 95%
+	// of the slot time of a period while others wait.
+	rtPeriod       = int64(1e9)
+	rtRuntimeShare = 0.95
+	// idleShare is the share an idle task gets against one nice-0 task under
+	// the kernel's SCHED_IDLE weight: 3/(3+1024).
+	idleShare = 3.0 / (3 + 1024)
+	// batchSliceFactor stretches Batch slices: fewer switches for throughput
+	// work that nobody waits on.
+	batchSliceFactor = 4
+	// firstSliceDivisor shortens a new task's first slice (cpuworker: 200us
+	// against 1 ms) so that small tasks finish in their first run.
+	firstSliceDivisor = 4
+	// minLatencyFactor bounds how much shorter a latency-sensitive task's
+	// request may get: an eighth of its slice.
+	minLatencyFactor = 8
+)
+
+// queueOf returns the queue a class uses.
+func queueOf(c Class) int {
+	switch c {
+	case ClassRealtime:
+		return qRealtime
+	case ClassIdle:
+		return qIdle
+	}
+	return qFair
+}
+
+// groupNode is a group's entity inside one class queue, and the EEVDF queue
+// of that group's tasks in that class.
+type groupNode struct {
+	entity
+	name   string
+	class  *classQueue
+	tasks  eevdfQueue
+	queued int // tasks in tasks' heaps
+	active int // tasks active (queued or holding a slot)
+}
+
+// classQueue holds the groups with active tasks of one class.
+type classQueue struct {
+	groups eevdfQueue
+	byName map[string]*groupNode
+	queued int // tasks queued in this class
+}
+
+func (s *Scheduler) initQueues() {
+	for i := range s.queues {
+		s.queues[i] = classQueue{groups: newEEVDFQueue(), byName: map[string]*groupNode{}}
+	}
+}
+
+// requestSlice is the slice t asks for when it next gets a deadline.
+func (s *Scheduler) requestSlice(t *Task, first bool) int64 {
+	slice := t.slice
+	if first {
+		return max(slice/firstSliceDivisor, int64(MinSlice))
+	}
+	if t.avgWait > t.avgBurst && t.avgBurst > 0 {
+		// Latency-sensitive: short CPU bursts between long waits. Ask for
+		// the burst's share of the slice, at least 1/minLatencyFactor.
+		scaled := slice * t.avgBurst / (t.avgBurst + t.avgWait)
+		slice = max(scaled, slice/minLatencyFactor)
+	}
+	return slice
+}
+
+// activateTask makes t active in the group of its current queue, creating
+// and activating the group as needed. first is true for a task that has
+// never run.
+func (s *Scheduler) activateTask(t *Task, first bool) {
+	cq := &s.queues[t.qidx]
+	g := cq.byName[t.groupName]
+	if g == nil {
+		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue()}
+		g.entity = entity{weight: groupWeight(s.groupWeightLocked(t.groupName)), heapIdx: -1, group: g}
+		cq.byName[t.groupName] = g
+	}
+	if g.active == 0 {
+		sl := int64(s.cfg.slice)
+		cq.groups.activate(&g.entity, sl, scaleVirtual(sl, g.weight))
+	}
+	g.active++
+	t.group = g
+	req := s.requestSlice(t, first)
+	g.tasks.activate(&t.ent, t.slice, scaleVirtual(req, t.ent.weight))
+}
+
+// deactivateTask makes t inactive (finished or blocking); its group goes
+// when its last active task does. t must not be queued.
+func (s *Scheduler) deactivateTask(t *Task) {
+	g := t.group
+	g.tasks.deactivate(&t.ent)
+	g.active--
+	if g.active == 0 {
+		g.class.groups.deactivate(&g.entity)
+		delete(g.class.byName, g.name)
+	}
+	t.group = nil
+}
+
+// enqueueTask puts active task t in the heaps.
+func (s *Scheduler) enqueueTask(t *Task) {
+	g := t.group
+	g.tasks.push(&t.ent)
+	g.queued++
+	if g.heapIdx < 0 {
+		g.class.groups.push(&g.entity)
+	}
+	g.class.queued++
+	s.nqueued++
+}
+
+// dequeueTask takes queued task t out of the heaps; it stays active.
+func (s *Scheduler) dequeueTask(t *Task) {
+	g := t.group
+	g.tasks.remove(&t.ent)
+	g.queued--
+	if g.queued == 0 {
+		g.class.groups.remove(&g.entity)
+	}
+	g.class.queued--
+	s.nqueued--
+}
+
+// account charges t's run time since it last was, at every level.
+func (s *Scheduler) account(t *Task, now int64) {
+	delta := now - t.lastRun
+	if delta <= 0 {
+		return
+	}
+	t.lastRun = now
+	t.runTime += delta
+	t.burst += delta
+	g := t.group
+	g.tasks.account(&t.ent, delta)
+	g.class.groups.account(&g.entity, delta)
+	s.rollPeriod(now)
+	s.periodUsed[t.qidx] += delta
+	s.stats.runTime += delta
+	s.stats.classRunTime[t.class] += delta
+	s.groupStatsLocked(t.groupName).runTime += delta
+}
+
+// rollPeriod starts a new bandwidth period when the current one is over.
+func (s *Scheduler) rollPeriod(now int64) {
+	if now-s.periodStart >= rtPeriod {
+		s.periodStart = now
+		s.periodUsed = [numQueues]int64{}
+	}
+}
+
+// rtThrottled reports whether realtime has used its share of this period.
+func (s *Scheduler) rtThrottled() bool {
+	return float64(s.periodUsed[qRealtime]) >= rtRuntimeShare*float64(rtPeriod)*float64(s.workers)
+}
+
+// idleStarved reports whether idle is behind its guaranteed share of the
+// slot time elapsed in this period.
+func (s *Scheduler) idleStarved(now int64) bool {
+	elapsed := now - s.periodStart
+	return float64(s.periodUsed[qIdle]) < idleShare*float64(elapsed)*float64(s.workers)
+}
+
+// pickQueue returns the queue the next task comes from, or -1.
+func (s *Scheduler) pickQueue(now int64) int {
+	if s.nqueued == 0 {
+		return -1
+	}
+	q := &s.queues
+	if q[qExit].queued > 0 {
+		return qExit
+	}
+	s.rollPeriod(now)
+	others := q[qFair].queued + q[qIdle].queued
+	if q[qIdle].queued > 0 && s.idleStarved(now) {
+		return qIdle
+	}
+	if q[qRealtime].queued > 0 && (others == 0 || !s.rtThrottled()) {
+		return qRealtime
+	}
+	if q[qFair].queued > 0 {
+		return qFair
+	}
+	return qIdle
+}
+
+// pick removes and returns the task that should run next, or nil.
+func (s *Scheduler) pick(now int64) *Task {
+	qi := s.pickQueue(now)
+	if qi < 0 {
+		return nil
+	}
+	cq := &s.queues[qi]
+	ge := cq.groups.peek()
+	g := ge.group
+	t := g.tasks.peek().task
+	s.dequeueTask(t)
+	// The group used one request: give it a new deadline so the next pick
+	// in this class weighs the other groups again.
+	sl := int64(s.cfg.slice)
+	g.deadline = g.vruntime + scaleVirtual(sl, g.weight)
+	if g.heapIdx >= 0 {
+		cq.groups.remove(&g.entity)
+		cq.groups.push(&g.entity)
+	}
+	return t
+}

@@ -1,0 +1,778 @@
+package cpusched
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Errors returned by the Scheduler.
+var (
+	// ErrClosed is returned for work submitted after Close, and for queued
+	// tasks that Close removed.
+	ErrClosed = errors.New("cpusched: scheduler closed")
+	// ErrQueueFull is returned by Run and Go when the queue limit of tasks
+	// waiting to start is reached.
+	ErrQueueFull = errors.New("cpusched: queue full")
+)
+
+// errGoexit is the error recorded for a task whose fn called runtime.Goexit.
+var errGoexit = errors.New("cpusched: task called runtime.Goexit")
+
+// PanicError is returned by Run and Wait when the task's fn panicked. The
+// panic is recovered: it neither kills the process nor leaks the slot.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the panicking goroutine's stack
+}
+
+// Error returns the panic value and the stack.
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("cpusched: task panicked: %v\n\n%s", p.Value, p.Stack)
+}
+
+// Unwrap returns the panic value when it is an error.
+func (p *PanicError) Unwrap() error {
+	if err, ok := p.Value.(error); ok {
+		return err
+	}
+	return nil
+}
+
+// Scheduler runs CPU-heavy tasks on a bounded number of worker slots, in
+// the order its EEVDF policy chooses. Create one with New; its methods are
+// safe for concurrent use. Close it to stop its slice monitor goroutine.
+type Scheduler struct {
+	cfg     config
+	clock   clock
+	workers int
+
+	killCtx context.Context // cancelled when Close stops waiting
+	kill    context.CancelFunc
+
+	mu           sync.Mutex
+	closed       bool
+	killed       bool
+	queues       [numQueues]classQueue
+	nqueued      int     // tasks in the heaps, in every state
+	waitingNew   int     // queued tasks that never started (the queue limit counts these)
+	blocked      int     // tasks inside Blocking
+	running      []*Task // tasks holding a slot
+	live         int     // accepted tasks not yet ended
+	drained      chan struct{}
+	groupWeights map[string]int
+	groups       map[string]*groupCounters
+	periodStart  int64
+	periodUsed   [numQueues]int64
+	stats        counters
+	watching     bool // the monitor is watching slices
+
+	monitorKick chan struct{}
+	monitorStop chan struct{}
+	monitorDone chan struct{}
+	closeOnce   sync.Once
+}
+
+// counters are the Stats kept under mu.
+type counters struct {
+	submitted, completed, failed, canceled, panicked, rejected, preempted uint64
+	queueWait, maxQueueWait, runTime                                      int64
+	classSubmitted                                                        [numClasses]uint64
+	classRunTime                                                          [numClasses]int64
+}
+
+type groupCounters struct {
+	submitted, ended uint64
+	runTime          int64
+}
+
+// New returns a Scheduler configured by opts. It starts one goroutine, the
+// slice monitor, which sleeps while no task waits; Close stops it. An
+// out-of-range option makes New return an error naming it and its range.
+//
+// With IsolationReserve (the default) the worker count is chosen from
+// GOMAXPROCS at the time of the call (see ReserveWorkers).
+func New(opts ...Option) (*Scheduler, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Scheduler{
+		cfg:          cfg,
+		clock:        cfg.clock,
+		workers:      cfg.workers,
+		drained:      make(chan struct{}),
+		groupWeights: map[string]int{},
+		groups:       map[string]*groupCounters{},
+		running:      make([]*Task, 0, cfg.workers),
+	}
+	s.killCtx, s.kill = context.WithCancel(context.Background())
+	s.initQueues()
+	s.periodStart = s.clock.Now()
+	if !cfg.noMonitor {
+		s.monitorKick = make(chan struct{}, 1)
+		s.monitorStop = make(chan struct{})
+		s.monitorDone = make(chan struct{})
+		go s.monitor()
+	}
+	return s, nil
+}
+
+// Workers returns the number of worker slots.
+func (s *Scheduler) Workers() int { return s.workers }
+
+// Run runs fn as a task and returns its error once it has ended. It blocks
+// while the task waits for a slot; fn runs on the calling goroutine, so Run
+// costs no goroutine when a slot is free. It returns ErrClosed after Close,
+// ErrQueueFull when the queue is full, an option's error for an out-of-range
+// TaskOption, ctx's error if ctx ends before the task starts (fn is then
+// never run), and a *PanicError if fn panicked. On every failure before fn
+// starts, the scheduler is left as if Run had not been called, except for
+// the Stats counters.
+//
+// Cost: an empty task with a free slot took 1.0x a plain goroutine +
+// WaitGroup serially here (BenchmarkRun).
+func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
+	t, err := s.newTask(ctx, fn, opts, false)
+	if err != nil {
+		return err
+	}
+	started, err := s.submit(t)
+	if err != nil {
+		return err
+	}
+	if !started {
+		<-t.wake
+		if t.state == stateDone { // removed while queued
+			return t.handle.err
+		}
+	}
+	return s.execute(t)
+}
+
+// Go queues fn as a task and returns at once; the Handle tells when it has
+// ended and its error. A queued task costs no goroutine: one is started
+// when the task gets a slot. Go's own error is only for a task it refused
+// (ErrClosed, ErrQueueFull, an out-of-range option, a nil fn); an expired
+// ctx is accepted and the task ends at once with ctx's error.
+func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOption) (*Handle, error) {
+	t, err := s.newTask(ctx, fn, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	t.handle.done = make(chan struct{})
+	started, err := s.submit(t)
+	if err != nil {
+		return nil, err
+	}
+	if started {
+		go s.runGo(t)
+	}
+	return &t.handle, nil
+}
+
+func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []TaskOption, isGo bool) (*Task, error) {
+	var tc taskConfig
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyTask(&tc); err != nil {
+			s.reject()
+			return nil, err
+		}
+	}
+	if fn == nil {
+		s.reject()
+		return nil, errors.New("cpusched: fn is nil")
+	}
+	if ctx == nil {
+		s.reject()
+		return nil, errors.New("cpusched: ctx is nil")
+	}
+	t := &Task{
+		s:         s,
+		fn:        fn,
+		ctx:       ctx,
+		groupName: tc.group,
+		class:     tc.class,
+		qidx:      int8(queueOf(tc.class)),
+		isGo:      isGo,
+		slice:     int64(tc.slice),
+		runIdx:    -1,
+	}
+	if t.slice == 0 {
+		t.slice = int64(s.cfg.slice)
+		if tc.class == ClassBatch {
+			t.slice = min(t.slice*batchSliceFactor, int64(MaxSlice))
+		}
+	}
+	t.ent = entity{weight: niceWeight(tc.nice), heapIdx: -1, task: t}
+	return t, nil
+}
+
+func (s *Scheduler) reject() {
+	s.mu.Lock()
+	s.stats.rejected++
+	s.mu.Unlock()
+}
+
+// submit accepts t and either gives it a slot at once (started) or queues
+// it. A task whose ctx has already ended is accepted and ended as canceled.
+func (s *Scheduler) submit(t *Task) (started bool, err error) {
+	if t.ctx.Done() != nil {
+		// Registered before t is visible to other goroutines; contextDone
+		// ignores a task that is not accepted yet, and the ctx.Err check
+		// below catches a context that ended meanwhile.
+		t.stopWatch = context.AfterFunc(t.ctx, func() { s.contextDone(t) })
+	}
+	now := s.clock.Now()
+	s.mu.Lock()
+	if s.closed || (len(s.running) >= s.workers || s.nqueued > 0) && s.waitingNew >= s.cfg.queueLimit {
+		err := ErrQueueFull
+		if s.closed {
+			err = ErrClosed
+		}
+		s.stats.rejected++
+		s.mu.Unlock()
+		if t.stopWatch != nil {
+			t.stopWatch()
+		}
+		return false, err
+	}
+	free := len(s.running) < s.workers && s.nqueued == 0
+	s.stats.submitted++
+	s.stats.classSubmitted[t.class]++
+	s.groupStatsLocked(t.groupName).submitted++
+	s.live++
+	if err := t.ctx.Err(); err != nil {
+		// An expired context is never started.
+		s.stats.canceled++
+		s.endLocked(t)
+		s.mu.Unlock()
+		if t.stopWatch != nil {
+			t.stopWatch()
+		}
+		t.handle.err = err
+		if t.isGo {
+			close(t.handle.done)
+			return false, nil
+		}
+		return false, err
+	}
+	t.enqueuedAt = now
+	s.activateTask(t, true)
+	if free {
+		s.startLocked(t, now)
+	} else {
+		t.state = stateQueued
+		t.wake = make(chan struct{}, 1)
+		s.waitingNew++
+		s.enqueueTask(t)
+		s.preemptFor(t)
+		s.watchLocked()
+	}
+	s.mu.Unlock()
+	return free, nil
+}
+
+// startLocked gives t a slot and starts its slice; it returns true when t
+// never ran before.
+func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
+	first = !t.started
+	if t.state == stateQueued {
+		s.waitingNew--
+		w := now - t.enqueuedAt
+		s.stats.queueWait += w
+		s.stats.maxQueueWait = max(s.stats.maxQueueWait, w)
+	}
+	t.started = true
+	t.state = stateRunning
+	t.runIdx = len(s.running)
+	s.running = append(s.running, t)
+	t.lastRun = now
+	slice := t.slice
+	if first {
+		slice = s.requestSlice(t, true)
+	}
+	t.sliceEnd = now + slice
+	t.preempt.And(preemptCancel)
+	if s.nqueued > 0 {
+		s.watchLocked()
+		s.kickMonitor() // this slice may end before the one the monitor waits for
+	}
+	return first
+}
+
+// releaseSlot takes t out of the running set.
+func (s *Scheduler) releaseSlot(t *Task) {
+	last := len(s.running) - 1
+	if i := t.runIdx; i != last {
+		s.running[i] = s.running[last]
+		s.running[i].runIdx = i
+	}
+	s.running[last] = nil
+	s.running = s.running[:last]
+	t.runIdx = -1
+}
+
+// resume lets next run on the slot it was given.
+func (s *Scheduler) resume(next *Task, first bool) {
+	if next == nil {
+		return
+	}
+	if next.isGo && first {
+		go s.runGo(next)
+		return
+	}
+	next.wake <- struct{}{}
+}
+
+// runGo is the goroutine of Go tasks: after one ends, it runs the next task
+// if that is also a Go task that never started, saving a goroutine start.
+func (s *Scheduler) runGo(t *Task) {
+	for t != nil {
+		_, t = s.call(t, true)
+	}
+}
+
+// execute runs Run task t, which holds a slot, and ends it.
+func (s *Scheduler) execute(t *Task) error {
+	err, _ := s.call(t, false)
+	return err
+}
+
+// call runs fn with panic recovery and ends the task. When inline is true
+// and the next task is a Go task that never ran, call returns it instead of
+// starting a goroutine for it.
+func (s *Scheduler) call(t *Task, inline bool) (err error, next *Task) {
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		r := recover()
+		if r == nil {
+			err = errGoexit // runtime.Goexit in fn: end the task, let the goroutine exit
+		} else {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+		n, first := s.finish(t, err, r != nil)
+		s.resume(n, first)
+		next = nil
+	}()
+	err = t.fn(t)
+	normal = true
+	n, first := s.finish(t, err, false)
+	if inline && n != nil && n.isGo && first {
+		return err, n
+	}
+	s.resume(n, first)
+	return err, nil
+}
+
+// finish ends t, which holds a slot, and hands the slot on. The caller must
+// resume the returned task.
+func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first bool) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.account(t, now)
+	s.releaseSlot(t)
+	s.deactivateTask(t)
+	switch {
+	case panicked:
+		s.stats.panicked++
+	case err == nil:
+		s.stats.completed++
+	case t.preempt.Load()&preemptCancel != 0 || t.ctx.Err() != nil:
+		s.stats.canceled++
+	default:
+		s.stats.failed++
+	}
+	s.endLocked(t)
+	if next = s.pick(now); next != nil {
+		first = s.startLocked(next, now)
+	}
+	s.mu.Unlock()
+	if t.stopWatch != nil {
+		t.stopWatch()
+	}
+	if tc := t.taskCtx.Load(); tc != nil {
+		tc.stop()
+		tc.cancel(context.Canceled)
+	}
+	t.fn = nil
+	if t.isGo {
+		t.handle.err = err
+		close(t.handle.done)
+	}
+	return next, first
+}
+
+// endLocked records that t has ended.
+func (s *Scheduler) endLocked(t *Task) {
+	t.state = stateDone
+	s.groupStatsLocked(t.groupName).ended++
+	s.live--
+	if s.closed && s.live == 0 {
+		s.closeDrained()
+	}
+}
+
+func (s *Scheduler) closeDrained() {
+	select {
+	case <-s.drained:
+	default:
+		close(s.drained)
+	}
+}
+
+// yield is Checkpoint's slow path: charge t's run time and, if another task
+// should run now, give it t's slot and wait for a slot again.
+func (s *Scheduler) yield(t *Task) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.account(t, now)
+	t.preempt.And(preemptCancel)
+	if s.nqueued == 0 {
+		t.sliceEnd = now + t.slice
+		s.mu.Unlock()
+		return
+	}
+	if now >= t.sliceEnd {
+		// The slice is used up: ask for a new one.
+		t.ent.deadline = t.ent.vruntime + scaleVirtual(s.requestSlice(t, false), t.ent.weight)
+	}
+	s.enqueueTask(t)
+	next := s.pick(now)
+	if next == t {
+		t.sliceEnd = now + t.slice
+		s.mu.Unlock()
+		return
+	}
+	s.releaseSlot(t)
+	t.state = stateParked
+	s.stats.preempted++
+	first := s.startLocked(next, now)
+	if t.wake == nil {
+		t.wake = make(chan struct{}, 1)
+	}
+	s.mu.Unlock()
+	s.resume(next, first)
+	<-t.wake
+}
+
+// block gives up t's slot for a Blocking call.
+func (s *Scheduler) block(t *Task) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.account(t, now)
+	t.avgBurst = ewma(t.avgBurst, t.burst)
+	t.burst = 0
+	s.releaseSlot(t)
+	s.deactivateTask(t)
+	t.state = stateBlocking
+	s.blocked++
+	var first bool
+	next := s.pick(now)
+	if next != nil {
+		first = s.startLocked(next, now)
+	}
+	s.mu.Unlock()
+	s.resume(next, first)
+}
+
+// unblock queues t again after a Blocking call and waits for its slot.
+func (s *Scheduler) unblock(t *Task, waited int64) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.blocked--
+	t.avgWait = ewma(t.avgWait, waited)
+	if t.preempt.Load()&preemptCancel != 0 {
+		t.qidx = qExit
+	}
+	s.activateTask(t, false)
+	if len(s.running) < s.workers && s.nqueued == 0 {
+		s.startLocked(t, now)
+		s.mu.Unlock()
+		return
+	}
+	t.state = stateParked
+	if t.wake == nil {
+		t.wake = make(chan struct{}, 1)
+	}
+	s.enqueueTask(t)
+	s.preemptFor(t)
+	s.watchLocked()
+	s.mu.Unlock()
+	<-t.wake
+}
+
+// ewma is a moving average that weighs the newest sample 1/4.
+func ewma(avg, sample int64) int64 {
+	if avg == 0 {
+		return sample
+	}
+	return (3*avg + sample) / 4
+}
+
+// preemptFor asks a running task to yield at its next Checkpoint when
+// queued task t is of a more urgent class: exit over everything, realtime
+// (unless throttled) over fair and idle, normal over idle. Batch and idle
+// never preempt early.
+func (s *Scheduler) preemptFor(t *Task) {
+	var victimMin int // running tasks with qidx >= victimMin may be preempted
+	switch {
+	case t.qidx == qExit:
+		victimMin = qRealtime
+	case t.qidx == qRealtime && !s.rtThrottled():
+		victimMin = qFair
+	case t.qidx == qFair && t.class == ClassNormal:
+		victimMin = qIdle
+	default:
+		return
+	}
+	var victim *Task
+	for _, r := range s.running {
+		if int(r.qidx) >= victimMin && (victim == nil || r.qidx > victim.qidx) && r.preempt.Load()&preemptUrgent == 0 {
+			victim = r
+		}
+	}
+	if victim != nil {
+		victim.preempt.Or(preemptUrgent)
+	}
+}
+
+// contextDone runs (via context.AfterFunc) when a task's context ends.
+func (s *Scheduler) contextDone(t *Task) {
+	s.mu.Lock()
+	switch t.state {
+	case stateQueued:
+		err := t.ctx.Err()
+		s.removeQueuedLocked(t)
+		s.stats.canceled++
+		s.endLocked(t)
+		s.mu.Unlock()
+		s.notifyRemoved(t, err)
+		return
+	case stateRunning, stateBlocking:
+		t.preempt.Or(preemptCancel)
+	case stateParked:
+		t.preempt.Or(preemptCancel)
+		s.moveToExit(t)
+	}
+	s.mu.Unlock()
+}
+
+// removeQueuedLocked takes a never-started task out of the queue.
+func (s *Scheduler) removeQueuedLocked(t *Task) {
+	s.dequeueTask(t)
+	s.deactivateTask(t)
+	s.waitingNew--
+}
+
+// notifyRemoved ends a task removed from the queue before it started.
+func (s *Scheduler) notifyRemoved(t *Task, err error) {
+	t.handle.err = err
+	t.fn = nil
+	if t.isGo {
+		close(t.handle.done)
+		return
+	}
+	t.wake <- struct{}{}
+}
+
+// moveToExit moves parked task t to the exit queue, so that it gets a slot
+// before others and can return.
+func (s *Scheduler) moveToExit(t *Task) {
+	s.dequeueTask(t)
+	s.deactivateTask(t)
+	t.qidx = qExit
+	s.activateTask(t, false)
+	s.enqueueTask(t)
+	s.preemptFor(t)
+}
+
+// SetGroupWeight sets the weight of a group, 1..10000 (default 100): groups
+// share the slot time in proportion to their weights, whatever their task
+// counts. It applies at once, also to tasks already queued or running.
+func (s *Scheduler) SetGroupWeight(group string, weight int) error {
+	if weight < MinGroupWeight || weight > MaxGroupWeight {
+		return fmt.Errorf("cpusched: SetGroupWeight(%q, %d): weight must be in %d..%d", group, weight, MinGroupWeight, MaxGroupWeight)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.groupWeights[group] = weight
+	w := groupWeight(weight)
+	for i := range s.queues {
+		cq := &s.queues[i]
+		if g := cq.byName[group]; g != nil {
+			cq.groups.weightSum += w - g.weight
+			g.weight = w
+		}
+	}
+	return nil
+}
+
+func (s *Scheduler) groupWeightLocked(name string) int {
+	if w, ok := s.groupWeights[name]; ok {
+		return w
+	}
+	return DefaultGroupWeight
+}
+
+func (s *Scheduler) groupStatsLocked(name string) *groupCounters {
+	g := s.groups[name]
+	if g == nil {
+		g = &groupCounters{}
+		s.groups[name] = g
+	}
+	return g
+}
+
+// Close stops the scheduler: from now on Run and Go return ErrClosed.
+// Queued and running tasks go on until they end or ctx ends; then the rest
+// are cancelled: queued ones are removed (their Run or Wait returns
+// ErrClosed), running ones see their Context cancelled and Checkpoint
+// return ErrClosed, and Close waits for them to return. Close returns when
+// every task has ended and the monitor goroutine has exited: nil if all
+// ended on their own, ctx's error otherwise. It may be called more than
+// once.
+func (s *Scheduler) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	if s.live == 0 {
+		s.closeDrained()
+	}
+	s.mu.Unlock()
+	var err error
+	select {
+	case <-s.drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.killAll()
+		<-s.drained
+	}
+	s.closeOnce.Do(func() {
+		s.kill()
+		if s.monitorStop != nil {
+			close(s.monitorStop)
+			<-s.monitorDone
+		}
+	})
+	return err
+}
+
+// killAll cancels every task: queued ones are removed, the others are asked
+// to return.
+func (s *Scheduler) killAll() {
+	s.kill()
+	s.mu.Lock()
+	s.killed = true
+	var removed []*Task
+	var parked []*Task
+	for i := range s.queues {
+		for _, g := range s.queues[i].byName {
+			for _, h := range []*entityHeap{&g.tasks.ready, &g.tasks.later} {
+				for _, e := range h.items {
+					if e.task.state == stateQueued {
+						removed = append(removed, e.task)
+					} else {
+						parked = append(parked, e.task)
+					}
+				}
+			}
+		}
+	}
+	for _, t := range removed {
+		s.removeQueuedLocked(t)
+		s.stats.canceled++
+		s.endLocked(t)
+	}
+	for _, t := range parked {
+		t.preempt.Or(preemptCancel)
+		if t.qidx != qExit {
+			s.moveToExit(t)
+		}
+	}
+	for _, t := range s.running {
+		t.preempt.Or(preemptCancel)
+	}
+	s.mu.Unlock()
+	for _, t := range removed {
+		s.notifyRemoved(t, ErrClosed)
+	}
+}
+
+// watchLocked makes sure the monitor watches slices while tasks wait.
+func (s *Scheduler) watchLocked() {
+	if s.watching || s.monitorKick == nil {
+		return
+	}
+	s.watching = true
+	s.kickMonitor()
+}
+
+// kickMonitor makes the monitor look at the running tasks again.
+func (s *Scheduler) kickMonitor() {
+	if s.monitorKick == nil {
+		return
+	}
+	select {
+	case s.monitorKick <- struct{}{}:
+	default:
+	}
+}
+
+// monitor ends slices. It sleeps until a task waits for a slot (watchLocked
+// wakes it), then, while tasks wait, wakes at the earliest end of a running
+// task's slice and sets that task's preempt bit. An idle scheduler, or one
+// whose tasks all have slots, costs no CPU here.
+func (s *Scheduler) monitor() {
+	defer close(s.monitorDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-s.monitorStop:
+			return
+		case <-s.monitorKick:
+		}
+		for {
+			s.mu.Lock()
+			if s.nqueued == 0 || len(s.running) == 0 {
+				s.watching = false
+				s.mu.Unlock()
+				break
+			}
+			next := s.expireSlices(s.clock.Now())
+			s.mu.Unlock()
+			timer.Reset(time.Duration(next))
+			select {
+			case <-s.monitorStop:
+				timer.Stop()
+				return
+			case <-timer.C:
+			case <-s.monitorKick:
+				timer.Stop()
+			}
+		}
+	}
+}
+
+// expireSlices flags the running tasks whose slice has ended and returns
+// the time until the next one ends (at most one slice).
+func (s *Scheduler) expireSlices(now int64) (next int64) {
+	next = int64(s.cfg.slice)
+	for _, t := range s.running {
+		if t.sliceEnd <= now {
+			t.preempt.Or(preemptSlice)
+		} else if d := t.sliceEnd - now; d < next {
+			next = d
+		}
+	}
+	return next
+}

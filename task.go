@@ -1,0 +1,154 @@
+package cpusched
+
+import (
+	"context"
+	"sync/atomic"
+)
+
+// Bits of Task.preempt, the word Checkpoint loads.
+const (
+	preemptSlice  = 1 << iota // the slice is over
+	preemptUrgent             // a task of a more urgent class waits
+	preemptCancel             // the task's context ended, or Close gave up waiting
+)
+
+type taskState uint8
+
+const (
+	stateNew      taskState = iota // not yet accepted
+	stateQueued                    // waiting for its first slot
+	stateRunning                   // holding a slot
+	stateParked                    // waiting for its slot back (after a Checkpoint or Blocking)
+	stateBlocking                  // inside Blocking's fn, without a slot
+	stateDone
+)
+
+// Task is one unit of CPU-heavy work run by a Scheduler. The *Task passed to
+// fn is valid until fn returns; its methods are meant for the goroutine that
+// runs fn (Context may be shared).
+type Task struct {
+	// preempt is non-zero when the task should come to the scheduler at its
+	// next Checkpoint. It is first in the struct so the load that
+	// Checkpoint's fast path does touches the task's first cache line.
+	preempt atomic.Uint32
+
+	s         *Scheduler
+	fn        func(*Task) error
+	ctx       context.Context // the caller's
+	taskCtx   atomic.Pointer[taskContext]
+	stopWatch func() bool // stops the AfterFunc that watches ctx
+
+	ent       entity
+	group     *groupNode
+	groupName string
+	class     Class
+	qidx      int8
+	state     taskState
+	isGo      bool // submitted by Go: its goroutine is ours to start
+	started   bool
+	runIdx    int // index in Scheduler.running while it holds a slot
+
+	slice      int64 // ns
+	sliceEnd   int64 // when the current slice ends
+	lastRun    int64 // when run time was last charged
+	enqueuedAt int64
+	runTime    int64
+	burst      int64 // run time since the last Blocking call
+	avgBurst   int64 // moving averages over Blocking calls
+	avgWait    int64
+
+	wake   chan struct{} // the slot is handed over on it
+	handle Handle
+}
+
+// taskContext is the task's context: the caller's, cancelled too when Close
+// gives up waiting.
+type taskContext struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   func() bool
+}
+
+// Checkpoint is the cooperative preemption point: call it often (every 10us
+// to 1ms of work) from a long task. It costs one atomic load when nothing is
+// asked of the task (0.3 ns, see BenchmarkCheckpoint). When the task's slice
+// is over and another task should run, it parks the task until the scheduler
+// gives it a slot again; when a more urgent class waits, it does so at once.
+// It returns the task's context error once the context is done (ErrClosed if
+// Close gave up waiting), and nil otherwise; after a non-nil error fn should
+// return.
+func (t *Task) Checkpoint() error {
+	if t.preempt.Load() == 0 {
+		return nil
+	}
+	return t.checkpointSlow()
+}
+
+// checkpointSlow is kept out of Checkpoint so that Checkpoint inlines, as
+// sync.Once splits doSlow from Do.
+func (t *Task) checkpointSlow() error {
+	if t.preempt.Load()&preemptCancel != 0 {
+		return t.cancelErr()
+	}
+	t.s.yield(t)
+	if t.preempt.Load()&preemptCancel != 0 {
+		return t.cancelErr()
+	}
+	return nil
+}
+
+// cancelErr is the error Checkpoint returns once the task was cancelled.
+func (t *Task) cancelErr() error {
+	if err := t.ctx.Err(); err != nil {
+		return err
+	}
+	return ErrClosed
+}
+
+// Context returns the task's context: the one passed to Run or Go, also
+// cancelled (with cause ErrClosed) when Close stops waiting for the task.
+// It is cancelled when fn returns.
+func (t *Task) Context() context.Context {
+	if tc := t.taskCtx.Load(); tc != nil {
+		return tc.ctx
+	}
+	ctx, cancel := context.WithCancelCause(t.ctx)
+	stop := context.AfterFunc(t.s.killCtx, func() { cancel(ErrClosed) })
+	tc := &taskContext{ctx: ctx, cancel: cancel, stop: stop}
+	if !t.taskCtx.CompareAndSwap(nil, tc) {
+		stop()
+		cancel(nil)
+		return t.taskCtx.Load().ctx
+	}
+	return ctx
+}
+
+// Blocking runs fn, which should wait (on the network, a lock, a timer)
+// rather than compute, without holding a worker slot: the slot goes to
+// another task while fn runs, and the task waits for a slot again after it.
+// The time fn takes counts as the task's wait: tasks whose CPU bursts are
+// short against their waits get earlier deadlines. If fn panics, the task
+// gets its slot back first and the panic continues.
+func (t *Task) Blocking(fn func()) {
+	t.s.block(t)
+	start := t.s.clock.Now()
+	defer func() { t.s.unblock(t, t.s.clock.Now()-start) }()
+	fn()
+}
+
+// Handle is a task submitted with Go.
+type Handle struct {
+	done chan struct{}
+	err  error
+}
+
+// Wait blocks until the task has ended and returns what Run would have:
+// fn's error, a *PanicError, the context's error for a task that never
+// started, or ErrClosed for one that Close removed.
+func (h *Handle) Wait() error {
+	<-h.done
+	return h.err
+}
+
+// Done returns a channel closed when the task has ended.
+func (h *Handle) Done() <-chan struct{} { return h.done }
