@@ -65,7 +65,7 @@ type entity struct {
 	vruntime int64
 	deadline int64
 	lag      int64 // kept while inactive
-	heapIdx  int   // index in ready or later; -1 when in neither
+	heapIdx  int32 // index in ready or later; -1 when in neither
 	inReady  bool
 	task     *Task      // the owner, when a task
 	group    *groupNode // the owner, when a group
@@ -175,8 +175,8 @@ func (h *entityHeap) less(i, j int) bool {
 
 func (h *entityHeap) swap(i, j int) {
 	h.items[i], h.items[j] = h.items[j], h.items[i]
-	h.items[i].heapIdx = i
-	h.items[j].heapIdx = j
+	h.items[i].heapIdx = int32(i)
+	h.items[j].heapIdx = int32(j)
 }
 
 func (h *entityHeap) up(i int) {
@@ -212,9 +212,9 @@ func (h *entityHeap) down(i int) bool {
 }
 
 func (h *entityHeap) push(e *entity) {
-	e.heapIdx = len(h.items)
+	e.heapIdx = int32(len(h.items))
 	h.items = append(h.items, e)
-	h.up(e.heapIdx)
+	h.up(int(e.heapIdx))
 }
 
 func (h *entityHeap) pop() *entity {
@@ -224,7 +224,7 @@ func (h *entityHeap) pop() *entity {
 }
 
 func (h *entityHeap) remove(e *entity) {
-	i := e.heapIdx
+	i := int(e.heapIdx)
 	last := len(h.items) - 1
 	if i != last {
 		h.swap(i, last)
@@ -240,7 +240,7 @@ func (h *entityHeap) remove(e *entity) {
 	}
 }
 
-func (h *entityHeap) fix(e *entity) { h.fixAt(e.heapIdx) }
+func (h *entityHeap) fix(e *entity) { h.fixAt(int(e.heapIdx)) }
 
 func (h *entityHeap) fixAt(i int) {
 	if !h.down(i) {

@@ -178,7 +178,6 @@ func (s *Scheduler) account(t *Task, now int64) {
 		return
 	}
 	t.lastRun = now
-	t.runTime += delta
 	t.burst += delta
 	g := t.group
 	g.tasks.account(&t.ent, delta)
@@ -186,7 +185,7 @@ func (s *Scheduler) account(t *Task, now int64) {
 	s.rollPeriod(now)
 	s.periodUsed[t.qidx] += delta
 	s.stats.runTime += delta
-	s.stats.classRunTime[t.class] += delta
+	s.stats.classRunTime[t.classID] += delta
 	s.groupStatsLocked(t.groupName).runTime += delta
 }
 

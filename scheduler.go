@@ -65,6 +65,7 @@ type Scheduler struct {
 	drained      chan struct{}
 	groupWeights map[string]int
 	groups       map[string]*groupCounters
+	watches      map[<-chan struct{}]*ctxWatch
 	periodStart  int64
 	periodUsed   [numQueues]int64
 	stats        counters
@@ -198,7 +199,7 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 		fn:        fn,
 		ctx:       ctx,
 		groupName: tc.group,
-		class:     tc.class,
+		classID:   int8(tc.class),
 		qidx:      int8(queueOf(tc.class)),
 		isGo:      isGo,
 		slice:     int64(tc.slice),
@@ -223,12 +224,6 @@ func (s *Scheduler) reject() {
 // submit accepts t and either gives it a slot at once (started) or queues
 // it. A task whose ctx has already ended is accepted and ended as canceled.
 func (s *Scheduler) submit(t *Task) (started bool, err error) {
-	if t.ctx.Done() != nil {
-		// Registered before t is visible to other goroutines; contextDone
-		// ignores a task that is not accepted yet, and the ctx.Err check
-		// below catches a context that ended meanwhile.
-		t.stopWatch = context.AfterFunc(t.ctx, func() { s.contextDone(t) })
-	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	if s.closed || (len(s.running) >= s.workers || s.nqueued > 0) && s.waitingNew >= s.cfg.queueLimit {
@@ -238,14 +233,11 @@ func (s *Scheduler) submit(t *Task) (started bool, err error) {
 		}
 		s.stats.rejected++
 		s.mu.Unlock()
-		if t.stopWatch != nil {
-			t.stopWatch()
-		}
 		return false, err
 	}
 	free := len(s.running) < s.workers && s.nqueued == 0
 	s.stats.submitted++
-	s.stats.classSubmitted[t.class]++
+	s.stats.classSubmitted[t.classID]++
 	s.groupStatsLocked(t.groupName).submitted++
 	s.live++
 	if err := t.ctx.Err(); err != nil {
@@ -253,9 +245,6 @@ func (s *Scheduler) submit(t *Task) (started bool, err error) {
 		s.stats.canceled++
 		s.endLocked(t)
 		s.mu.Unlock()
-		if t.stopWatch != nil {
-			t.stopWatch()
-		}
 		t.handle.err = err
 		if t.isGo {
 			close(t.handle.done)
@@ -264,12 +253,15 @@ func (s *Scheduler) submit(t *Task) (started bool, err error) {
 		return false, err
 	}
 	t.enqueuedAt = now
+	s.addWatchLocked(t)
 	s.activateTask(t, true)
 	if free {
 		s.startLocked(t, now)
 	} else {
 		t.state = stateQueued
-		t.wake = make(chan struct{}, 1)
+		if !t.isGo {
+			t.wake = make(chan struct{}, 1) // a Go task gets a goroutine instead
+		}
 		s.waitingNew++
 		s.enqueueTask(t)
 		s.preemptFor(t)
@@ -291,7 +283,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	}
 	t.started = true
 	t.state = stateRunning
-	t.runIdx = len(s.running)
+	t.runIdx = int32(len(s.running))
 	s.running = append(s.running, t)
 	t.lastRun = now
 	slice := t.slice
@@ -310,9 +302,9 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 // releaseSlot takes t out of the running set.
 func (s *Scheduler) releaseSlot(t *Task) {
 	last := len(s.running) - 1
-	if i := t.runIdx; i != last {
+	if i := int(t.runIdx); i != last {
 		s.running[i] = s.running[last]
-		s.running[i].runIdx = i
+		s.running[i].runIdx = int32(i)
 	}
 	s.running[last] = nil
 	s.running = s.running[:last]
@@ -397,9 +389,6 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 		first = s.startLocked(next, now)
 	}
 	s.mu.Unlock()
-	if t.stopWatch != nil {
-		t.stopWatch()
-	}
 	if tc := t.taskCtx.Load(); tc != nil {
 		tc.stop()
 		tc.cancel(context.Canceled)
@@ -414,6 +403,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 
 // endLocked records that t has ended.
 func (s *Scheduler) endLocked(t *Task) {
+	s.dropWatchLocked(t)
 	t.state = stateDone
 	s.groupStatsLocked(t.groupName).ended++
 	s.live--
@@ -530,7 +520,7 @@ func (s *Scheduler) preemptFor(t *Task) {
 		victimMin = qRealtime
 	case t.qidx == qRealtime && !s.rtThrottled():
 		victimMin = qFair
-	case t.qidx == qFair && t.class == ClassNormal:
+	case t.qidx == qFair && t.class() == ClassNormal:
 		victimMin = qIdle
 	default:
 		return
@@ -546,25 +536,91 @@ func (s *Scheduler) preemptFor(t *Task) {
 	}
 }
 
-// contextDone runs (via context.AfterFunc) when a task's context ends.
-func (s *Scheduler) contextDone(t *Task) {
-	s.mu.Lock()
-	switch t.state {
-	case stateQueued:
-		err := t.ctx.Err()
-		s.removeQueuedLocked(t)
-		s.stats.canceled++
-		s.endLocked(t)
-		s.mu.Unlock()
-		s.notifyRemoved(t, err)
+// ctxWatch watches one Done channel for all the tasks whose context has
+// it: one context.AfterFunc per distinct context rather than per task keeps
+// a queued task's cost low when many tasks share a context.
+type ctxWatch struct {
+	done  <-chan struct{}
+	stop  func() bool
+	tasks *Task // list through Task.watchNext
+	n     int
+}
+
+// addWatchLocked starts watching t's context, if it can end.
+func (s *Scheduler) addWatchLocked(t *Task) {
+	done := t.ctx.Done()
+	if done == nil {
 		return
-	case stateRunning, stateBlocking:
-		t.preempt.Or(preemptCancel)
-	case stateParked:
-		t.preempt.Or(preemptCancel)
-		s.moveToExit(t)
+	}
+	w := s.watches[done]
+	if w == nil {
+		w = &ctxWatch{done: done}
+		if s.watches == nil {
+			s.watches = map[<-chan struct{}]*ctxWatch{}
+		}
+		s.watches[done] = w
+		ctx := t.ctx
+		w.stop = context.AfterFunc(ctx, func() { s.contextDone(w) })
+	}
+	t.watch = w
+	t.watchNext = w.tasks
+	if w.tasks != nil {
+		w.tasks.watchPrev = t
+	}
+	w.tasks = t
+	w.n++
+}
+
+// dropWatchLocked stops watching t's context.
+func (s *Scheduler) dropWatchLocked(t *Task) {
+	w := t.watch
+	if w == nil {
+		return
+	}
+	if t.watchPrev != nil {
+		t.watchPrev.watchNext = t.watchNext
+	} else {
+		w.tasks = t.watchNext
+	}
+	if t.watchNext != nil {
+		t.watchNext.watchPrev = t.watchPrev
+	}
+	t.watch, t.watchPrev, t.watchNext = nil, nil, nil
+	w.n--
+	if w.n == 0 {
+		w.stop()
+		delete(s.watches, w.done)
+	}
+}
+
+// contextDone runs (via context.AfterFunc) when a watched context ends:
+// queued tasks are removed, running ones see Checkpoint fail, parked ones
+// move to the exit queue.
+func (s *Scheduler) contextDone(w *ctxWatch) {
+	var removed []*Task
+	s.mu.Lock()
+	for t := w.tasks; t != nil; {
+		next := t.watchNext
+		switch t.state {
+		case stateQueued:
+			s.removeQueuedLocked(t)
+			s.stats.canceled++
+			s.endLocked(t)
+			removed = append(removed, t)
+		case stateRunning, stateBlocking:
+			t.preempt.Or(preemptCancel)
+		case stateParked:
+			t.preempt.Or(preemptCancel)
+			if t.qidx != qExit {
+				s.moveToExit(t)
+			}
+		}
+		t = next
 	}
 	s.mu.Unlock()
+	for _, t := range removed {
+		s.notifyRemoved(t, t.ctx.Err())
+	}
 }
 
 // removeQueuedLocked takes a never-started task out of the queue.

@@ -32,27 +32,31 @@ type Task struct {
 	// Checkpoint's fast path does touches the task's first cache line.
 	preempt atomic.Uint32
 
-	s         *Scheduler
-	fn        func(*Task) error
-	ctx       context.Context // the caller's
-	taskCtx   atomic.Pointer[taskContext]
-	stopWatch func() bool // stops the AfterFunc that watches ctx
+	classID int8 // Class
+	qidx    int8 // the queue it is in: qExit..qIdle
+	state   taskState
+	isGo    bool // submitted by Go: its goroutine is ours to start
+	started bool
+	runIdx  int32 // index in Scheduler.running while it holds a slot
+
+	s       *Scheduler
+	fn      func(*Task) error
+	ctx     context.Context // the caller's
+	taskCtx atomic.Pointer[taskContext]
+
+	// watch is the watcher of ctx's Done channel; the tasks sharing it form
+	// a list through watchPrev and watchNext.
+	watch                *ctxWatch
+	watchPrev, watchNext *Task
 
 	ent       entity
 	group     *groupNode
 	groupName string
-	class     Class
-	qidx      int8
-	state     taskState
-	isGo      bool // submitted by Go: its goroutine is ours to start
-	started   bool
-	runIdx    int // index in Scheduler.running while it holds a slot
 
 	slice      int64 // ns
 	sliceEnd   int64 // when the current slice ends
 	lastRun    int64 // when run time was last charged
 	enqueuedAt int64
-	runTime    int64
 	burst      int64 // run time since the last Blocking call
 	avgBurst   int64 // moving averages over Blocking calls
 	avgWait    int64
@@ -60,6 +64,9 @@ type Task struct {
 	wake   chan struct{} // the slot is handed over on it
 	handle Handle
 }
+
+// class returns the task's class.
+func (t *Task) class() Class { return Class(t.classID) }
 
 // taskContext is the task's context: the caller's, cancelled too when Close
 // gives up waiting.
@@ -76,7 +83,9 @@ type taskContext struct {
 // gives it a slot again; when a more urgent class waits, it does so at once.
 // It returns the task's context error once the context is done (ErrClosed if
 // Close gave up waiting), and nil otherwise; after a non-nil error fn should
-// return.
+// return. The context is watched with context.AfterFunc, so Checkpoint sees
+// a cancellation a few microseconds after it happens, not in the same
+// instant.
 func (t *Task) Checkpoint() error {
 	if t.preempt.Load() == 0 {
 		return nil
@@ -119,6 +128,9 @@ func (t *Task) Context() context.Context {
 		stop()
 		cancel(nil)
 		return t.taskCtx.Load().ctx
+	}
+	if t.preempt.Load()&preemptCancel != 0 && t.s.killCtx.Err() != nil {
+		cancel(ErrClosed) // Close gave up before the context was asked for
 	}
 	return ctx
 }
