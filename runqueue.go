@@ -141,8 +141,9 @@ func (s *Scheduler) deactivateTask(t *Task) {
 	g.tasks.deactivate(&t.ent)
 	g.active--
 	if g.active == 0 {
+		// The node stays in byName (as the group's counters do) so that a
+		// group that comes and goes with each task costs no allocation.
 		g.class.groups.deactivate(&g.entity)
-		delete(g.class.byName, g.name)
 	}
 	t.group = nil
 }

@@ -1,0 +1,163 @@
+package cpusched
+
+// Benchmarks of the per-task cost, each beside its baselines:
+//
+//	go test -run '^$' -bench . -benchmem
+//
+// BaselineGoroutine is a plain goroutine + WaitGroup per task, the cost a
+// caller pays for "go fn()" and waiting; Semaphore and Errgroup are the
+// usual ways to bound concurrency.
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/semaphore"
+)
+
+func emptyTask(*Task) error { return nil }
+
+func BenchmarkBaselineGoroutine(b *testing.B) {
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		var wg sync.WaitGroup
+		for b.Loop() {
+			wg.Add(1)
+			go func() { wg.Done() }()
+			wg.Wait()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var wg sync.WaitGroup
+			for pb.Next() {
+				wg.Add(1)
+				go func() { wg.Done() }()
+				wg.Wait()
+			}
+		})
+	})
+}
+
+func BenchmarkBaselineSemaphore(b *testing.B) {
+	sem := semaphore.NewWeighted(int64(runtime.GOMAXPROCS(0)))
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := sem.Acquire(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+			emptyTask(nil)
+			sem.Release(1)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := sem.Acquire(ctx, 1); err != nil {
+					b.Fatal(err)
+				}
+				emptyTask(nil)
+				sem.Release(1)
+			}
+		})
+	})
+}
+
+func BenchmarkBaselineErrgroup(b *testing.B) {
+	b.ReportAllocs()
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for b.Loop() {
+		g.Go(func() error { return nil })
+	}
+	g.Wait()
+}
+
+func benchScheduler(b *testing.B, opts ...Option) *Scheduler {
+	s, err := New(opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close(context.Background()) })
+	return s
+}
+
+func BenchmarkRun(b *testing.B) {
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		s := benchScheduler(b, WithIsolation(IsolationNone))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.Run(ctx, emptyTask); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		s := benchScheduler(b, WithIsolation(IsolationNone))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := s.Run(ctx, emptyTask); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("parallel-1worker", func(b *testing.B) {
+		// Every Run but one waits in the queue: the hand-off path.
+		s := benchScheduler(b, WithWorkers(1))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := s.Run(ctx, emptyTask); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}
+
+func BenchmarkGoWait(b *testing.B) {
+	s := benchScheduler(b, WithIsolation(IsolationNone))
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		h, err := s.Go(ctx, emptyTask)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := h.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCheckpoint(b *testing.B) {
+	s := benchScheduler(b, WithWorkers(1))
+	s.Run(context.Background(), func(t *Task) error {
+		b.ResetTimer()
+		for b.Loop() {
+			if err := t.Checkpoint(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return nil
+	})
+}
+
+// BenchmarkCheckpointBaseline is the loop without the call, to subtract.
+func BenchmarkCheckpointBaseline(b *testing.B) {
+	var sink int
+	for b.Loop() {
+		sink++
+	}
+	_ = sink
+}

@@ -1,0 +1,39 @@
+// Package cpusched schedules a Go program's CPU-heavy work the way Linux
+// schedules threads: bounded worker slots, time slices, nice levels,
+// classes (realtime, normal, batch, idle), weighted groups, and an
+// EEVDF-style policy that picks what runs next, so that latency-sensitive
+// goroutines stay fast while CPU-heavy work keeps the cores busy.
+//
+// The Go runtime is round-robin: a request handler that wakes up waits
+// behind every CPU-bound goroutine ahead of it, and a CPU-bound goroutine is
+// preempted only after 10 ms. With enough CPU-heavy requests in flight, the
+// tail latency of a 1 ms endpoint grows to hundreds of milliseconds. Run the
+// CPU-heavy part through a Scheduler and it waits for a worker slot instead,
+// in the order the policy chooses, and yields at Checkpoint when its slice
+// is over:
+//
+//	s, err := cpusched.New() // IsolationReserve: leaves a P free for the rest
+//	if err != nil {
+//		return err
+//	}
+//	defer s.Close(context.Background())
+//	err = s.Run(ctx, func(t *cpusched.Task) error {
+//		for _, block := range blocks {
+//			hash.Write(block)
+//			if err := t.Checkpoint(); err != nil { // yields when the slice ends
+//				return err
+//			}
+//		}
+//		return nil
+//	}, cpusched.WithNice(5))
+//
+// Costs, measured on this project's 2-core machines (go test -bench .):
+// Checkpoint when nothing is asked of the task, 0.6 ns (one atomic load;
+// an empty loop is 0.5 ns); Run of an empty task with a free slot, 0.6x a
+// plain goroutine + WaitGroup serially and 1.0x in parallel; Go + Wait,
+// 2.4x; a queued task, under 400 bytes and no goroutine.
+//
+// Isolation decides how the rest of the program is protected:
+// IsolationReserve runs tasks on fewer slots than GOMAXPROCS (cpuworker's
+// approach), IsolationNone on all of them.
+package cpusched

@@ -1,0 +1,63 @@
+package cpusched_test
+
+import (
+	"context"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/cpusched/cpusched"
+)
+
+// Example runs a CPU-heavy checksum as a task that yields at the end of
+// each slice, then a task in a low-priority group.
+func Example() {
+	s, err := cpusched.New(cpusched.WithWorkers(2))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close(context.Background())
+
+	block := make([]byte, 64<<10)
+	var sum uint32
+	err = s.Run(context.Background(), func(t *cpusched.Task) error {
+		for range 100 {
+			sum = crc32.Update(sum, crc32.IEEETable, block)
+			if err := t.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	fmt.Println(err, sum)
+
+	if err := s.SetGroupWeight("reports", 10); err != nil {
+		panic(err)
+	}
+	h, err := s.Go(context.Background(), func(t *cpusched.Task) error { return nil },
+		cpusched.WithGroup("reports"), cpusched.WithNice(10))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(h.Wait(), s.Stats().Completed)
+	// Output:
+	// <nil> 3719546193
+	// <nil> 2
+}
+
+// ExampleTask_Blocking gives the slot away while the task waits.
+func ExampleTask_Blocking() {
+	s, _ := cpusched.New(cpusched.WithWorkers(1))
+	defer s.Close(context.Background())
+	results := make(chan int, 1)
+	results <- 42
+	err := s.Run(context.Background(), func(t *cpusched.Task) error {
+		var v int
+		t.Blocking(func() { v = <-results }) // another task may run meanwhile
+		fmt.Println("got", v)
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// got 42
+	// <nil>
+}

@@ -1,0 +1,245 @@
+package cpusched
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// shareRun runs one task per spec on a single worker with a fake clock:
+// each task works in steps of `step` (advancing the clock and ending slices
+// as the monitor would) and calls Checkpoint, until total fake time has
+// passed. It returns the slot time each task got, by the scheduler's own
+// accounting of who held the slot while the clock moved.
+func shareRun(t *testing.T, total time.Duration, setup func(*Scheduler), specs ...[]TaskOption) []time.Duration {
+	t.Helper()
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	if setup != nil {
+		setup(s)
+	}
+	const step = int64(100 * time.Microsecond)
+	got := make([]atomic.Int64, len(specs))
+	end := clk.Now() + int64(total)
+
+	// A gate task holds the slot until every task is queued, so they start
+	// together.
+	release, gate := holdSlot(t, s)
+	var wg sync.WaitGroup
+	for i, opts := range specs {
+		h, err := s.Go(context.Background(), func(task *Task) error {
+			for clk.Now() < end {
+				clk.Advance(step)
+				got[i].Add(step)
+				task.s.tick()
+				if err := task.Checkpoint(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); h.Wait() }()
+	}
+	release()
+	gate.Wait()
+	wg.Wait()
+	out := make([]time.Duration, len(specs))
+	for i := range got {
+		out[i] = time.Duration(got[i].Load())
+	}
+	return out
+}
+
+// checkRatios checks that got is proportional to want within tol (relative).
+func checkRatios(t *testing.T, got []time.Duration, want []float64, tol float64) {
+	t.Helper()
+	var gsum, wsum float64
+	for i := range got {
+		gsum += float64(got[i])
+		wsum += want[i]
+	}
+	for i := range got {
+		g, w := float64(got[i])/gsum, want[i]/wsum
+		if g < w*(1-tol) || g > w*(1+tol) {
+			t.Errorf("task %d got %.1f%% of the slot time, want %.1f%% (±%.0f%%); all: %v", i, 100*g, 100*w, 100*tol, got)
+		}
+	}
+}
+
+func TestNiceShares(t *testing.T) {
+	got := shareRun(t, 3*time.Second, nil,
+		[]TaskOption{WithNice(0)}, []TaskOption{WithNice(5)}, []TaskOption{WithNice(10)})
+	checkRatios(t, got, []float64{1024, 335, 110}, 0.10)
+}
+
+func TestGroupShares(t *testing.T) {
+	got := shareRun(t, 3*time.Second, func(s *Scheduler) {
+		if err := s.SetGroupWeight("b", 300); err != nil {
+			t.Fatal(err)
+		}
+	},
+		// Group a has three tasks, b one: groups share first, 1:3.
+		[]TaskOption{WithGroup("a")}, []TaskOption{WithGroup("a")}, []TaskOption{WithGroup("a")},
+		[]TaskOption{WithGroup("b")})
+	a := got[0] + got[1] + got[2]
+	checkRatios(t, []time.Duration{a, got[3]}, []float64{100, 300}, 0.10)
+}
+
+func TestRealtimeFirstButThrottled(t *testing.T) {
+	got := shareRun(t, 4*time.Second, nil,
+		[]TaskOption{WithClass(ClassRealtime)}, []TaskOption{WithClass(ClassNormal)})
+	// Realtime takes 95% of each 1 s period while normal waits; normal
+	// keeps the remaining 5%.
+	checkRatios(t, got, []float64{95, 5}, 0.15)
+}
+
+func TestIdleProgressesButYields(t *testing.T) {
+	got := shareRun(t, 4*time.Second, nil,
+		[]TaskOption{WithClass(ClassNormal)}, []TaskOption{WithClass(ClassIdle)})
+	idle := float64(got[1]) / float64(got[0]+got[1])
+	if idle <= 0 || idle > 0.02 {
+		t.Errorf("idle task got %.2f%% of the slot time against a normal one, want >0 and <=2%% (guarantee %.2f%%)", 100*idle, 100*idleShare)
+	}
+}
+
+func TestBatchSharesLikeNormal(t *testing.T) {
+	got := shareRun(t, 3*time.Second, nil,
+		[]TaskOption{WithClass(ClassNormal)}, []TaskOption{WithClass(ClassBatch)})
+	checkRatios(t, got, []float64{1, 1}, 0.10)
+}
+
+// TestShortSliceMeansEarlierDeadline: a task asking for short slices gets
+// the slot back sooner after each wait, but not more CPU.
+func TestShortSliceSameShare(t *testing.T) {
+	got := shareRun(t, 3*time.Second, nil,
+		[]TaskOption{WithTaskSlice(100 * time.Microsecond)}, []TaskOption{WithTaskSlice(4 * time.Millisecond)})
+	checkRatios(t, got, []float64{1, 1}, 0.10)
+}
+
+// TestNewTaskRunsBeforeOldOnes: with one worker busy with long tasks, a new
+// small task gets the slot at the next slice end, ahead of the long tasks
+// that are waiting for their turn again.
+func TestNewTaskRunsNext(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	var order []string
+	var mu sync.Mutex
+	note := func(x string) { mu.Lock(); order = append(order, x); mu.Unlock() }
+	stop := make(chan struct{})
+	long := func(name string) func(*Task) error {
+		return func(task *Task) error {
+			for {
+				select {
+				case <-stop:
+					return nil
+				default:
+				}
+				note(name)
+				clk.Advance(int64(500 * time.Microsecond))
+				task.s.tick()
+				if err := task.Checkpoint(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	h1, _ := s.Go(context.Background(), long("L1"))
+	h2, _ := s.Go(context.Background(), long("L2"))
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) > 20 })
+	mu.Lock() // S is queued between two steps of a long task
+	arrival := len(order)
+	small, _ := s.Go(context.Background(), func(*Task) error { note("S"); return nil })
+	mu.Unlock()
+	small.Wait()
+	close(stop)
+	h1.Wait()
+	h2.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for i, x := range order {
+		if x == "S" {
+			// At most one more step of a long task (the one holding the
+			// slot when S arrived, to its slice end) may come first.
+			n := i - arrival
+			// S arrived while one long task held the slot: it may finish its
+			// slice (2 steps), and the other long task, already waiting with
+			// an earlier deadline, may take one slice (2 steps) before S.
+			if n > 4+2 {
+				t.Errorf("small task waited %d long-task steps after arriving, want at most 6; order %v", n, order[max(0, i-10):i+1])
+			}
+			return
+		}
+	}
+	t.Errorf("small task never ran; order %v", order)
+}
+
+func TestRealtimePreemptsAtOnce(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	running := make(chan struct{})
+	var rtRan atomic.Bool
+	var checkpointsAfterRT atomic.Int64
+	hn, _ := s.Go(context.Background(), func(task *Task) error {
+		close(running)
+		for !rtRan.Load() {
+			if err := task.Checkpoint(); err != nil { // no clock advance: slice never ends
+				return err
+			}
+			checkpointsAfterRT.Add(1)
+			time.Sleep(10 * time.Microsecond)
+		}
+		return nil
+	})
+	<-running
+	if err := s.Run(context.Background(), func(*Task) error { rtRan.Store(true); return nil }, WithClass(ClassRealtime)); err != nil {
+		t.Fatal(err)
+	}
+	if err := hn.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.Preempted != 1 {
+		t.Errorf("Preempted = %d, want 1 (the normal task yields to realtime before its slice ends)", st.Preempted)
+	}
+}
+
+func TestBlockingMakesDeadlinesEarlier(t *testing.T) {
+	s := newTestScheduler(t, WithWorkers(1), withClock(newFakeClock()), withoutMonitor())
+	task := &Task{slice: int64(time.Millisecond)}
+	if got := s.requestSlice(task, false); got != int64(time.Millisecond) {
+		t.Errorf("no history: request %v, want the full slice", time.Duration(got))
+	}
+	task.avgBurst, task.avgWait = int64(100*time.Microsecond), int64(300*time.Microsecond)
+	if got, want := s.requestSlice(task, false), int64(250*time.Microsecond); got != want {
+		t.Errorf("burst 100us, wait 300us: request %v, want %v", time.Duration(got), time.Duration(want))
+	}
+	task.avgBurst, task.avgWait = int64(time.Microsecond), int64(time.Second)
+	if got, want := s.requestSlice(task, false), int64(time.Millisecond/minLatencyFactor); got != want {
+		t.Errorf("tiny bursts: request %v, want the floor %v", time.Duration(got), time.Duration(want))
+	}
+	if got, want := s.requestSlice(task, true), int64(time.Millisecond/firstSliceDivisor); got != want {
+		t.Errorf("first slice %v, want %v", time.Duration(got), time.Duration(want))
+	}
+}
+
+func TestNiceWeightTable(t *testing.T) {
+	for _, tt := range []struct {
+		nice int
+		want int64
+	}{{-20, 88761}, {0, 1024}, {5, 335}, {10, 110}, {19, 15}} {
+		if got := niceWeight(tt.nice); got != tt.want {
+			t.Errorf("niceWeight(%d) = %d, want %d", tt.nice, got, tt.want)
+		}
+	}
+	for n := MinNice; n < MaxNice; n++ {
+		r := float64(niceWeight(n)) / float64(niceWeight(n+1))
+		if r < 1.19 || r > 1.31 {
+			t.Errorf("weight(%d)/weight(%d) = %.3f, want about 1.25", n, n+1, r)
+		}
+	}
+}
