@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -27,7 +28,11 @@ type command struct {
 
 // commands is the command table, in the order `cpusched help` lists them.
 var commands = []command{
+	{"serve", "run the demo HTTP server", runServe},
 	{"load", "drive an HTTP URL with closed- or open-loop load", runLoad},
+	{"bench", "measure the demo server's 1 ms endpoint under CPU load, mode beside mode", runBench},
+	{"lab", "reproduce the scheduling experiments behind cpusched", runLab},
+	{"lab-child", "(internal) one measured workload of a lab experiment", runLabChild},
 }
 
 // usageError marks an error in the command line itself (a bad flag, a bad
@@ -104,6 +109,9 @@ func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "usage: cpusched <command> [flags]")
 	fmt.Fprintln(w, "commands:")
 	for _, c := range commands {
+		if strings.HasPrefix(c.summary, "(internal)") {
+			continue
+		}
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "Run 'cpusched <command> -h' for a command's flags.")
