@@ -161,3 +161,29 @@ func BenchmarkCheckpointBaseline(b *testing.B) {
 	}
 	_ = sink
 }
+
+// BenchmarkRunOSPriority is Run's hand-off to a low-priority worker thread
+// in IsolationOSPriority, against BenchmarkBaselineGoroutine.
+func BenchmarkRunOSPriority(b *testing.B) {
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := s.Run(ctx, emptyTask); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := s.Run(ctx, emptyTask); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+}

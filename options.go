@@ -2,8 +2,11 @@ package cpusched
 
 import (
 	"fmt"
+	"os"
 	"runtime"
 	"time"
+
+	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // Default values of the scheduler's options.
@@ -50,6 +53,14 @@ const (
 	// and no protection for the rest of the program beyond the Go runtime's
 	// own round-robin.
 	IsolationNone
+	// IsolationOSPriority (Linux) runs tasks on NumCPU worker slots whose
+	// goroutines are locked to OS threads at a lower kernel priority, and
+	// raises GOMAXPROCS to the worker count plus one: the kernel preempts a
+	// worker the moment another thread of the program wakes, so the rest of
+	// the program stays fast and the tasks still get every idle cycle.
+	// Where thread priorities are unavailable New falls back to
+	// IsolationReserve, logs it once, and Stats reports the mode in effect.
+	IsolationOSPriority
 )
 
 // String returns the mode's name as the command line spells it.
@@ -59,6 +70,8 @@ func (m Isolation) String() string {
 		return "reserve"
 	case IsolationNone:
 		return "none"
+	case IsolationOSPriority:
+		return "ospriority"
 	}
 	return fmt.Sprintf("Isolation(%d)", int(m))
 }
@@ -77,7 +90,7 @@ func ParseIsolation(s string) (Isolation, error) {
 // benchmark measures them.
 func IsolationModes() []Isolation { return append([]Isolation(nil), isolationModes...) }
 
-var isolationModes = []Isolation{IsolationNone, IsolationReserve}
+var isolationModes = []Isolation{IsolationNone, IsolationReserve, IsolationOSPriority}
 
 func isolationNames() string {
 	s := ""
@@ -116,12 +129,14 @@ func ReserveWorkers(procs int) int {
 
 // config is what the Options set; New fills in the defaults first.
 type config struct {
-	workers    int // 0: from the isolation mode
-	slice      time.Duration
-	queueLimit int
-	isolation  Isolation
-	clock      clock
-	noMonitor  bool // tests drive slice expiry themselves
+	workers         int // 0: from the isolation mode
+	slice           time.Duration
+	queueLimit      int
+	isolation       Isolation
+	explicitWorkers bool
+	clock           clock
+	noMonitor       bool          // tests drive slice expiry themselves
+	osPolicy        osprio.Policy // IsolationOSPriority's thread setting
 }
 
 // An Option configures a Scheduler in New.
@@ -189,12 +204,22 @@ func withoutMonitor() Option {
 	return optionFunc(func(cfg *config) error { cfg.noMonitor = true; return nil })
 }
 
+// defaultOSPolicy is IsolationOSPriority's thread setting; see osmode.go
+// for the measurements behind it.
+var defaultOSPolicy = osprio.Idle
+
+// osPolicyEnv names the environment variable that overrides the thread
+// setting (idle, batch10, nice19, nice10), for measuring the alternatives
+// with cpusched bench; it is read by New only in IsolationOSPriority mode.
+const osPolicyEnv = "CPUSCHED_THREAD_POLICY"
+
 func newConfig(opts []Option) (config, error) {
 	c := config{
 		slice:      DefaultSlice,
 		queueLimit: DefaultQueueLimit,
 		isolation:  IsolationReserve,
 		clock:      systemClock{},
+		osPolicy:   defaultOSPolicy,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -204,11 +229,23 @@ func newConfig(opts []Option) (config, error) {
 			return config{}, err
 		}
 	}
+	if c.isolation == IsolationOSPriority {
+		if name := os.Getenv(osPolicyEnv); name != "" {
+			p, err := osprio.ParsePolicy(name)
+			if err != nil {
+				return config{}, fmt.Errorf("cpusched: %s: %w", osPolicyEnv, err)
+			}
+			c.osPolicy = p
+		}
+	}
+	c.explicitWorkers = c.workers != 0
 	if c.workers == 0 {
 		procs := runtime.GOMAXPROCS(0)
 		switch c.isolation {
 		case IsolationNone:
 			c.workers = procs
+		case IsolationOSPriority:
+			c.workers = runtime.NumCPU()
 		default:
 			c.workers = ReserveWorkers(procs)
 		}

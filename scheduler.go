@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -71,6 +72,12 @@ type Scheduler struct {
 	stats        counters
 	watching     bool // the monitor is watching slices
 
+	osMode       bool // IsolationOSPriority is in effect
+	osIdle       []*osWorker
+	osStopping   bool
+	osWorkers    sync.WaitGroup
+	restoreProcs func()
+
 	monitorKick chan struct{}
 	monitorStop chan struct{}
 	monitorDone chan struct{}
@@ -101,6 +108,15 @@ func New(opts ...Option) (*Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.isolation == IsolationOSPriority {
+		if err := probeOSPriority(cfg.osPolicy); err != nil {
+			logFallback(err)
+			cfg.isolation = IsolationReserve
+			if !cfg.explicitWorkers {
+				cfg.workers = ReserveWorkers(runtime.GOMAXPROCS(0))
+			}
+		}
+	}
 	s := &Scheduler{
 		cfg:          cfg,
 		clock:        cfg.clock,
@@ -109,6 +125,10 @@ func New(opts ...Option) (*Scheduler, error) {
 		groupWeights: map[string]int{},
 		groups:       map[string]*groupCounters{},
 		running:      make([]*Task, 0, cfg.workers),
+	}
+	if cfg.isolation == IsolationOSPriority {
+		s.osMode = true
+		s.restoreProcs = raiseProcs(cfg.workers + spareProcs)
 	}
 	s.killCtx, s.kill = context.WithCancel(context.Background())
 	s.initQueues()
@@ -137,6 +157,14 @@ func (s *Scheduler) Workers() int { return s.workers }
 // Cost: an empty task with a free slot took 1.0x a plain goroutine +
 // WaitGroup serially here (BenchmarkRun).
 func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
+	if s.osMode {
+		// fn must run on a low-priority worker thread: hand it over.
+		h, err := s.Go(ctx, fn, opts...)
+		if err != nil {
+			return err
+		}
+		return h.Wait()
+	}
 	t, err := s.newTask(ctx, fn, opts, false)
 	if err != nil {
 		return err
@@ -170,7 +198,7 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 		return nil, err
 	}
 	if started {
-		go s.runGo(t)
+		s.spawn(t)
 	}
 	return &t.handle, nil
 }
@@ -317,7 +345,7 @@ func (s *Scheduler) resume(next *Task, first bool) {
 		return
 	}
 	if next.isGo && first {
-		go s.runGo(next)
+		s.spawn(next)
 		return
 	}
 	next.wake <- struct{}{}
@@ -718,6 +746,7 @@ func (s *Scheduler) Close(ctx context.Context) error {
 			close(s.monitorStop)
 			<-s.monitorDone
 		}
+		s.stopOSWorkers()
 	})
 	return err
 }

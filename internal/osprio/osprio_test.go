@@ -1,0 +1,40 @@
+package osprio
+
+import (
+	"runtime"
+	"testing"
+)
+
+func TestParsePolicy(t *testing.T) {
+	for _, p := range all {
+		got, err := ParsePolicy(p.Name)
+		if err != nil || got != p {
+			t.Errorf("ParsePolicy(%q) = %v, %v, want %v", p.Name, got, err, p)
+		}
+	}
+	if _, err := ParsePolicy("fast"); err == nil {
+		t.Error("ParsePolicy(fast): got nil error, want one listing the valid names")
+	}
+}
+
+// TestLowerOnLockedThread lowers a throwaway thread: the goroutine exits
+// locked, so the runtime discards the thread and the test process keeps
+// its priority.
+func TestLowerOnLockedThread(t *testing.T) {
+	if !Supported() {
+		if err := Lower(Idle); err == nil {
+			t.Error("Lower on an unsupported platform: got nil error")
+		}
+		t.Skip("no per-thread priorities here")
+	}
+	for _, p := range all {
+		errc := make(chan error)
+		go func() {
+			runtime.LockOSThread()
+			errc <- Lower(p)
+		}()
+		if err := <-errc; err != nil {
+			t.Errorf("Lower(%s) = %v", p.Name, err)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package cpusched
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/cpusched/cpusched/internal/osprio"
+	"golang.org/x/sys/unix"
+)
+
+func threadCount(t *testing.T) int {
+	entries, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Skip("no /proc/self/task")
+	}
+	return len(entries)
+}
+
+func TestOSPriorityMode(t *testing.T) {
+	if !osprio.Supported() {
+		t.Skip("no per-thread priorities on this platform")
+	}
+	procsBefore := runtime.GOMAXPROCS(0)
+	threadsBefore := threadCount(t)
+	s, err := New(WithIsolation(IsolationOSPriority))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.Isolation != IsolationOSPriority {
+		t.Fatalf("Isolation in effect = %v, want ospriority", st.Isolation)
+	}
+	if st.Workers != runtime.NumCPU() {
+		t.Errorf("Workers = %d, want NumCPU %d", st.Workers, runtime.NumCPU())
+	}
+	if got, want := runtime.GOMAXPROCS(0), max(procsBefore, st.Workers+spareProcs); got != want {
+		t.Errorf("GOMAXPROCS = %d during the mode, want %d", got, want)
+	}
+	// The task runs on a thread whose policy was lowered.
+	var policy int
+	err = s.Run(context.Background(), func(*Task) error {
+		attr, err := unix.SchedGetAttr(0, 0)
+		if err != nil {
+			return err
+		}
+		policy = int(attr.Policy)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policy != defaultOSPolicy.Sched {
+		t.Errorf("worker thread policy = %d, want %d (%s)", policy, defaultOSPolicy.Sched, defaultOSPolicy.Name)
+	}
+	// Many tasks, some parked at Checkpoints.
+	var handles []*Handle
+	for range 50 {
+		h, err := s.Go(context.Background(), func(t *Task) error {
+			for range 1000 {
+				if err := t.Checkpoint(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles = append(handles, h)
+	}
+	for _, h := range handles {
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.GOMAXPROCS(0); got != procsBefore {
+		t.Errorf("GOMAXPROCS after Close = %d, want it restored to %d", got, procsBefore)
+	}
+	// Worker threads exit locked, so the runtime discards them.
+	waitFor(t, func() bool { return threadCount(t) <= threadsBefore+1 })
+}
+
+func TestOSPriorityFallback(t *testing.T) {
+	saved := probeOSPriority
+	probeOSPriority = func(osprio.Policy) error { return errors.New("setpriority: operation not permitted") }
+	defer func() { probeOSPriority = saved }()
+	procsBefore := runtime.GOMAXPROCS(0)
+	s, err := New(WithIsolation(IsolationOSPriority))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	st := s.Stats()
+	if st.Isolation != IsolationReserve {
+		t.Errorf("Isolation in effect = %v, want the reserve fallback", st.Isolation)
+	}
+	if st.Workers != ReserveWorkers(procsBefore) {
+		t.Errorf("Workers = %d, want %d", st.Workers, ReserveWorkers(procsBefore))
+	}
+	if got := runtime.GOMAXPROCS(0); got != procsBefore {
+		t.Errorf("GOMAXPROCS = %d, want it untouched (%d)", got, procsBefore)
+	}
+	if err := s.Run(context.Background(), func(*Task) error { return nil }); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestTwoOSPrioritySchedulersShareGOMAXPROCS(t *testing.T) {
+	if !osprio.Supported() {
+		t.Skip("no per-thread priorities on this platform")
+	}
+	before := runtime.GOMAXPROCS(0)
+	a, _ := New(WithIsolation(IsolationOSPriority))
+	b, _ := New(WithIsolation(IsolationOSPriority), WithWorkers(4))
+	if got := runtime.GOMAXPROCS(0); got < 4+spareProcs {
+		t.Errorf("GOMAXPROCS = %d with a 4-worker scheduler, want >= %d", got, 4+spareProcs)
+	}
+	a.Close(context.Background())
+	if got := runtime.GOMAXPROCS(0); got == before && before < 4+spareProcs {
+		t.Errorf("GOMAXPROCS restored while another scheduler still needs it")
+	}
+	b.Close(context.Background())
+	if got := runtime.GOMAXPROCS(0); got != before {
+		t.Errorf("GOMAXPROCS after both closed = %d, want %d", got, before)
+	}
+}
