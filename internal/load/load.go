@@ -43,6 +43,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/cpusched/cpusched/internal/hrsleep"
 )
 
 // Defaults and limits of Config.
@@ -101,6 +103,15 @@ type Config struct {
 	Progress    io.Writer     // nil: no progress line; else one line a second, from one goroutine
 	Client      *http.Client  // nil: one is built with keep-alive for Concurrency conns
 
+	// Drain, in open loop, lets the requests due within Duration all be
+	// sent and finish (each within Timeout) after Duration has passed,
+	// instead of abandoning those still in flight or waiting for a worker.
+	// The slowest requests are the ones in flight at the end, so without
+	// Drain a stalled server's tail is understated. Elapsed (and so RPS)
+	// still covers Duration, the window the requests fell due in. Drain
+	// needs Rate > 0.
+	Drain bool
+
 	// Insecure skips TLS certificate verification in the client Run builds
 	// (for https on loopback with a self-signed certificate). It has no
 	// effect when Client is set.
@@ -139,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.Rate > 0 && c.Duration == 0 {
 		return errors.New("load: Rate (-rate) needs Duration (-d > 0); open loop runs for a time, not a count")
+	}
+	if c.Drain && c.Rate == 0 {
+		return errors.New("load: Drain needs Rate (-rate > 0); it applies to open loop only")
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("load: Timeout (-timeout) must be > 0 (or 0 for %v), got %v", DefaultTimeout, c.Timeout)
@@ -295,7 +309,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	r.start = time.Now()
-	if cfg.Duration > 0 {
+	if cfg.Duration > 0 && !cfg.Drain {
+		// With Drain the open-loop workers stop by themselves once the
+		// schedule passes Duration.
 		t := time.AfterFunc(cfg.Duration, stop)
 		defer t.Stop()
 	}
@@ -328,7 +344,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	if cfg.Duration > 0 && elapsed > cfg.Duration {
 		// Requests cut off at the deadline are not counted, so neither is
-		// the time spent abandoning them.
+		// the time spent abandoning them; with Drain, the requests counted
+		// are those due within Duration.
 		elapsed = cfg.Duration
 	}
 	res := r.result(elapsed)
@@ -406,18 +423,40 @@ func (r *runner) openLoop(ctx context.Context, s *shard) {
 			return
 		}
 		due := r.start.Add(offset)
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			}
-		}
-		if ctx.Err() != nil {
+		if !waitUntil(ctx, timer, due) {
 			return
 		}
 		r.do(ctx, s, due)
+	}
+}
+
+// waitUntil blocks until due and reports whether ctx is still live then.
+//
+// Go's timers wake up to about 1 ms late here (the netpoller waits in whole
+// milliseconds), and since open-loop latency counts from the due time, that
+// lateness would be charged to the server: a 1 ms endpoint measured 2 ms.
+// So the timer only covers the wait down to hrsleep.Coarse before due (where
+// ctx can still interrupt it), and the rest is slept with hrsleep.Sleep,
+// which wakes within the thread's timer slack (~50-70 us). Spinning the last
+// stretch would be more precise but burns CPU that the server under test
+// needs on a small machine. The precise sleep cannot be interrupted; it is
+// shorter than hrsleep.Coarse.
+func waitUntil(ctx context.Context, timer *time.Timer, due time.Time) bool {
+	for {
+		wait := time.Until(due)
+		if wait <= 0 {
+			return ctx.Err() == nil
+		}
+		if wait < hrsleep.Coarse {
+			hrsleep.Sleep(wait)
+			continue
+		}
+		timer.Reset(wait - hrsleep.Coarse)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+		}
 	}
 }
 

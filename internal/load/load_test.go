@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -189,6 +190,50 @@ func TestOpenLoopChargesStallFromDueTime(t *testing.T) {
 	}
 }
 
+// TestOpenLoopDrain runs at 100 req/s for 200 ms against a server that
+// takes 50 ms per request: with Drain every one of the 20 requests due
+// completes, including those still in flight at 200 ms; without it, those
+// are abandoned.
+func TestOpenLoopDrain(t *testing.T) {
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(50 * time.Millisecond)
+		hello(w, r)
+	})
+	tests := []struct {
+		drain          bool
+		wantCompleted  int64 // -1: fewer than 20
+		wantUnfinished int64 // -1: more than 0
+	}{
+		{true, 20, 0},
+		{false, -1, -1},
+	}
+	for _, tt := range tests {
+		res, err := Run(context.Background(), Config{
+			URL: srv.URL, Concurrency: 20, Rate: 100, Duration: 200 * time.Millisecond, Drain: tt.drain,
+		})
+		if err != nil {
+			t.Fatalf("Drain=%v: Run: %v", tt.drain, err)
+		}
+		if tt.wantCompleted >= 0 && res.Completed != tt.wantCompleted || tt.wantCompleted < 0 && res.Completed >= 20 {
+			t.Errorf("Drain=%v: got %d completed, want %s", tt.drain, res.Completed, want(tt.wantCompleted, "fewer than 20"))
+		}
+		if tt.wantUnfinished >= 0 && res.Unfinished != tt.wantUnfinished || tt.wantUnfinished < 0 && res.Unfinished == 0 {
+			t.Errorf("Drain=%v: got %d unfinished, want %s", tt.drain, res.Unfinished, want(tt.wantUnfinished, "some"))
+		}
+		if res.Elapsed != 200*time.Millisecond {
+			t.Errorf("Drain=%v: got elapsed %v, want the 200ms window", tt.drain, res.Elapsed)
+		}
+	}
+}
+
+// want describes an expected count: n, or the text when n is -1.
+func want(n int64, text string) string {
+	if n < 0 {
+		return text
+	}
+	return fmt.Sprint(n)
+}
+
 func TestOpenLoopDueCount(t *testing.T) {
 	tests := []struct {
 		t    time.Duration
@@ -236,6 +281,8 @@ func TestValidate(t *testing.T) {
 		{"n and d", func(c *Config) { c.Duration = time.Second }, "exactly one of Requests (-n) or Duration (-d)"},
 		{"neither n nor d", func(c *Config) { c.Requests = 0 }, "exactly one of Requests (-n"},
 		{"d negative", func(c *Config) { c.Requests, c.Duration = 0, -time.Second }, "Duration (-d) must be > 0"},
+		{"drain closed loop", func(c *Config) { c.Drain = true }, "Drain needs Rate (-rate > 0)"},
+		{"drain open loop", func(c *Config) { c.Requests, c.Duration, c.Rate, c.Drain = 0, time.Second, 50, true }, ""},
 		{"rate without duration", func(c *Config) { c.Rate = 10 }, "Rate (-rate) needs Duration (-d > 0)"},
 		{"rate negative", func(c *Config) { c.Requests, c.Duration, c.Rate = 0, time.Second, -1 }, "Rate (-rate) must be > 0"},
 		{"timeout negative", func(c *Config) { c.Timeout = -time.Second }, "Timeout (-timeout) must be > 0"},

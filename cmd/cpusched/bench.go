@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/cpusched/cpusched/internal/bench"
+	"github.com/cpusched/cpusched/internal/report"
+)
+
+// runBench is `cpusched bench`: for each isolation mode it starts
+// `cpusched serve` as a child process and measures the 1 ms endpoint idle,
+// under a direct CPU load, under the same load through cpusched, and with
+// small tasks added; it prints one table (and JSON and a plot on request).
+// On SIGINT it stops the server, prints the rows measured so far and
+// returns the interruption as an error.
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("bench", stderr)
+	step := fs.Duration("step", bench.DefaultStep, fmt.Sprintf("measured length of each step (%v..%v); default %v, or %v with -quick", bench.MinStep, bench.MaxStep, bench.DefaultStep, bench.QuickStep(len(bench.AllModes()))))
+	modes := fs.String("modes", strings.Join(bench.AllModes(), ","), "comma-separated isolation modes to measure, in order")
+	probeRate := fs.Float64("probe-rate", bench.DefaultProbeRate, fmt.Sprintf("open-loop rate of the /delay1ms probe, requests/s (1..%d)", bench.MaxProbeRate))
+	hogC := fs.Int("hog-c", bench.DefaultHogConcurrency, fmt.Sprintf("concurrency of the CPU-heavy /checksum load (1..%d)", bench.MaxConcurrency))
+	smallC := fs.Int("small-c", bench.DefaultSmallConcurrency, fmt.Sprintf("concurrency of the small-task load (1..%d)", bench.MaxConcurrency))
+	gc := fs.Bool("gc", false, "pass -gc to the server: garbage per probe request, so the collector is always busy")
+	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
+	outDir := fs.String("out", "", "also write DIR/bench.json and DIR/bench.png (probe latency plot)")
+	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 30 s")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: cpusched bench [flags]")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q (bench takes only flags)", fs.Arg(0))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this program to start the server: %w", err)
+	}
+	cfg := bench.DefaultConfig(exe, "serve")
+	cfg.Modes = splitModes(*modes)
+	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallConcurrency = *probeRate, *hogC, *smallC
+	cfg.GC, cfg.Quick = *gc, *quick
+	cfg.Step = *step
+	if *quick {
+		cfg.Warmup = bench.QuickWarmup
+		stepSet := false
+		fs.Visit(func(f *flag.Flag) { stepSet = stepSet || f.Name == "step" })
+		if !stepSet {
+			n := len(cfg.Modes)
+			if n == 0 {
+				n = len(bench.AllModes())
+			}
+			cfg.Step = bench.QuickStep(n)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return usagef("%s", strings.TrimPrefix(err.Error(), "bench: "))
+	}
+	cfg.Progress = report.NewProgress(stderr)
+
+	rep, runErr := bench.Run(ctx, cfg)
+	if runErr != nil {
+		// main already says "cpusched bench:".
+		runErr = errors.New(strings.TrimPrefix(runErr.Error(), "bench: "))
+		if ctx.Err() != nil {
+			runErr = errors.New("interrupted")
+		}
+	}
+	if rep == nil || runErr != nil && len(rep.Results) == 0 {
+		return runErr
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "stopped early (%v): the results cover the steps measured until then\n", runErr)
+	}
+	if err := writeBenchOutputs(rep, *jsonPath, *outDir, stdout); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// writeBenchOutputs prints the table (unless the JSON goes to stdout) and
+// writes the JSON file and the -out directory's files.
+func writeBenchOutputs(rep *bench.Report, jsonPath, outDir string, stdout io.Writer) error {
+	if jsonPath == "-" {
+		if err := rep.WriteJSON(stdout); err != nil {
+			return err
+		}
+	} else if err := rep.WriteTable(stdout); err != nil {
+		return err
+	}
+	if jsonPath != "" && jsonPath != "-" {
+		if err := writeFile(jsonPath, rep.WriteJSON); err != nil {
+			return err
+		}
+	}
+	if outDir != "" {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return err
+		}
+		if err := writeFile(filepath.Join(outDir, "bench.json"), rep.WriteJSON); err != nil {
+			return err
+		}
+		png := filepath.Join(outDir, "bench.png")
+		if err := rep.WritePlot(png); err != nil {
+			return fmt.Errorf("plot: %w", err)
+		}
+		if jsonPath != "-" {
+			fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(outDir, "bench.json"), png)
+		}
+	}
+	return nil
+}
+
+// writeFile creates path and fills it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// splitModes splits a comma-separated flag value, dropping empty items.
+func splitModes(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}

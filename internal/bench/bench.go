@@ -1,0 +1,566 @@
+// Package bench runs the mixed-workload benchmark behind `cpusched bench`:
+// the demo server's 1 ms endpoint measured under CPU load, isolation mode
+// beside isolation mode.
+//
+// For each mode, Run starts the demo server as a child process (so that the
+// load generator does not share the server's Go runtime), waits until it
+// answers, and runs four steps of equal length, each after a short unmeasured
+// warm-up:
+//
+//	idle             the probe alone: open loop at ProbeRate on /delay1ms
+//	hog-direct       + closed loop of HogConcurrency on /checksum?sched=0
+//	hog-sched        the same CPU load through cpusched (/checksum?sched=1)
+//	hog-sched+small  + closed loop of SmallConcurrency on /checksum?n=10&sched=1
+//
+// The probe's latency counts from each request's due time (see package load).
+// CPU-heavy throughput is the server's own count of CRC32 passes over the
+// measured window, so requests still in flight at the window's end count for
+// the work they did. Between steps the previous step's load is cancelled and
+// Run waits until the server has stopped working on it.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/load"
+	"github.com/cpusched/cpusched/internal/report"
+	"github.com/cpusched/cpusched/internal/sysstat"
+)
+
+// Defaults and limits of Config.
+const (
+	DefaultStep             = 7 * time.Second
+	DefaultWarmup           = 500 * time.Millisecond
+	DefaultSettle           = 200 * time.Millisecond
+	DefaultProbeRate        = 200
+	DefaultHogConcurrency   = 10
+	DefaultSmallConcurrency = 4
+
+	// QuickWarmup is the warm-up of a -quick run.
+	QuickWarmup = 250 * time.Millisecond
+
+	MinStep        = 100 * time.Millisecond
+	MaxStep        = 10 * time.Minute
+	MaxWarmup      = time.Minute
+	MaxSettle      = 10 * time.Second
+	MaxProbeRate   = 10000
+	MaxConcurrency = 1000
+)
+
+// quickBudget is the time a -quick run may spend in its steps (start-up and
+// settling come on top); QuickStep divides it between the steps.
+const quickBudget = 24 * time.Second
+
+// Step names, in the order Run measures them.
+const (
+	StepIdle       = "idle"
+	StepHogDirect  = "hog-direct"
+	StepHogSched   = "hog-sched"
+	StepHogSchedSm = "hog-sched+small"
+)
+
+// Steps returns the step names in the order Run measures them.
+func Steps() []string {
+	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogSchedSm}
+}
+
+// The demo server's endpoints.
+const (
+	pathProbe     = "/delay1ms"
+	pathHogDirect = "/checksum?sched=0"
+	pathHogSched  = "/checksum?sched=1"
+	pathSmall     = "/checksum?n=10&sched=1"
+	pathStats     = "/stats"
+)
+
+// QuickStep returns the step length of a -quick run over modes isolation
+// modes: 2 s, shortened (to no less than 1 s) so that the steps of all modes
+// fit in about 24 s and the whole run in under 30 s.
+func QuickStep(modes int) time.Duration {
+	if modes < 1 {
+		modes = 1
+	}
+	perStep := quickBudget/time.Duration(modes*len(Steps())) - QuickWarmup - DefaultSettle
+	step := min(2*time.Second, perStep.Truncate(500*time.Millisecond))
+	return max(step, time.Second)
+}
+
+// Config describes one benchmark run. Start from DefaultConfig; the zero
+// value is not valid (ServerCmd, Step, ProbeRate and the concurrencies are
+// required).
+type Config struct {
+	// ServerCmd is the command that runs the demo server, e.g.
+	// {"/path/to/cpusched", "serve"}. Run appends
+	// "-addr 127.0.0.1:0 -isolation MODE" (and "-gc" when GC is set); the
+	// server must print "listening on http://HOST:PORT" on stdout.
+	ServerCmd []string
+	// Modes are the isolation modes to measure, by name, in order; nil means
+	// every mode of cpusched.IsolationModes.
+	Modes []string
+	// Step is the measured length of each step (MinStep..MaxStep).
+	Step time.Duration
+	// Warmup runs each step's load unmeasured before its window (0..MaxWarmup).
+	Warmup time.Duration
+	// Settle is the pause after a step's load has stopped (0..MaxSettle).
+	Settle time.Duration
+	// ProbeRate is the probe's open-loop rate in requests/s (1..MaxProbeRate).
+	ProbeRate float64
+	// HogConcurrency is the CPU-heavy closed loop's concurrency (1..MaxConcurrency).
+	HogConcurrency int
+	// SmallConcurrency is the small-task closed loop's concurrency (1..MaxConcurrency).
+	SmallConcurrency int
+	// GC passes -gc to the server (garbage per probe request).
+	GC bool
+	// Quick is recorded in the report's config; the caller sets Step and
+	// Warmup for a quick run (QuickStep, QuickWarmup).
+	Quick bool
+	// Progress shows what runs now; nil shows nothing.
+	Progress *report.Progress
+}
+
+// DefaultConfig returns the default configuration for serverCmd.
+func DefaultConfig(serverCmd ...string) Config {
+	return Config{
+		ServerCmd:        serverCmd,
+		Step:             DefaultStep,
+		Warmup:           DefaultWarmup,
+		Settle:           DefaultSettle,
+		ProbeRate:        DefaultProbeRate,
+		HogConcurrency:   DefaultHogConcurrency,
+		SmallConcurrency: DefaultSmallConcurrency,
+	}
+}
+
+// Validate reports the first problem with c as an error naming the field,
+// its CLI flag and the valid range.
+func (c Config) Validate() error {
+	if len(c.ServerCmd) == 0 || c.ServerCmd[0] == "" {
+		return errors.New("bench: ServerCmd is required (the command that runs `cpusched serve`)")
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Modes {
+		if _, err := cpusched.ParseIsolation(m); err != nil {
+			return fmt.Errorf("bench: Modes (-modes): unknown isolation mode %q (valid: %s)", m, strings.Join(AllModes(), ", "))
+		}
+		if seen[m] {
+			return fmt.Errorf("bench: Modes (-modes): mode %q given twice", m)
+		}
+		seen[m] = true
+	}
+	switch {
+	case c.Step < MinStep || c.Step > MaxStep:
+		return fmt.Errorf("bench: Step (-step) must be in %v..%v, got %v", MinStep, MaxStep, c.Step)
+	case c.Warmup < 0 || c.Warmup > MaxWarmup:
+		return fmt.Errorf("bench: Warmup must be in 0..%v, got %v", MaxWarmup, c.Warmup)
+	case c.Settle < 0 || c.Settle > MaxSettle:
+		return fmt.Errorf("bench: Settle must be in 0..%v, got %v", MaxSettle, c.Settle)
+	case math.IsNaN(c.ProbeRate) || c.ProbeRate < 1 || c.ProbeRate > MaxProbeRate:
+		return fmt.Errorf("bench: ProbeRate (-probe-rate) must be in 1..%d requests/s, got %v", MaxProbeRate, c.ProbeRate)
+	case c.HogConcurrency < 1 || c.HogConcurrency > MaxConcurrency:
+		return fmt.Errorf("bench: HogConcurrency (-hog-c) must be in 1..%d, got %d", MaxConcurrency, c.HogConcurrency)
+	case c.SmallConcurrency < 1 || c.SmallConcurrency > MaxConcurrency:
+		return fmt.Errorf("bench: SmallConcurrency (-small-c) must be in 1..%d, got %d", MaxConcurrency, c.SmallConcurrency)
+	}
+	return nil
+}
+
+// AllModes returns the names of every isolation mode this build supports,
+// in the order Run measures them by default.
+func AllModes() []string {
+	var names []string
+	for _, m := range cpusched.IsolationModes() {
+		names = append(names, m.String())
+	}
+	return names
+}
+
+func (c Config) modes() []string {
+	if len(c.Modes) == 0 {
+		return AllModes()
+	}
+	return c.Modes
+}
+
+// Run validates cfg and measures every mode in turn, each on a fresh server
+// process. It returns the report of the rows measured so far together with
+// the first error: a server that fails to start, a failed /stats read, or
+// ctx.Err() when ctx is cancelled (Ctrl-C). An invalid cfg returns
+// (nil, error) and starts nothing. On every return the server processes it
+// started have exited (SIGTERM, then SIGKILL after a grace period).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Machine: machineInfo(), Config: reportConfig(cfg)}
+	modes := cfg.modes()
+	steps := Steps()
+	prog := newTracker(cfg, len(modes)*len(steps))
+	defer cfg.Progress.Done()
+	for mi, mode := range modes {
+		prog.set("%s (mode %d/%d): starting the server", mode, mi+1, len(modes))
+		rows, srvInfo, err := runMode(ctx, cfg, mode, func(step string, si int, phase string) {
+			prog.set("%s (mode %d/%d) %s (step %d/%d): %s", mode, mi+1, len(modes), step, si+1, len(steps), phase)
+		}, prog.stepDone)
+		rep.Results = append(rep.Results, rows...)
+		if srvInfo != "" {
+			rep.Servers = append(rep.Servers, srvInfo)
+		}
+		if err != nil {
+			rep.fillPctOfDirect()
+			return rep, err
+		}
+	}
+	rep.fillPctOfDirect()
+	return rep, nil
+}
+
+// tracker writes the progress line with the elapsed time and an estimate of
+// the whole run's length.
+type tracker struct {
+	p        *report.Progress
+	start    time.Time
+	perStep  time.Duration
+	total    int
+	mu       sync.Mutex
+	done     int
+	lastText string
+}
+
+func newTracker(cfg Config, steps int) *tracker {
+	return &tracker{p: cfg.Progress, start: time.Now(), perStep: cfg.Warmup + cfg.Step + cfg.Settle, total: steps}
+}
+
+func (t *tracker) set(format string, args ...any) {
+	if t.p == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lastText = fmt.Sprintf(format, args...)
+	left := time.Duration(t.total-t.done) * t.perStep
+	t.p.Set("bench: %s  [%.0fs elapsed, ~%.0fs left]", t.lastText, time.Since(t.start).Seconds(), left.Seconds())
+}
+
+func (t *tracker) stepDone() {
+	t.mu.Lock()
+	t.done++
+	t.mu.Unlock()
+}
+
+// runMode measures every step of one mode on a fresh server. It returns the
+// rows measured, the server's description ("mode: ...") and the first error.
+func runMode(ctx context.Context, cfg Config, mode string, phase func(step string, i int, what string), stepDone func()) ([]Result, string, error) {
+	args := append(slices.Clone(cfg.ServerCmd[1:]), "-addr", "127.0.0.1:0", "-isolation", mode)
+	if cfg.GC {
+		args = append(args, "-gc")
+	}
+	srv, err := startServer(ctx, cfg.ServerCmd[0], args)
+	if err != nil {
+		return nil, "", fmt.Errorf("bench: mode %s: %w", mode, err)
+	}
+	defer srv.stop()
+	info := mode + ": " + srv.banner
+
+	m := newMeter(cfg, srv.url)
+	defer m.close()
+	var rows []Result
+	for i, step := range Steps() {
+		r, err := m.step(ctx, mode, step, func(what string) { phase(step, i, what) })
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return rows, info, fmt.Errorf("bench: mode %s, step %s: %w", mode, step, err)
+		}
+		rows = append(rows, r)
+		stepDone()
+	}
+	if err := srv.stop(); err != nil && ctx.Err() == nil {
+		// The rows are good; a server that did not shut down cleanly is
+		// worth knowing about but does not void them.
+		info += " (shutdown: " + err.Error() + ")"
+	}
+	return rows, info, nil
+}
+
+// meter runs the steps of one mode against one server.
+type meter struct {
+	cfg                                 Config
+	base                                string
+	probeClient, hogClient, smallClient *http.Client
+	statsClient                         *http.Client
+	sys                                 *sysstat.Reader
+}
+
+func newMeter(cfg Config, base string) *meter {
+	sys, _ := sysstat.NewReader("") // nil on systems without /proc: no CPU busy %
+	return &meter{
+		cfg:         cfg,
+		base:        base,
+		probeClient: newClient(probeConcurrency(cfg.ProbeRate)),
+		hogClient:   newClient(cfg.HogConcurrency),
+		smallClient: newClient(cfg.SmallConcurrency),
+		statsClient: &http.Client{Timeout: 30 * time.Second},
+		sys:         sys,
+	}
+}
+
+func (m *meter) close() {
+	for _, c := range []*http.Client{m.probeClient, m.hogClient, m.smallClient, m.statsClient} {
+		c.CloseIdleConnections()
+	}
+}
+
+// newClient returns a keep-alive HTTP/1.1 client for conns connections to
+// loopback. One client per load lasts the whole mode, so that the warm-up's
+// connections serve the measured window.
+func newClient(conns int) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConns:        conns,
+			MaxIdleConnsPerHost: conns,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// probeConcurrency is the probe's cap on requests in flight: enough for a
+// quarter of a second's requests, so that a stalled server is met with
+// requests rather than a full queue (they are charged from their due time
+// either way).
+func probeConcurrency(rate float64) int {
+	return min(max(8, int(math.Ceil(rate/4))), load.MaxConcurrency)
+}
+
+// hogTimeout is the per-request timeout of the CPU-heavy load: a request
+// queued behind others in a one-worker scheduler may wait many seconds.
+const hogTimeout = 2 * time.Minute
+
+// step measures one step: background loads and warm-up, then the measured
+// window, then stops the loads and waits for the server to go quiet.
+func (m *meter) step(ctx context.Context, mode, step string, phase func(string)) (Result, error) {
+	res := Result{Mode: mode, Step: step}
+	cfg := m.cfg
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var bg sync.WaitGroup
+	defer bg.Wait()
+
+	hogPath := ""
+	switch step {
+	case StepHogDirect:
+		hogPath = pathHogDirect
+	case StepHogSched, StepHogSchedSm:
+		hogPath = pathHogSched
+	}
+	if hogPath != "" {
+		bg.Add(1)
+		go func() {
+			defer bg.Done()
+			// Runs until stopLoad; its own counts are not used (throughput
+			// comes from the server's pass counter).
+			_, _ = load.Run(loadCtx, load.Config{
+				URL: m.base + hogPath, Concurrency: cfg.HogConcurrency, Duration: 24 * time.Hour,
+				Timeout: hogTimeout, Client: m.hogClient,
+			})
+		}()
+	}
+	small := step == StepHogSchedSm
+	probeCfg := load.Config{
+		URL: m.base + pathProbe, Concurrency: probeConcurrency(cfg.ProbeRate), Rate: cfg.ProbeRate,
+		Client: m.probeClient,
+	}
+	smallCfg := load.Config{
+		URL: m.base + pathSmall, Concurrency: cfg.SmallConcurrency, Timeout: hogTimeout, Client: m.smallClient,
+	}
+
+	// Warm-up: the same loads, unmeasured.
+	if cfg.Warmup > 0 {
+		phase("warm-up")
+		probeCfg.Duration, smallCfg.Duration = cfg.Warmup, cfg.Warmup
+		if _, _, err := runProbeAndSmall(loadCtx, probeCfg, smallCfg, small); err != nil {
+			return res, err
+		}
+	}
+
+	// The measured window.
+	phase("measuring")
+	before, err := m.sample(ctx)
+	if err != nil {
+		return res, err
+	}
+	probeCfg.Duration, smallCfg.Duration = cfg.Step, cfg.Step
+	// Every probe request due in the window counts, however late it ends:
+	// the slowest are the ones still in flight when the window closes.
+	probeCfg.Drain = true
+	probeRes, smallRes, err := runProbeAndSmall(loadCtx, probeCfg, smallCfg, small)
+	if err != nil {
+		return res, err
+	}
+	after, err := m.sample(ctx)
+	if err != nil {
+		return res, err
+	}
+
+	ps := probeRes.Summary()
+	res.Probe = &ProbeResult{
+		RPS: ps.RPS, P50Ms: ps.P50Ms, P99Ms: ps.P99Ms, P999Ms: ps.P999Ms, MaxMs: ps.MaxMs,
+		Errors: ps.Failed + ps.Non2xx,
+	}
+	if hogPath != "" {
+		res.Hog = &HogResult{PassesPerS: after.passesPerSecondSince(before)}
+	}
+	if small {
+		ss := smallRes.Summary()
+		res.Small = &SmallResult{P50Ms: ss.P50Ms, P99Ms: ss.P99Ms}
+	}
+	if m.sys != nil && before.sysOK && after.sysOK {
+		busy := after.sys.Since(before.sys).Busy
+		res.CPUBusyPct = &busy
+	}
+	res.GCStopMaxMs = gcStopMax(after.stats)
+
+	// Stop the load and let the server finish what it was doing, so that
+	// the next step starts from a quiet server.
+	phase("settling")
+	stopLoad()
+	bg.Wait()
+	if hogPath != "" || small {
+		if err := m.waitQuiet(ctx); err != nil {
+			return res, err
+		}
+	}
+	if err := sleepCtx(ctx, cfg.Settle); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// runProbeAndSmall runs the probe and, if small, the small-task loop side by
+// side for their Durations and returns their results. A load that cannot
+// run at all (bad config) or ctx's cancellation is an error.
+func runProbeAndSmall(ctx context.Context, probeCfg, smallCfg load.Config, small bool) (*load.Result, *load.Result, error) {
+	var smallRes *load.Result
+	var smallErr error
+	var wg sync.WaitGroup
+	if small {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			smallRes, smallErr = load.Run(ctx, smallCfg)
+		}()
+	}
+	probeRes, probeErr := load.Run(ctx, probeCfg)
+	wg.Wait()
+	if err := errors.Join(probeErr, smallErr); err != nil {
+		return nil, nil, err
+	}
+	return probeRes, smallRes, nil
+}
+
+// sample is the state read at one end of a measured window.
+type sample struct {
+	when  time.Time
+	stats serverStats
+	sys   sysstat.System
+	sysOK bool
+}
+
+func (m *meter) sample(ctx context.Context) (sample, error) {
+	var s sample
+	if m.sys != nil {
+		var err error
+		s.sys, err = m.sys.Sample()
+		s.sysOK = err == nil
+	}
+	st, err := fetchStats(ctx, m.statsClient, m.base)
+	if err != nil {
+		return s, err
+	}
+	s.stats = st
+	s.when = time.Now()
+	return s, nil
+}
+
+// passesPerSecondSince returns the server's CRC32 passes per second between
+// two samples, timed by the server's own clock (its uptime at each /stats
+// snapshot) where it reports one, else by when the answers arrived.
+func (later sample) passesPerSecondSince(earlier sample) float64 {
+	sec := later.stats.Uptime - earlier.stats.Uptime
+	if later.stats.Uptime <= 0 || earlier.stats.Uptime <= 0 {
+		sec = later.when.Sub(earlier.when).Seconds()
+	}
+	if sec <= 0 || later.stats.Passes < earlier.stats.Passes {
+		return 0
+	}
+	return float64(later.stats.Passes-earlier.stats.Passes) / sec
+}
+
+// quietPoll and quietTimeout bound waitQuiet.
+const (
+	quietPoll    = 50 * time.Millisecond
+	quietTimeout = 60 * time.Second
+)
+
+// waitQuiet waits until the server's pass counter stops moving: CPU-heavy
+// requests whose client has gone may run on to their end. It gives up
+// silently after quietTimeout (the next step then starts on a busy server)
+// and returns only ctx's or /stats's errors.
+func (m *meter) waitQuiet(ctx context.Context) error {
+	deadline := time.Now().Add(quietTimeout)
+	last := int64(-1)
+	for time.Now().Before(deadline) {
+		st, err := fetchStats(ctx, m.statsClient, m.base)
+		if err != nil {
+			return err
+		}
+		if st.Passes == last {
+			return nil
+		}
+		last = st.Passes
+		if err := sleepCtx(ctx, quietPoll); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sleepCtx sleeps for d or until ctx is done, and returns ctx.Err() then.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// errWriter is fmt.Fprintf that remembers the first error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}
