@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/demo"
+)
+
+// runServe is `cpusched serve [flags]`: the demo HTTP server (cpuworker's
+// endpoints, /stats, /debug/pprof) until SIGINT or SIGTERM. Once it listens
+// it prints one line on stdout,
+//
+//	cpusched serve: listening on http://127.0.0.1:PORT (isolation=reserve workers=1 gomaxprocs=2)
+//
+// which programs that start it with -addr 127.0.0.1:0 parse for the port.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	// The zero Isolation is the library's default mode (see WithIsolation).
+	var defaultIsolation cpusched.Isolation
+	var modes []string
+	for _, m := range cpusched.IsolationModes() {
+		modes = append(modes, m.String())
+	}
+	addr := fs.String("addr", demo.DefaultAddr, "listen address host:port (port 0 picks a free port)")
+	isolation := fs.String("isolation", defaultIsolation.String(), "isolation mode: "+strings.Join(modes, ", "))
+	workers := fs.Int("workers", 0, fmt.Sprintf("worker slots, %d..%d; 0 lets the isolation mode choose", cpusched.MinWorkers, cpusched.MaxWorkers))
+	slice := fs.Duration("slice", cpusched.DefaultSlice, fmt.Sprintf("scheduler time slice, %v..%v", cpusched.MinSlice, cpusched.MaxSlice))
+	garbage := fs.Bool("gc", false, fmt.Sprintf("make every /delay request allocate %d KiB of garbage, to keep the collector busy", demo.BufferSize>>10))
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: cpusched serve [flags]")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("takes no arguments, got %q", fs.Args())
+	}
+	mode, err := cpusched.ParseIsolation(*isolation)
+	if err != nil {
+		return usagef("-isolation: %v", err)
+	}
+	switch {
+	case *workers != 0 && (*workers < cpusched.MinWorkers || *workers > cpusched.MaxWorkers):
+		return usagef("-workers must be 0 (the mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, *workers)
+	case *slice < cpusched.MinSlice || *slice > cpusched.MaxSlice:
+		return usagef("-slice must be in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, *slice)
+	}
+	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, GC: *garbage}
+	return demo.Serve(ctx, *addr, cfg, func(l demo.Listening) {
+		fmt.Fprintf(stdout, "cpusched serve: %s\n", l)
+	})
+}

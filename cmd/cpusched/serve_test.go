@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestServeUsageErrors(t *testing.T) {
+	verifyNoLeaks(t)
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"unknown flag", []string{"-bogus"}, "flag provided but not defined"},
+		{"argument", []string{"extra"}, "takes no arguments"},
+		{"bad isolation", []string{"-isolation", "bogus"}, `-isolation: cpusched: unknown isolation mode "bogus"`},
+		{"workers negative", []string{"-workers", "-1"}, "-workers must be 0 (the mode's default) or in 1..1024, got -1"},
+		{"workers too many", []string{"-workers", "1025"}, "-workers must be 0 (the mode's default) or in 1..1024"},
+		{"workers not a number", []string{"-workers", "x"}, `invalid value "x" for flag -workers`},
+		{"slice too short", []string{"-slice", "1us"}, "-slice must be in 50µs..100ms, got 1µs"},
+		{"slice too long", []string{"-slice", "1s"}, "-slice must be in 50µs..100ms"},
+		{"gc with value", []string{"-gc=maybe"}, "invalid boolean value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := dispatch(context.Background(), append([]string{"serve"}, tt.args...), &stdout, &stderr)
+			if code != 2 {
+				t.Errorf("got exit status %d, want 2 (stderr %q)", code, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Errorf("got stderr %q, want it to contain %q", stderr.String(), tt.wantErr)
+			}
+			if stdout.Len() != 0 {
+				t.Errorf("got stdout %q, want nothing", stdout.String())
+			}
+		})
+	}
+}
+
+func TestServeListenFailure(t *testing.T) {
+	verifyNoLeaks(t)
+	var stdout, stderr bytes.Buffer
+	code := dispatch(context.Background(), []string{"serve", "-addr", "127.0.0.1:-1"}, &stdout, &stderr)
+	if code != 1 || stdout.Len() != 0 {
+		t.Errorf("got exit status %d, stdout %q; want 1 and nothing", code, stdout.String())
+	}
+}
+
+// listeningLine is the line the benchmark parses.
+var listeningLine = regexp.MustCompile(`^cpusched serve: listening on (http://127\.0\.0\.1:[1-9][0-9]*) \(isolation=(\S+) workers=([1-9][0-9]*) gomaxprocs=([1-9][0-9]*)\)$`)
+
+func TestServeRunsUntilCancelled(t *testing.T) {
+	verifyNoLeaks(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out, stdout := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		code := dispatch(ctx, []string{"serve", "-addr", "127.0.0.1:0", "-isolation", "none", "-workers", "2", "-gc"}, stdout, &stderr)
+		stdout.Close()
+		done <- code
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading the listening line: %v (stderr %q)", err, stderr.String())
+	}
+	m := listeningLine.FindStringSubmatch(strings.TrimSuffix(line, "\n"))
+	if m == nil || m[2] != "none" || m[3] != "2" {
+		t.Fatalf("got %q, want a line matching %v with isolation=none workers=2", line, listeningLine)
+	}
+	for _, path := range []string{"/delay1ms", "/checksumWithCpuWorker?n=2", "/stats"} {
+		resp, err := http.Get(m[1] + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: got %d, want 200", path, resp.StatusCode)
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("got exit status %d, want 0 (stderr %q)", code, stderr.String())
+	}
+	if rest, _ := io.ReadAll(out); len(rest) != 0 {
+		t.Errorf("got more stdout %q, want only the listening line", rest)
+	}
+}

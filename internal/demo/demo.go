@@ -1,0 +1,362 @@
+// Package demo is cpusched's demo HTTP server: cpuworker's endpoints (a 1 ms
+// delay and CRC32 checksums run directly or through the scheduler) plus
+// /stats and /debug/pprof, for `cpusched serve` and the benchmark.
+//
+// Endpoints (GET or HEAD; other methods get 405 with an Allow header, unknown
+// paths 404, bad parameters 400 with a one-line reason):
+//
+//	/delay?d=1ms     sleep d (1us..10s) on a goroutine the handler waits for
+//	/delay1ms        the same with d=1ms (cpuworker's path)
+//	/checksum?n=N&sched=0|1&class=C&nice=K&group=G
+//	                 N CRC32 passes (1..1000000, default a random
+//	                 10000..20000) over a 256 KiB buffer, on the handler
+//	                 goroutine (sched=0, default) or as a cpusched task with
+//	                 a Checkpoint after every pass (sched=1); the task
+//	                 options class, nice and group apply to sched=1
+//	/checksumWithoutCpuWorker        = /checksum?sched=0 (cpuworker's path)
+//	/checksumWithCpuWorker           = /checksum?sched=1 (cpuworker's path)
+//	/checksumSmallTaskWithCpuWorker  = /checksum?sched=1&n=10 (cpuworker's path)
+//	/stats           JSON: see Stats
+//	/debug/pprof/    net/http/pprof, on this server's own mux
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/cpusched/cpusched"
+)
+
+// Limits and sizes of the endpoints, as their 400 errors quote them.
+const (
+	// BufferSize is the size of the buffer one CRC32 pass reads, and of the
+	// garbage a /delay request allocates with Config.GC: 256 KiB, as cpuworker.
+	BufferSize = 256 << 10
+	// MinPasses and MaxPasses bound /checksum's n.
+	MinPasses = 1
+	MaxPasses = 1_000_000
+	// DefaultMinPasses and DefaultMaxPasses bound the random n /checksum
+	// uses when none is given (cpuworker's 10,000-20,000).
+	DefaultMinPasses = 10_000
+	DefaultMaxPasses = 20_000
+	// SmallTaskPasses is the n of /checksumSmallTaskWithCpuWorker.
+	SmallTaskPasses = 10
+	// MinDelay and MaxDelay bound /delay's d.
+	MinDelay = time.Microsecond
+	MaxDelay = 10 * time.Second
+)
+
+// Config configures a Server. The zero value is the library's defaults.
+type Config struct {
+	// Isolation is the scheduler's isolation mode. The zero value is the
+	// library's default (cpusched.IsolationReserve).
+	Isolation cpusched.Isolation
+	// Workers is the number of worker slots, cpusched.MinWorkers..MaxWorkers;
+	// 0 lets the isolation mode choose.
+	Workers int
+	// Slice is the scheduler's time slice, cpusched.MinSlice..MaxSlice;
+	// 0 means cpusched.DefaultSlice.
+	Slice time.Duration
+	// GC makes every /delay request also allocate BufferSize bytes of
+	// garbage, so that the garbage collector runs all the time.
+	GC bool
+}
+
+// Server holds the demo's scheduler, buffer and counters. Its handler is
+// safe for concurrent use. Close it to stop the scheduler.
+type Server struct {
+	cfg     Config
+	sched   *cpusched.Scheduler
+	buf     []byte // read-only after NewServer: CRC32 input
+	mux     *http.ServeMux
+	started time.Time
+
+	passesDirect atomic.Uint64
+	passesSched  atomic.Uint64
+	// requests counts requests per route; the map is filled in NewServer and
+	// only read afterwards.
+	requests map[string]*atomic.Uint64
+}
+
+// garbageSink keeps the last /delay garbage buffer reachable from a package
+// variable, so that the compiler cannot prove the allocation dead (and put it
+// on the stack or drop it).
+var garbageSink atomic.Pointer[[]byte]
+
+// NewServer returns a Server with a new scheduler configured by cfg. On an
+// out-of-range field it returns an error naming the field and its range,
+// and starts nothing.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("demo: Workers must be 0 (the mode's default) or in %d..%d, got %d",
+			cpusched.MinWorkers, cpusched.MaxWorkers, cfg.Workers)
+	}
+	if cfg.Slice == 0 {
+		cfg.Slice = cpusched.DefaultSlice
+	}
+	opts := []cpusched.Option{cpusched.WithIsolation(cfg.Isolation), cpusched.WithSlice(cfg.Slice)}
+	if cfg.Workers > 0 {
+		opts = append(opts, cpusched.WithWorkers(cfg.Workers))
+	}
+	sched, err := cpusched.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	s := &Server{
+		cfg:      cfg,
+		sched:    sched,
+		buf:      make([]byte, BufferSize),
+		mux:      http.NewServeMux(),
+		started:  time.Now(),
+		requests: make(map[string]*atomic.Uint64),
+	}
+	// Fixed seed: the same n gives the same CRC on every run.
+	rand.NewChaCha8([32]byte{}).Read(s.buf)
+
+	s.route("/delay", s.handleDelay)
+	s.route("/delay1ms", func(w http.ResponseWriter, r *http.Request) { s.delay(w, r, time.Millisecond) })
+	s.route("/checksum", func(w http.ResponseWriter, r *http.Request) { s.checksum(w, r, 0, false) })
+	s.route("/checksumWithoutCpuWorker", func(w http.ResponseWriter, r *http.Request) { s.checksum(w, r, 0, false) })
+	s.route("/checksumWithCpuWorker", func(w http.ResponseWriter, r *http.Request) { s.checksum(w, r, 0, true) })
+	s.route("/checksumSmallTaskWithCpuWorker", func(w http.ResponseWriter, r *http.Request) {
+		s.checksum(w, r, SmallTaskPasses, true)
+	})
+	s.route("/stats", s.handleStats)
+	// pprof.Index serves every profile under the prefix by name.
+	s.routeAs("/debug/pprof/", "/debug/pprof/", pprof.Index)
+	s.routeAs("/debug/pprof/cmdline", "/debug/pprof/", pprof.Cmdline)
+	s.routeAs("/debug/pprof/profile", "/debug/pprof/", pprof.Profile)
+	s.routeAs("/debug/pprof/symbol", "/debug/pprof/", pprof.Symbol)
+	s.routeAs("/debug/pprof/trace", "/debug/pprof/", pprof.Trace)
+	return s, nil
+}
+
+// route registers h for GET (and so HEAD) on path, counted under path.
+func (s *Server) route(path string, h http.HandlerFunc) { s.routeAs(path, path, h) }
+
+// routeAs registers h for GET (and so HEAD) on path, counted under name.
+// The mux answers other methods on path with 405 and an Allow header, and
+// paths nobody registered with 404.
+func (s *Server) routeAs(path, name string, h http.HandlerFunc) {
+	n, ok := s.requests[name]
+	if !ok {
+		n = new(atomic.Uint64)
+		s.requests[name] = n
+	}
+	s.mux.HandleFunc("GET "+path, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		h(w, r)
+	})
+}
+
+// Handler returns the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Close closes the scheduler (see cpusched.Scheduler.Close): running tasks
+// go on until they end or ctx ends, and are then cancelled. Requests that
+// come later and want the scheduler get 503. It returns nil if every task
+// ended on its own, ctx's error otherwise.
+func (s *Server) Close(ctx context.Context) error { return s.sched.Close(ctx) }
+
+// badRequest answers 400 with a one-line reason that names the parameter.
+func badRequest(w http.ResponseWriter, param, format string, args ...any) {
+	http.Error(w, param+": "+fmt.Sprintf(format, args...), http.StatusBadRequest)
+}
+
+func (s *Server) handleDelay(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("d") {
+		s.delay(w, r, time.Millisecond)
+		return
+	}
+	d, err := time.ParseDuration(q.Get("d"))
+	if err != nil || d < MinDelay || d > MaxDelay {
+		badRequest(w, "d", "must be a duration in 1us..10s (e.g. 1ms), got %q", q.Get("d"))
+		return
+	}
+	s.delay(w, r, d)
+}
+
+// delay sleeps d as cpuworker's /delay1ms does: a goroutine hand-off, so
+// that every request wakes a sleeping goroutine and then the handler, the
+// pattern whose latency CPU-heavy work hurts. The handler always waits for
+// the sleeper, so no goroutine outlives the request.
+func (s *Server) delay(w http.ResponseWriter, r *http.Request, d time.Duration) {
+	if s.cfg.GC {
+		makeGarbage()
+	}
+	ctx := r.Context()
+	woke := make(chan bool, 1)
+	go func() {
+		// A timer rather than time.Sleep, so that the sleeper ends with the
+		// request (client gone, server stopping) instead of outliving it.
+		timer := time.NewTimer(d)
+		select {
+		case <-timer.C:
+			woke <- true
+		case <-ctx.Done():
+			timer.Stop()
+			woke <- false
+		}
+	}()
+	if !<-woke {
+		return // nobody is listening any more
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "delayed %v\n", d)
+}
+
+// makeGarbage allocates BufferSize bytes, touches every page and leaves the
+// buffer for the collector (through garbageSink, so that the allocation
+// happens on the heap, every time).
+func makeGarbage() {
+	b := make([]byte, BufferSize)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = byte(i >> 12)
+	}
+	garbageSink.Store(&b)
+}
+
+// checksumParams are /checksum's parsed query parameters.
+type checksumParams struct {
+	passes int
+	sched  bool
+	opts   []cpusched.TaskOption
+}
+
+// parseChecksum parses r's query; defaultPasses 0 means a random count in
+// DefaultMinPasses..DefaultMaxPasses. On a bad parameter it returns the
+// parameter's name and the reason.
+func parseChecksum(r *http.Request, defaultPasses int, defaultSched bool) (p checksumParams, param, reason string) {
+	q := r.URL.Query()
+	p.passes, p.sched = defaultPasses, defaultSched
+	if p.passes == 0 {
+		p.passes = DefaultMinPasses + rand.IntN(DefaultMaxPasses-DefaultMinPasses+1)
+	}
+	if q.Has("n") {
+		n, err := strconv.Atoi(q.Get("n"))
+		if err != nil || n < MinPasses || n > MaxPasses {
+			return p, "n", fmt.Sprintf("must be an integer in %d..%d, got %q", MinPasses, MaxPasses, q.Get("n"))
+		}
+		p.passes = n
+	}
+	if q.Has("sched") {
+		switch q.Get("sched") {
+		case "0":
+			p.sched = false
+		case "1":
+			p.sched = true
+		default:
+			return p, "sched", fmt.Sprintf("must be 0 (run on the handler goroutine) or 1 (run as a cpusched task), got %q", q.Get("sched"))
+		}
+	}
+	if q.Has("class") {
+		c, err := cpusched.ParseClass(q.Get("class"))
+		if err != nil {
+			return p, "class", err.Error()
+		}
+		p.opts = append(p.opts, cpusched.WithClass(c))
+	}
+	if q.Has("nice") {
+		n, err := strconv.Atoi(q.Get("nice"))
+		if err != nil || n < cpusched.MinNice || n > cpusched.MaxNice {
+			return p, "nice", fmt.Sprintf("must be an integer in %d..%d, got %q", cpusched.MinNice, cpusched.MaxNice, q.Get("nice"))
+		}
+		p.opts = append(p.opts, cpusched.WithNice(n))
+	}
+	if q.Has("group") {
+		p.opts = append(p.opts, cpusched.WithGroup(q.Get("group")))
+	}
+	return p, "", ""
+}
+
+// checksum runs the CRC32 passes and answers
+// {"passes":N,"crc":"xxxxxxxx","sched":B}. Responses of one endpoint have one
+// length (ab counts a change of length as a failed request).
+func (s *Server) checksum(w http.ResponseWriter, r *http.Request, defaultPasses int, defaultSched bool) {
+	p, param, reason := parseChecksum(r, defaultPasses, defaultSched)
+	if param != "" {
+		badRequest(w, param, "%s", reason)
+		return
+	}
+	ctx := r.Context()
+	var (
+		done int
+		crc  uint32
+		err  error
+	)
+	if !p.sched {
+		done, crc, err = s.checksumDirect(ctx, p.passes)
+	} else {
+		started := false
+		err = s.sched.Run(ctx, func(t *cpusched.Task) error {
+			started = true
+			var err error
+			done, crc, err = s.checksumTask(t, p.passes)
+			return err
+		}, p.opts...)
+		if err != nil && !started && ctx.Err() == nil && !errors.Is(err, cpusched.ErrClosed) && !errors.Is(err, cpusched.ErrQueueFull) {
+			// Refused before it started for none of the run-time reasons:
+			// a task option is out of range.
+			http.Error(w, "task options: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	var pe *cpusched.PanicError
+	switch {
+	case errors.As(err, &pe):
+		http.Error(w, fmt.Sprintf("checksum task panicked: %v", pe.Value), http.StatusInternalServerError)
+		return
+	case err != nil:
+		http.Error(w, fmt.Sprintf("stopped after %d of %d passes: %v", done, p.passes, err), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, "{\"passes\":%d,\"crc\":\"%08x\",\"sched\":%t}\n", done, crc, p.sched)
+}
+
+// checksumDirect runs n passes on the calling goroutine, stopping early if
+// ctx ends (the client is gone or the server stops).
+func (s *Server) checksumDirect(ctx context.Context, n int) (done int, crc uint32, err error) {
+	cancelled := ctx.Done()
+	for done < n {
+		crc = crc32.Update(crc, crc32.IEEETable, s.buf)
+		done++
+		s.passesDirect.Add(1)
+		select {
+		case <-cancelled:
+			if done < n {
+				return done, crc, ctx.Err()
+			}
+		default:
+		}
+	}
+	return done, crc, nil
+}
+
+// checksumTask runs n passes as task t, with a Checkpoint between passes.
+func (s *Server) checksumTask(t *cpusched.Task, n int) (done int, crc uint32, err error) {
+	for done < n {
+		crc = crc32.Update(crc, crc32.IEEETable, s.buf)
+		done++
+		s.passesSched.Add(1)
+		if done < n {
+			if err := t.Checkpoint(); err != nil {
+				return done, crc, err
+			}
+		}
+	}
+	return done, crc, nil
+}
+
+// gomaxprocs reports GOMAXPROCS without changing it.
+func gomaxprocs() int { return runtime.GOMAXPROCS(0) }

@@ -1,0 +1,232 @@
+package demo
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"runtime"
+	"runtime/metrics"
+	"time"
+
+	"github.com/cpusched/cpusched"
+)
+
+// Stats is what GET /stats returns, as JSON. Times are in milliseconds.
+type Stats struct {
+	Isolation    string  `json:"isolation"`  // the mode in effect
+	Workers      int     `json:"workers"`    // worker slots in effect
+	GOMAXPROCS   int     `json:"gomaxprocs"` // now
+	NumGoroutine int     `json:"num_goroutine"`
+	Uptime       float64 `json:"uptime_s"`
+	Garbage      bool    `json:"gc_garbage"` // Config.GC: /delay allocates BufferSize
+
+	// Passes counts the CRC32 passes done since the server started, split
+	// into those run on handler goroutines (sched=0) and as tasks (sched=1).
+	Passes       uint64 `json:"passes"`
+	PassesDirect uint64 `json:"passes_direct"`
+	PassesSched  uint64 `json:"passes_sched"`
+
+	// Requests counts the requests each route received (whatever their
+	// status), by path; every pprof path counts under "/debug/pprof/".
+	Requests map[string]uint64 `json:"requests"`
+
+	Scheduler SchedulerStats `json:"scheduler"`
+	GC        GCStats        `json:"gc"`
+	// SchedLatency is /sched/latencies:seconds: the time goroutines spent
+	// runnable before they ran, over the process's life.
+	SchedLatency Histogram `json:"sched_latency"`
+}
+
+// SchedulerStats is cpusched.Stats with every field, named for JSON.
+type SchedulerStats struct {
+	Submitted      uint64                `json:"submitted"`
+	Completed      uint64                `json:"completed"`
+	Failed         uint64                `json:"failed"`
+	Canceled       uint64                `json:"canceled"`
+	Panicked       uint64                `json:"panicked"`
+	Rejected       uint64                `json:"rejected"`
+	Preempted      uint64                `json:"preempted"`
+	Queued         int                   `json:"queued"`
+	Running        int                   `json:"running"`
+	Active         int                   `json:"active"`
+	Blocked        int                   `json:"blocked"`
+	Workers        int                   `json:"workers"`
+	Isolation      string                `json:"isolation"`
+	QueueWaitMS    float64               `json:"queue_wait_ms"`
+	MaxQueueWaitMS float64               `json:"max_queue_wait_ms"`
+	RunTimeMS      float64               `json:"run_time_ms"`
+	Classes        map[string]ClassStats `json:"classes"` // by class name
+	Groups         map[string]GroupStats `json:"groups"`  // by group name ("" for none)
+}
+
+// ClassStats is cpusched.ClassStats for JSON.
+type ClassStats struct {
+	Submitted uint64  `json:"submitted"`
+	RunTimeMS float64 `json:"run_time_ms"`
+}
+
+// GroupStats is cpusched.GroupStats for JSON.
+type GroupStats struct {
+	Weight    int     `json:"weight"`
+	Submitted uint64  `json:"submitted"`
+	Ended     uint64  `json:"ended"`
+	RunTimeMS float64 `json:"run_time_ms"`
+}
+
+// GCStats are the collector's figures from runtime/metrics, over the
+// process's life.
+type GCStats struct {
+	Cycles uint64 `json:"cycles"` // /gc/cycles/total:gc-cycles
+	// Stopping is /sched/pauses/stopping/gc:seconds: the time to stop the
+	// world (a goroutine that does not reach a safe point delays it).
+	Stopping Histogram `json:"pauses_stopping"`
+	// Total is /sched/pauses/total/gc:seconds: the whole stop-the-world
+	// pauses.
+	Total Histogram `json:"pauses_total"`
+}
+
+// Histogram summarises a runtime/metrics Float64Histogram of seconds. The
+// figures are bucket bounds, so they are upper estimates within a bucket's
+// width (the runtime's buckets are a few percent wide).
+type Histogram struct {
+	Count uint64  `json:"count"`
+	MaxMS float64 `json:"max_ms"` // upper bound of the highest non-empty bucket
+	P99MS float64 `json:"p99_ms"` // upper bound of the bucket holding the 99th percentile
+}
+
+// Metric names read for Stats.
+const (
+	metricGCCycles      = "/gc/cycles/total:gc-cycles"
+	metricPauseStopping = "/sched/pauses/stopping/gc:seconds"
+	metricPauseTotal    = "/sched/pauses/total/gc:seconds"
+	metricSchedLatency  = "/sched/latencies:seconds"
+)
+
+// Stats returns a snapshot of the server's counters, its scheduler's and the
+// runtime's.
+func (s *Server) Stats() Stats {
+	st := Stats{
+		GOMAXPROCS:   gomaxprocs(),
+		NumGoroutine: runtime.NumGoroutine(),
+		Uptime:       time.Since(s.started).Seconds(),
+		Garbage:      s.cfg.GC,
+		PassesDirect: s.passesDirect.Load(),
+		PassesSched:  s.passesSched.Load(),
+		Requests:     make(map[string]uint64, len(s.requests)),
+		Scheduler:    schedulerStats(s.sched.Stats()),
+	}
+	st.Passes = st.PassesDirect + st.PassesSched
+	st.Isolation, st.Workers = st.Scheduler.Isolation, st.Scheduler.Workers
+	for name, n := range s.requests {
+		st.Requests[name] = n.Load()
+	}
+
+	samples := []metrics.Sample{
+		{Name: metricGCCycles},
+		{Name: metricPauseStopping},
+		{Name: metricPauseTotal},
+		{Name: metricSchedLatency},
+	}
+	metrics.Read(samples)
+	for _, m := range samples {
+		switch m.Value.Kind() {
+		case metrics.KindUint64:
+			if m.Name == metricGCCycles {
+				st.GC.Cycles = m.Value.Uint64()
+			}
+		case metrics.KindFloat64Histogram:
+			h := summarise(m.Value.Float64Histogram())
+			switch m.Name {
+			case metricPauseStopping:
+				st.GC.Stopping = h
+			case metricPauseTotal:
+				st.GC.Total = h
+			case metricSchedLatency:
+				st.SchedLatency = h
+			}
+		}
+		// metrics.KindBad: this Go does not have the metric; leave zeros.
+	}
+	return st
+}
+
+// schedulerStats converts every field of c for JSON.
+func schedulerStats(c cpusched.Stats) SchedulerStats {
+	st := SchedulerStats{
+		Submitted:      c.Submitted,
+		Completed:      c.Completed,
+		Failed:         c.Failed,
+		Canceled:       c.Canceled,
+		Panicked:       c.Panicked,
+		Rejected:       c.Rejected,
+		Preempted:      c.Preempted,
+		Queued:         c.Queued,
+		Running:        c.Running,
+		Active:         c.Active,
+		Blocked:        c.Blocked,
+		Workers:        c.Workers,
+		Isolation:      c.Isolation.String(),
+		QueueWaitMS:    ms(c.QueueWait),
+		MaxQueueWaitMS: ms(c.MaxQueueWait),
+		RunTimeMS:      ms(c.RunTime),
+		Classes:        make(map[string]ClassStats, len(c.Classes)),
+		Groups:         make(map[string]GroupStats, len(c.Groups)),
+	}
+	for i, cs := range c.Classes {
+		st.Classes[cpusched.Class(i).String()] = ClassStats{Submitted: cs.Submitted, RunTimeMS: ms(cs.RunTime)}
+	}
+	for name, g := range c.Groups {
+		st.Groups[name] = GroupStats{Weight: g.Weight, Submitted: g.Submitted, Ended: g.Ended, RunTimeMS: ms(g.RunTime)}
+	}
+	return st
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// summarise returns the count, maximum and 99th percentile of h, a
+// histogram of seconds, in milliseconds. A value is reported as the upper
+// bound of its bucket, or the lower bound for the last bucket (+Inf).
+func summarise(h *metrics.Float64Histogram) Histogram {
+	var out Histogram
+	for _, c := range h.Counts {
+		out.Count += c
+	}
+	if out.Count == 0 {
+		return out
+	}
+	// The 99th percentile is the value of rank ceil(0.99 * count), 1-based.
+	rank := uint64(math.Ceil(0.99 * float64(out.Count)))
+	var cum uint64
+	p99, highest := -1, -1
+	for i, c := range h.Counts {
+		cum += c
+		if p99 < 0 && cum >= rank {
+			p99 = i
+		}
+		if c > 0 {
+			highest = i
+		}
+	}
+	out.P99MS = bucketValue(h.Buckets, p99) * 1e3
+	out.MaxMS = bucketValue(h.Buckets, highest) * 1e3
+	return out
+}
+
+// bucketValue is bucket i's upper bound, or its lower bound if the upper
+// one is +Inf (0 if both are infinite).
+func bucketValue(bounds []float64, i int) float64 {
+	if v := bounds[i+1]; !math.IsInf(v, 0) {
+		return v
+	}
+	if v := bounds[i]; !math.IsInf(v, 0) {
+		return v
+	}
+	return 0
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(s.Stats())
+}
