@@ -24,6 +24,8 @@ type experiment struct {
 // at import.
 var experiments = map[string]experiment{
 	// "switch":   {summary: "...", run: runLabSwitch, child: childLabSwitch},
+	"sleep": {summary: "the cost of sleeping: work-plus-wait loops with each way to wait (seeds.md s.4)", run: runLabSleep, child: childLabSleep},
+	"http":  {summary: "HTTP servers answering 1 MiB, one process each, under ab-style load (seeds.md s.5)", run: runLabHTTP, child: childLabHTTP},
 }
 
 func labNames() string {

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package sleep
+
+import (
+	"os/exec"
+	"time"
+)
+
+// sysWait reports that the system-call methods are Linux-only here.
+func sysWait(method string, d time.Duration) (func(), error) {
+	return nil, errNotLinux
+}
+
+// cpuTimes is not measured off Linux.
+func cpuTimes() (user, sys time.Duration) { return 0, 0 }
+
+func setDeathSignal(cmd *exec.Cmd) {}
