@@ -204,8 +204,17 @@ func withoutMonitor() Option {
 	return optionFunc(func(cfg *config) error { cfg.noMonitor = true; return nil })
 }
 
-// defaultOSPolicy is IsolationOSPriority's thread setting; see osmode.go
-// for the measurements behind it.
+// defaultOSPolicy is IsolationOSPriority's thread setting. SCHED_IDLE,
+// from design.md's prototype on a 2-core machine of this project's kind
+// (wrk p99 of /delay1ms under a CPU hog): SCHED_IDLE 2.08 ms, nice 19
+// 2.92 ms, nice 10 3.85 ms, reserve 4.60 ms; throughput 103%, 102%, 100%
+// and 53% of the unprotected run. With garbage collection busy all three
+// thread settings were within 10% (11.1-12.5 ms p99, 84-89% throughput).
+// This project's own comparison (CPUSCHED_THREAD_POLICY=idle|nice19|batch10
+// cpusched bench -modes reserve,ospriority -step 4s, one run each, on a
+// machine shared with other builds) put SCHED_IDLE's hog-sched throughput
+// at 104% of direct against 64% (nice19) and 88% (batch10), with p99s of
+// 6-11 ms for all three: too noisy to overrule the prototype.
 var defaultOSPolicy = osprio.Idle
 
 // osPolicyEnv names the environment variable that overrides the thread
