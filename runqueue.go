@@ -28,8 +28,8 @@ package cpusched
 //     it goes first once.
 //  3. Inside a class, groups are EEVDF entities weighted by their group weight;
 //     inside the chosen group, tasks are EEVDF entities weighted by nice.
-//  4. A task's request (slice) sets its deadline: new tasks ask for a quarter
-//     slice first; tasks whose bursts are short against their Blocking waits
+//  4. A task's request (slice) sets its deadline: new tasks start with one
+//     slice of credit and ask for a quarter slice first; tasks whose bursts are short against their Blocking waits
 //     ask for proportionally shorter slices; Batch asks for four slices.
 //
 // All of it is guarded by Scheduler.mu; nothing here runs on Checkpoint's
@@ -131,6 +131,16 @@ func (s *Scheduler) activateTask(t *Task, first bool) {
 	g.active++
 	t.group = g
 	req := s.requestSlice(t, first)
+	if first {
+		// A new task starts one slice of credit ahead (lag = +1 slice), so
+		// its short first request puts its deadline before those of the
+		// CPU-heavy tasks already waiting: a small task finishes within
+		// about two slices of arriving (the one running must end its slice
+		// first). It cannot starve them: V advances while new tasks run,
+		// and a waiting task whose lag passes 1.75 slices has the earlier
+		// deadline again.
+		t.ent.lag = scaleVirtual(t.slice, t.ent.weight)
+	}
 	g.tasks.activate(&t.ent, t.slice, scaleVirtual(req, t.ent.weight))
 }
 
