@@ -11,7 +11,7 @@ import (
 	"github.com/cpusched/cpusched"
 )
 
-// Timeouts of Serve.
+// Serve's default address and timeouts.
 const (
 	// DefaultAddr is the address cpuworker's demo listens on.
 	DefaultAddr = "127.0.0.1:8080"
@@ -52,7 +52,9 @@ func (l Listening) String() string {
 // Checkpoint) and closes their connections, and closes the scheduler.
 //
 // It returns nil after a graceful shutdown, an error if the server could not
-// start or failed, and an error saying so if requests had to be cancelled.
+// start or failed, and an error saying so if connections had to be closed.
+// (As http.Server.Shutdown, it waits for a connection that was opened but has
+// sent no request for up to 5 s, so such a client also causes that error.)
 func Serve(ctx context.Context, addr string, cfg Config, ready func(Listening)) error {
 	s, err := NewServer(cfg)
 	if err != nil {
@@ -98,7 +100,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, ready func(Listenin
 		err := hs.Shutdown(sctx)
 		cancel()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("demo: requests still running after %v were cancelled", grace))
+			errs = append(errs, fmt.Errorf("demo: connections still open after %v were closed, their requests cancelled", grace))
 			cancelBase()
 			hs.Close()
 		}

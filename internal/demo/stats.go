@@ -207,10 +207,14 @@ func summarise(h *metrics.Float64Histogram) Histogram {
 			highest = i
 		}
 	}
-	out.P99MS = bucketValue(h.Buckets, p99) * 1e3
-	out.MaxMS = bucketValue(h.Buckets, highest) * 1e3
+	out.P99MS = secondsToMS(bucketValue(h.Buckets, p99))
+	out.MaxMS = secondsToMS(bucketValue(h.Buckets, highest))
 	return out
 }
+
+// secondsToMS converts seconds to milliseconds rounded to the nanosecond,
+// so that JSON shows 1.048576 rather than 1.0485760000000002.
+func secondsToMS(sec float64) float64 { return math.Round(sec*1e9) / 1e6 }
 
 // bucketValue is bucket i's upper bound, or its lower bound if the upper
 // one is +Inf (0 if both are infinite).
