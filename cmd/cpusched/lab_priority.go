@@ -33,7 +33,7 @@ func runLabPriority(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("lab priority: unexpected argument %q", fs.Arg(0))
+		return usagef("priority: unexpected argument %q", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -52,7 +52,7 @@ func runLabPriority(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return usagef("lab priority: %v", err)
+		return usagef("priority: %v", err)
 	}
 	exe, err := os.Executable()
 	if err != nil {

@@ -28,12 +28,12 @@ func runLabSwitch(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	duration := fs.Duration("duration", switchcost.DefaultDuration, fmt.Sprintf("measured time per cell (%v..%v); shortened so the sweep fits %v (-quick: %v)", switchcost.MinDuration, switchcost.MaxDuration, switchcost.Budget, switchcost.QuickBudget))
 	quick := fs.Bool("quick", false, "fewer, shorter cells: under 20 s")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
-	outDir := fs.String("out", "", "also write DIR/switch.json, DIR/switch-ops.png and DIR/switch-sys.png")
+	outDir := fs.String("out", "", "also write DIR/switch.json and the plots DIR/switch-ops.png, switch-sys.png, switch-ops-per-cpu.png")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("lab switch: unexpected argument %q", fs.Arg(0))
+		return usagef("switch: unexpected argument %q", fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -48,13 +48,13 @@ func runLabSwitch(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !set["procs"] {
 		cfg.Procs = switchcost.DefaultProcs(runtime.NumCPU(), *quick)
 	} else if cfg.Procs, err = switchcost.ParseInts("-procs", *procs); err != nil {
-		return usagef("lab switch: %v (valid: integers 1..%d)", err, switchcost.MaxProcs)
+		return usagef("switch: %v (valid: integers 1..%d)", err, switchcost.MaxProcs)
 	}
 	if cfg.Buffers, err = switchcost.ParseInts("-buffer", *buffers); err != nil {
-		return usagef("lab switch: %v (valid: integers >= 0)", err)
+		return usagef("switch: %v (valid: integers >= 0)", err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return usagef("lab switch: %v", err)
+		return usagef("switch: %v", err)
 	}
 	budget := switchcost.Budget
 	if *quick {

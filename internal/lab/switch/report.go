@@ -23,21 +23,21 @@ const WhyDiffer = `why it differs: with 2 cores there are at most 2 Ps, so few i
 // WriteTable writes one row per cell, then the seed's figures and why ours
 // differ.
 func WriteTable(w io.Writer, res *Result) error {
-	t := report.NewTable("workload", "procs", "buffer", "usr", "sys", "idle", "iowait", "cs/s", "proc vol/s", "proc invol/s", "proc cpu", "ops/s", "note")
+	t := report.NewTable("workload", "procs", "buffer", "usr", "sys", "idle", "iowait", "cs/s", "proc vol/s", "proc invol/s", "proc cpu", "ops/s", "ops/cpu-s", "note")
 	for _, c := range res.Cells {
 		if c.Skipped != "" {
-			t.Row(c.Workload, strconv.Itoa(c.Procs), bufferLabel(c.Buffer), "-", "-", "-", "-", "-", "-", "-", "-", "-", "skipped: "+c.Skipped)
+			t.Row(c.Workload, strconv.Itoa(c.Procs), bufferLabel(c.Buffer), "-", "-", "-", "-", "-", "-", "-", "-", "-", "-", "skipped: "+c.Skipped)
 			continue
 		}
 		t.Row(c.Workload, strconv.Itoa(c.Procs), bufferLabel(c.Buffer),
 			report.Pct(c.Usr), report.Pct(c.Sys), report.Pct(c.Idle), report.Pct(c.IOWait),
 			report.Num(math.Round(c.CtxPerSec)), report.Num(math.Round(c.VolPerSec)), report.Num(math.Round(c.InvolPerSec)),
-			report.Pct(c.ProcCPUPercent), report.Num(math.Round(c.OpsPerSec)), "")
+			report.Pct(c.ProcCPUPercent), report.Num(math.Round(c.OpsPerSec)), report.Num(math.Round(c.OpsPerCPUSec)), "")
 	}
 	if err := t.Write(w); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nmachine: %d CPUs, %s, %v per cell; usr/sys/idle/iowait are %% of the whole machine (shared, noisy).\n%s\n%s\n",
+	_, err := fmt.Fprintf(w, "\nmachine: %d CPUs, %s, %v per cell; usr/sys/idle/iowait/cs/s are the whole machine's\n  (shared with other builds: noisy); proc = the child (getrusage, all threads); ops/cpu-s = ops per second of the child's CPU time.\n%s\n%s\n",
 		res.CPUs, res.GoVersion, res.Duration, SeedFigures, WhyDiffer)
 	return err
 }
@@ -74,7 +74,9 @@ func series(res *Result, value func(Cell) float64) []report.Series {
 }
 
 // WritePlots writes DIR/switch-ops.png (ops/s against procs, log scale) and
-// DIR/switch-sys.png (sys % against procs) and returns their paths.
+// DIR/switch-sys.png (sys % against procs) and DIR/switch-ops-per-cpu.png
+// (ops per CPU-second of the child, which other processes disturb less) and
+// returns their paths.
 func WritePlots(dir string, res *Result) ([]string, error) {
 	ops := filepath.Join(dir, "switch-ops.png")
 	if err := report.LinePlot(ops, "goroutine switching: operations per second", "GOMAXPROCS", "ops/s", true,
@@ -86,5 +88,10 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 		series(res, func(c Cell) float64 { return c.Sys })); err != nil {
 		return nil, err
 	}
-	return []string{ops, sys}, nil
+	perCPU := filepath.Join(dir, "switch-ops-per-cpu.png")
+	if err := report.LinePlot(perCPU, "goroutine switching: operations per second of the child's CPU time", "GOMAXPROCS", "ops per CPU-second", true,
+		series(res, func(c Cell) float64 { return c.OpsPerCPUSec })); err != nil {
+		return nil, err
+	}
+	return []string{ops, sys, perCPU}, nil
 }

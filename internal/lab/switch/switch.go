@@ -180,7 +180,11 @@ type Cell struct {
 	VolPerSec      float64 `json:"process_voluntary_per_sec"`
 	InvolPerSec    float64 `json:"process_involuntary_per_sec"`
 	ProcCPUPercent float64 `json:"process_cpu_pct"`
-	Skipped        string  `json:"skipped,omitempty"`
+	// OpsPerCPUSec is operations per second of the child's own CPU time:
+	// the cost of an operation, less sensitive than OpsPerSec to other
+	// processes taking the CPUs.
+	OpsPerCPUSec float64 `json:"ops_per_cpu_sec"`
+	Skipped      string  `json:"skipped,omitempty"`
 }
 
 // Result is a whole sweep.
@@ -231,7 +235,11 @@ func cellFrom(s Spec, ops uint64, u sysstat.Usage, ru0, ru1 rusage) Cell {
 		if ru0.ok && ru1.ok {
 			c.VolPerSec = float64(max(ru1.vol-ru0.vol, 0)) / u.Seconds
 			c.InvolPerSec = float64(max(ru1.invol-ru0.invol, 0)) / u.Seconds
-			c.ProcCPUPercent = 100 * max(ru1.cpu-ru0.cpu, 0).Seconds() / u.Seconds
+			cpu := max(ru1.cpu-ru0.cpu, 0).Seconds()
+			c.ProcCPUPercent = 100 * cpu / u.Seconds
+			if cpu > 0 {
+				c.OpsPerCPUSec = float64(ops) / cpu
+			}
 		}
 	}
 	return c

@@ -171,7 +171,7 @@ func TestCellFrom(t *testing.T) {
 	ru1 := rusage{cpu: 4 * time.Second, vol: 30, invol: 8, ok: true}
 	c := cellFrom(Spec{Workload: Chan, Procs: 2, Clients: 100, Buffer: 0}, 1000, u, ru0, ru1)
 	want := Cell{Spec: Spec{Workload: Chan, Procs: 2, Clients: 100, Buffer: 0}, Seconds: 2, Ops: 1000, OpsPerSec: 500,
-		Usr: 60, Sys: 30, Idle: 10, CtxPerSec: 500, VolPerSec: 10, InvolPerSec: 2, ProcCPUPercent: 150}
+		Usr: 60, Sys: 30, Idle: 10, CtxPerSec: 500, VolPerSec: 10, InvolPerSec: 2, ProcCPUPercent: 150, OpsPerCPUSec: 1000.0 / 3}
 	if c != want {
 		t.Errorf("cellFrom: got %+v, want %+v", c, want)
 	}
