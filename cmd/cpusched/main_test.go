@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain makes the test binary safe to re-execute: a subcommand that
+// starts os.Executable() as a child (bench, lab) would otherwise start this
+// test binary, which would run every test again, recursively. Called with a
+// command instead of -test flags, it behaves as the cpusched binary.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-test.") {
+		os.Exit(dispatch(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func TestDispatch(t *testing.T) {
+	var out, errOut strings.Builder
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{nil, 2},
+		{[]string{"help"}, 0},
+		{[]string{"nope"}, 2},
+		{[]string{"lab"}, 2},
+		{[]string{"lab", "nope"}, 2},
+		{[]string{"lab-child"}, 2},
+	} {
+		if got := dispatch(context.Background(), tt.args, &out, &errOut); got != tt.want {
+			t.Errorf("dispatch(%q) = %d, want %d", tt.args, got, tt.want)
+		}
+	}
+	if !strings.Contains(errOut.String(), "bench") || strings.Contains(errOut.String(), "lab-child ") {
+		t.Errorf("usage lists: %q, want bench listed and the internal lab-child hidden", errOut.String())
+	}
+}
