@@ -137,7 +137,7 @@ func (s *Scheduler) osWorkerLoop(t *Task) {
 		}
 		s.osIdle = append(s.osIdle, w)
 		s.mu.Unlock()
-		t = spinRecv(w.next)
+		t = <-w.next
 	}
 }
 

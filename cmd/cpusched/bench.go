@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cpusched/cpusched"
 	"io"
 	"os"
 	"path/filepath"
@@ -31,6 +32,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json and DIR/bench.png (probe latency plot)")
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 30 s")
+	workers := fs.Int("workers", 0, fmt.Sprintf("pass -workers to every server (%d..%d); 0 lets each mode choose", cpusched.MinWorkers, cpusched.MaxWorkers))
+	slice := fs.Duration("slice", 0, fmt.Sprintf("pass -slice to every server (%v..%v); 0 lets each mode choose", cpusched.MinSlice, cpusched.MaxSlice))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched bench [flags]")
 		fs.PrintDefaults()
@@ -49,6 +52,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Modes = splitModes(*modes)
 	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallConcurrency = *probeRate, *hogC, *smallC
 	cfg.GC, cfg.Quick = *gc, *quick
+	cfg.Workers, cfg.Slice = *workers, *slice
 	cfg.Step = *step
 	if *quick {
 		cfg.Warmup = bench.QuickWarmup

@@ -27,6 +27,7 @@ import (
 	"math"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -121,6 +122,10 @@ type Config struct {
 	SmallConcurrency int
 	// GC passes -gc to the server (garbage per probe request).
 	GC bool
+	// Workers and Slice, when non-zero, are passed to every server as
+	// -workers and -slice, overriding each mode's own choice.
+	Workers int
+	Slice   time.Duration
 	// Quick is recorded in the report's config; the caller sets Step and
 	// Warmup for a quick run (QuickStep, QuickWarmup).
 	Quick bool
@@ -170,6 +175,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: HogConcurrency (-hog-c) must be in 1..%d, got %d", MaxConcurrency, c.HogConcurrency)
 	case c.SmallConcurrency < 1 || c.SmallConcurrency > MaxConcurrency:
 		return fmt.Errorf("bench: SmallConcurrency (-small-c) must be in 1..%d, got %d", MaxConcurrency, c.SmallConcurrency)
+	case c.Workers != 0 && (c.Workers < cpusched.MinWorkers || c.Workers > cpusched.MaxWorkers):
+		return fmt.Errorf("bench: Workers (-workers) must be 0 (each mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, c.Workers)
+	case c.Slice != 0 && (c.Slice < cpusched.MinSlice || c.Slice > cpusched.MaxSlice):
+		return fmt.Errorf("bench: Slice (-slice) must be 0 (each mode's default) or in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, c.Slice)
 	}
 	return nil
 }
@@ -263,6 +272,12 @@ func runMode(ctx context.Context, cfg Config, mode string, phase func(step strin
 	args := append(slices.Clone(cfg.ServerCmd[1:]), "-addr", "127.0.0.1:0", "-isolation", mode)
 	if cfg.GC {
 		args = append(args, "-gc")
+	}
+	if cfg.Workers > 0 {
+		args = append(args, "-workers", strconv.Itoa(cfg.Workers))
+	}
+	if cfg.Slice > 0 {
+		args = append(args, "-slice", cfg.Slice.String())
 	}
 	srv, err := startServer(ctx, cfg.ServerCmd[0], args)
 	if err != nil {

@@ -37,6 +37,8 @@ type ReportConfig struct {
 	Quick            bool     `json:"quick"`
 	Modes            []string `json:"modes"`
 	GCStopNote       string   `json:"gc_stop_max_note"`
+	Workers          int      `json:"workers,omitempty"`  // -workers given to every server; 0: each mode's own
+	SliceMs          float64  `json:"slice_ms,omitempty"` // -slice given to every server; 0: each mode's own
 
 	Warmup time.Duration `json:"-"` // unmeasured lead-in of every step
 }
@@ -51,6 +53,8 @@ func reportConfig(c Config) ReportConfig {
 		Quick:            c.Quick,
 		Modes:            c.modes(),
 		GCStopNote:       GCStopNote,
+		Workers:          c.Workers,
+		SliceMs:          float64(c.Slice) / 1e6,
 		Warmup:           c.Warmup,
 	}
 }
