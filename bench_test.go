@@ -10,6 +10,9 @@ package cpusched
 
 import (
 	"context"
+	"io"
+	"log"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -165,6 +168,8 @@ func BenchmarkCheckpointBaseline(b *testing.B) {
 // BenchmarkRunOSPriority is Run's hand-off to a low-priority worker thread
 // in IsolationOSPriority, against BenchmarkBaselineGoroutine.
 func BenchmarkRunOSPriority(b *testing.B) {
+	log.SetOutput(io.Discard) // New and Close log the GOMAXPROCS change
+	defer log.SetOutput(os.Stderr)
 	ctx := context.Background()
 	b.Run("serial", func(b *testing.B) {
 		s := benchScheduler(b, WithIsolation(IsolationOSPriority))

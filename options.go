@@ -47,7 +47,8 @@ const (
 	// IsolationReserve runs tasks on fewer worker slots than GOMAXPROCS, as
 	// cpuworker does, so that goroutines outside the scheduler always find a
 	// free P: GOMAXPROCS<=2: 1 slot; <=5: n-1; <=7: n-2; else n-n/4. It
-	// protects latency by leaving CPUs unused by tasks.
+	// protects latency by leaving CPUs unused by tasks. It is the default
+	// where IsolationOSPriority is not available.
 	IsolationReserve Isolation = iota
 	// IsolationNone runs tasks on GOMAXPROCS slots: all the CPU for tasks,
 	// and no protection for the rest of the program beyond the Go runtime's
@@ -60,6 +61,10 @@ const (
 	// the program stays fast and the tasks still get every idle cycle.
 	// Where thread priorities are unavailable New falls back to
 	// IsolationReserve, logs it once, and Stats reports the mode in effect.
+	// Its slice defaults to OSPrioritySlice, and Run hands each task to a
+	// worker thread (about 6.5 us serially, 9.4 us in parallel, against
+	// 0.35 us for a goroutine + WaitGroup: BenchmarkRunOSPriority). It is
+	// the default on Linux.
 	IsolationOSPriority
 )
 
@@ -110,6 +115,17 @@ func (m Isolation) valid() bool {
 		}
 	}
 	return false
+}
+
+// DefaultIsolation returns the mode New uses without WithIsolation:
+// IsolationOSPriority on Linux, which measured best (README, "Isolation
+// modes": the probe's tail as low as reserve's with 95% of the CPU-heavy
+// throughput instead of 56%), IsolationReserve elsewhere.
+func DefaultIsolation() Isolation {
+	if osprio.Supported() {
+		return IsolationOSPriority
+	}
+	return IsolationReserve
 }
 
 // ReserveWorkers returns the worker count IsolationReserve uses for
@@ -184,7 +200,7 @@ func WithQueueLimit(n int) Option {
 }
 
 // WithIsolation sets how the rest of the program is kept responsive
-// (default IsolationReserve).
+// (default: DefaultIsolation()).
 func WithIsolation(m Isolation) Option {
 	return optionFunc(func(c *config) error {
 		if !m.valid() {
@@ -206,14 +222,17 @@ func withoutMonitor() Option {
 	return optionFunc(func(cfg *config) error { cfg.noMonitor = true; return nil })
 }
 
-// osPrioritySlice is IsolationOSPriority's default slice. In that mode the
+// OSPrioritySlice is IsolationOSPriority's default slice. In that mode the
 // kernel protects the rest of the program, so the slice only orders
 // cpusched's own tasks, and every switch between tasks there is a switch
 // between locked OS threads, which left the CPUs partly idle: passes/s of
 // the demo's CPU-heavy load through cpusched, as a share of the same load
-// run directly, were about 80% with 1 ms slices, 88% with 2 ms and 4 ms,
-// and 95% with 10 ms and 100 ms (one run each, quiet machine; see README).
-var osPrioritySlice = 4 * time.Millisecond
+// run directly, were 84% with 1 ms slices and 95% with 10 ms, and the
+// probe's p99 3.77 ms against 4.21 ms (cpusched bench -modes ospriority
+// -slice 10ms, against the default run at 1 ms; quiet 2-core machine).
+// Small tasks pay for it: their p99 rose from 6.5 ms to 11.4 ms, within the
+// two slices plus service time a queued task may wait.
+const OSPrioritySlice = 10 * time.Millisecond
 
 // defaultOSPolicy is IsolationOSPriority's thread setting. SCHED_IDLE,
 // from design.md's prototype on a 2-core machine of this project's kind
@@ -237,7 +256,7 @@ func newConfig(opts []Option) (config, error) {
 	c := config{
 		slice:      DefaultSlice,
 		queueLimit: DefaultQueueLimit,
-		isolation:  IsolationReserve,
+		isolation:  DefaultIsolation(),
 		clock:      systemClock{},
 		osPolicy:   defaultOSPolicy,
 	}
@@ -260,7 +279,7 @@ func newConfig(opts []Option) (config, error) {
 	}
 	c.explicitWorkers = c.workers != 0
 	if c.isolation == IsolationOSPriority && !c.explicitSlice {
-		c.slice = osPrioritySlice
+		c.slice = OSPrioritySlice
 	}
 	if c.workers == 0 {
 		procs := runtime.GOMAXPROCS(0)

@@ -18,7 +18,6 @@ import (
 	"log"
 	"runtime"
 	"sync"
-	"time"
 
 	"github.com/cpusched/cpusched/internal/osprio"
 )
@@ -39,9 +38,10 @@ type osWorker struct {
 // one to close restores it.
 var procsState struct {
 	sync.Mutex
-	refs   int
-	before int
-	raised int
+	refs     int
+	before   int
+	raised   int
+	logRaise sync.Once
 }
 
 // raiseProcs makes GOMAXPROCS at least want, for as long as the returned
@@ -56,7 +56,9 @@ func raiseProcs(want int) (restore func()) {
 	procsState.refs++
 	if want > procsState.raised {
 		runtime.GOMAXPROCS(want)
-		log.Printf("cpusched: IsolationOSPriority raised GOMAXPROCS from %d to %d (restored on Close)", procsState.before, want)
+		procsState.logRaise.Do(func() {
+			log.Printf("cpusched: IsolationOSPriority raised GOMAXPROCS from %d to %d (restored on Close; said once per process)", procsState.before, want)
+		})
 		procsState.raised = want
 	}
 	var once sync.Once
@@ -67,7 +69,6 @@ func raiseProcs(want int) (restore func()) {
 			procsState.refs--
 			if procsState.refs == 0 && procsState.raised != procsState.before {
 				runtime.GOMAXPROCS(procsState.before)
-				log.Printf("cpusched: GOMAXPROCS restored to %d", procsState.before)
 				procsState.raised = procsState.before
 			}
 		})
@@ -138,33 +139,6 @@ func (s *Scheduler) osWorkerLoop(t *Task) {
 		s.osIdle = append(s.osIdle, w)
 		s.mu.Unlock()
 		t = <-w.next
-	}
-}
-
-// handoffSpin is how long an idle worker polls for its next task before it
-// blocks: waking a blocked locked thread costs a futex round trip and a P
-// hand-off. A spinning worker holds its P only this long, and at the
-// worker's low kernel priority. (Run's caller does not spin: it would burn
-// a normal-priority thread for every task.)
-const handoffSpin = 50 * time.Microsecond
-
-// spinRecv receives from ch, polling for up to handoffSpin before blocking.
-func spinRecv[T any](ch <-chan T) T {
-	var deadline time.Time
-	for i := 0; ; i++ {
-		select {
-		case v := <-ch:
-			return v
-		default:
-		}
-		if i%64 == 0 {
-			now := time.Now()
-			if deadline.IsZero() {
-				deadline = now.Add(handoffSpin)
-			} else if now.After(deadline) {
-				return <-ch
-			}
-		}
 	}
 }
 

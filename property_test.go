@@ -19,7 +19,8 @@ import (
 func TestPropertyStatsIdentity(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		workers := rapid.IntRange(1, 3).Draw(rt, "workers")
-		s, err := New(WithWorkers(workers), WithSlice(MinSlice), WithQueueLimit(rapid.IntRange(1, 64).Draw(rt, "limit")))
+		mode := rapid.SampledFrom(IsolationModes()).Draw(rt, "mode")
+		s, err := New(WithIsolation(mode), WithWorkers(workers), WithSlice(MinSlice), WithQueueLimit(rapid.IntRange(1, 64).Draw(rt, "limit")))
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -15,9 +15,12 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// newTestScheduler returns a Scheduler in IsolationReserve (tasks on the
+// caller's goroutine, 1 ms slices) unless opts say otherwise; osmode_test.go
+// covers IsolationOSPriority.
 func newTestScheduler(t *testing.T, opts ...Option) *Scheduler {
 	t.Helper()
-	s, err := New(opts...)
+	s, err := New(append([]Option{WithIsolation(IsolationReserve)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -126,7 +129,7 @@ func TestReserveWorkers(t *testing.T) {
 		opts []Option
 		want int
 	}{
-		{nil, ReserveWorkers(procs)},
+		{[]Option{WithIsolation(IsolationReserve)}, ReserveWorkers(procs)},
 		{[]Option{WithIsolation(IsolationNone)}, procs},
 		{[]Option{WithIsolation(IsolationNone), WithWorkers(7)}, 7},
 		{[]Option{WithWorkers(3), WithIsolation(IsolationReserve)}, 3},

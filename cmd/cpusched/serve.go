@@ -20,7 +20,7 @@ import (
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("serve", stderr)
 	// The zero Isolation is the library's default mode (see WithIsolation).
-	var defaultIsolation cpusched.Isolation
+	defaultIsolation := cpusched.DefaultIsolation()
 	var modes []string
 	for _, m := range cpusched.IsolationModes() {
 		modes = append(modes, m.String())
@@ -28,7 +28,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("addr", demo.DefaultAddr, "listen address host:port (port 0 picks a free port)")
 	isolation := fs.String("isolation", defaultIsolation.String(), "isolation mode: "+strings.Join(modes, ", "))
 	workers := fs.Int("workers", 0, fmt.Sprintf("worker slots, %d..%d; 0 lets the isolation mode choose", cpusched.MinWorkers, cpusched.MaxWorkers))
-	slice := fs.Duration("slice", cpusched.DefaultSlice, fmt.Sprintf("scheduler time slice, %v..%v", cpusched.MinSlice, cpusched.MaxSlice))
+	slice := fs.Duration("slice", 0, fmt.Sprintf("scheduler time slice, %v..%v; 0 lets the isolation mode choose (%v, or %v for ospriority)", cpusched.MinSlice, cpusched.MaxSlice, cpusched.DefaultSlice, cpusched.OSPrioritySlice))
 	garbage := fs.Bool("gc", false, fmt.Sprintf("make every /delay request allocate %d KiB of garbage, to keep the collector busy", demo.BufferSize>>10))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched serve [flags]")
@@ -47,7 +47,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case *workers != 0 && (*workers < cpusched.MinWorkers || *workers > cpusched.MaxWorkers):
 		return usagef("-workers must be 0 (the mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, *workers)
-	case *slice < cpusched.MinSlice || *slice > cpusched.MaxSlice:
+	case *slice != 0 && (*slice < cpusched.MinSlice || *slice > cpusched.MaxSlice):
 		return usagef("-slice must be in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, *slice)
 	}
 	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, GC: *garbage}

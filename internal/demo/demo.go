@@ -57,14 +57,15 @@ const (
 
 // Config configures a Server. The zero value is the library's defaults.
 type Config struct {
-	// Isolation is the scheduler's isolation mode. The zero value is the
-	// library's default (cpusched.IsolationReserve).
+	// Isolation is the scheduler's isolation mode. The zero value is
+	// cpusched.IsolationReserve; `cpusched serve` passes
+	// cpusched.DefaultIsolation() unless told otherwise.
 	Isolation cpusched.Isolation
 	// Workers is the number of worker slots, cpusched.MinWorkers..MaxWorkers;
 	// 0 lets the isolation mode choose.
 	Workers int
 	// Slice is the scheduler's time slice, cpusched.MinSlice..MaxSlice;
-	// 0 means cpusched.DefaultSlice.
+	// 0 lets the isolation mode choose.
 	Slice time.Duration
 	// GC makes every /delay request also allocate BufferSize bytes of
 	// garbage, so that the garbage collector runs all the time.
@@ -100,10 +101,10 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("demo: Workers must be 0 (the mode's default) or in %d..%d, got %d",
 			cpusched.MinWorkers, cpusched.MaxWorkers, cfg.Workers)
 	}
-	if cfg.Slice == 0 {
-		cfg.Slice = cpusched.DefaultSlice
+	opts := []cpusched.Option{cpusched.WithIsolation(cfg.Isolation)}
+	if cfg.Slice != 0 {
+		opts = append(opts, cpusched.WithSlice(cfg.Slice))
 	}
-	opts := []cpusched.Option{cpusched.WithIsolation(cfg.Isolation), cpusched.WithSlice(cfg.Slice)}
 	if cfg.Workers > 0 {
 		opts = append(opts, cpusched.WithWorkers(cfg.Workers))
 	}
