@@ -243,3 +243,50 @@ func TestNiceWeightTable(t *testing.T) {
 		}
 	}
 }
+
+// TestNewTaskPreemptsLongRunner pins wakeup preemption: a new Normal task
+// makes a task past its first slice come to its next Checkpoint before its
+// slice ends, but never one still in its first slice.
+func TestNewTaskPreemptsLongRunner(t *testing.T) {
+	for _, pastFirst := range []bool{true, false} {
+		clk := newFakeClock()
+		s := newTestScheduler(t, WithWorkers(1), WithSlice(10*time.Millisecond), withClock(clk), withoutMonitor())
+		ready := make(chan struct{})
+		var smallRan atomic.Bool
+		var checkpointsBeforeSmall atomic.Int64
+		h, _ := s.Go(context.Background(), func(task *Task) error {
+			if pastFirst {
+				// Outlive the first slice (2.5 ms) with nobody waiting: the
+				// slice is renewed at the Checkpoint.
+				clk.Advance(int64(3 * time.Millisecond))
+				task.s.tick()
+				if err := task.Checkpoint(); err != nil {
+					return err
+				}
+			}
+			close(ready)
+			deadline := time.Now().Add(200 * time.Millisecond)
+			for !smallRan.Load() && time.Now().Before(deadline) {
+				if err := task.Checkpoint(); err != nil { // the clock stands still: no slice end
+					return err
+				}
+				checkpointsBeforeSmall.Add(1)
+				time.Sleep(20 * time.Microsecond)
+			}
+			return nil
+		})
+		<-ready
+		small, _ := s.Go(context.Background(), func(*Task) error { smallRan.Store(true); return nil })
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		small.Wait()
+		got := s.Stats().Preempted
+		if pastFirst && got != 1 {
+			t.Errorf("long runner: Preempted = %d, want 1 (the new task runs at the next Checkpoint)", got)
+		}
+		if !pastFirst && got != 0 {
+			t.Errorf("task in its first slice: Preempted = %d, want 0", got)
+		}
+	}
+}

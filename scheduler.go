@@ -330,6 +330,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 		slice = s.requestSlice(t, true)
 	}
 	t.sliceEnd = now + slice
+	t.longRunner = !first
 	t.preempt.And(preemptCancel)
 	if s.nqueued > 0 {
 		s.watchLocked()
@@ -466,19 +467,19 @@ func (s *Scheduler) yield(t *Task) {
 	s.mu.Lock()
 	s.account(t, now)
 	t.preempt.And(preemptCancel)
-	if s.nqueued == 0 {
+	if now >= t.sliceEnd {
+		// The slice is used up: ask for a new one (a new deadline).
+		t.ent.deadline = t.ent.vruntime + scaleVirtual(s.requestSlice(t, false), t.ent.weight)
 		t.sliceEnd = now + t.slice
+		t.longRunner = true
+	}
+	if s.nqueued == 0 {
 		s.mu.Unlock()
 		return
-	}
-	if now >= t.sliceEnd {
-		// The slice is used up: ask for a new one.
-		t.ent.deadline = t.ent.vruntime + scaleVirtual(s.requestSlice(t, false), t.ent.weight)
 	}
 	s.enqueueTask(t)
 	next := s.pick(now)
 	if next == t {
-		t.sliceEnd = now + t.slice
 		s.mu.Unlock()
 		return
 	}
@@ -554,11 +555,21 @@ func ewma(avg, sample int64) int64 {
 // never preempt early.
 func (s *Scheduler) preemptFor(t *Task) {
 	var victimMin int // running tasks with qidx >= victimMin may be preempted
+	newcomer := false // only tasks past their first slice may be preempted
 	switch {
 	case t.qidx == qExit:
 		victimMin = qRealtime
 	case t.qidx == qRealtime && !s.rtThrottled():
 		victimMin = qFair
+	case t.qidx == qFair && t.class() == ClassNormal && !t.started:
+		// Wakeup preemption, as EEVDF's: a new task starts a slice ahead
+		// with a short request, so its deadline is earlier than that of a
+		// task past its first slice; ask one such task to come to its next
+		// Checkpoint now rather than at its slice end. The pick there
+		// decides: if the runner's deadline is still the earliest it goes
+		// on. This is what lets long slices (fewer switches) and short
+		// waits for small tasks go together.
+		victimMin, newcomer = qFair, true
 	case t.qidx == qFair && t.class() == ClassNormal:
 		victimMin = qIdle
 	default:
@@ -566,7 +577,13 @@ func (s *Scheduler) preemptFor(t *Task) {
 	}
 	var victim *Task
 	for _, r := range s.running {
-		if int(r.qidx) >= victimMin && (victim == nil || r.qidx > victim.qidx) && r.preempt.Load()&preemptUrgent == 0 {
+		if int(r.qidx) < victimMin || r.preempt.Load()&preemptUrgent != 0 {
+			continue
+		}
+		if newcomer && r.qidx == qFair && !r.longRunner {
+			continue // never preempt a task in its first slice early
+		}
+		if victim == nil || r.qidx > victim.qidx || r.qidx == victim.qidx && r.sliceEnd < victim.sliceEnd {
 			victim = r
 		}
 	}

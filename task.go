@@ -37,7 +37,10 @@ type Task struct {
 	state   taskState
 	isGo    bool // submitted by Go: its goroutine is ours to start
 	started bool
-	runIdx  int32 // index in Scheduler.running while it holds a slot
+	// longRunner is set once the task has outlived its first slice: a new
+	// Normal task may preempt it early (see preemptFor).
+	longRunner bool
+	runIdx     int32 // index in Scheduler.running while it holds a slot
 
 	s       *Scheduler
 	fn      func(*Task) error
