@@ -156,7 +156,7 @@ func writeSleepTable(w io.Writer, cfg sleep.Config, results []sleep.CellResult) 
 	fmt.Fprintln(w, "\nseed (seeds.md s.4, RHEL 6 highres timers, `test_sleep 1000 10000 300 4`, threads sleeping in nanosleep/usleep):")
 	fmt.Fprintln(w, "  4 threads 3,152 us avg per iteration (stddev 15 us), 8 threads 4,408 us, 40 threads 9,057 us.")
 	fmt.Fprintln(w, "  Ours differ: our work per iteration is calibrated by this machine's CPU (see below), there 300 x 4 KiB took ~2.1 ms;")
-	fmt.Fprintln(w, "  and this machine has 2 shared cores, so the work queues up from 3 threads on; numbers are noisy.")
+	fmt.Fprintf(w, "  and this machine has %d CPUs, so the work queues up once the threads outnumber them.\n", runtime.NumCPU())
 }
 
 func plotSleep(path, mode string, cfg sleep.Config, results []sleep.CellResult) error {

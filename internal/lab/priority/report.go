@@ -22,7 +22,7 @@ const seedSleep = "47-49 s (40,000 x 1 ms)"
 
 // WhyDiffer says why our times differ from the seed's.
 const WhyDiffer = `why it differs: the seed ran 3 copies of 4e9 increments on a one-CPU VPS; here up to 5 copies of a ~%v loop
-  share CPU %d of a 2-core machine that other builds also use, so times scale with the copies and the noise; the order is the point.`
+  share CPU %d of this machine, so wall times scale with the number of copies; the order is the point.`
 
 func secs(d time.Duration) string { return report.Ms(d.Seconds()) + " s" }
 
@@ -93,7 +93,7 @@ func WriteTable(w io.Writer, res *Result) error {
 			return err
 		}
 	}
-	_, err := fmt.Fprintf(w, "\nmachine: %d CPUs, %s (shared, noisy). seed: chrt 12.9 s, nice 13.7 s, normal 22.0 s; sleep loops 47-49 s.\n"+WhyDiffer+"\n",
+	_, err := fmt.Fprintf(w, "\nmachine: %d CPUs, %s. seed: chrt 12.9 s, nice 13.7 s, normal 22.0 s; sleep loops 47-49 s.\n"+WhyDiffer+"\n",
 		res.CPUs, res.GoVersion, res.Alone.Round(100*time.Millisecond), PinnedCPU)
 	return err
 }

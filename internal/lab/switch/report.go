@@ -37,7 +37,7 @@ func WriteTable(w io.Writer, res *Result) error {
 	if err := t.Write(w); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\nmachine: %d CPUs, %s, %v per cell; usr/sys/idle/iowait/cs/s are the whole machine's\n  (shared with other builds: noisy); proc = the child (getrusage, all threads); ops/cpu-s = ops per second of the child's CPU time.\n%s\n%s\n",
+	_, err := fmt.Fprintf(w, "\nmachine: %d CPUs, %s, %v per cell; usr/sys/idle/iowait/cs/s are the whole machine's\n  (anything else running shows up in them); proc = the child (getrusage, all threads); ops/cpu-s = ops per second of the child's CPU time.\n%s\n%s\n",
 		res.CPUs, res.GoVersion, res.Duration, SeedFigures, WhyDiffer)
 	return err
 }
