@@ -114,7 +114,7 @@ func TestQuickStep(t *testing.T) {
 		{0, 2 * time.Second},
 		{1, 2 * time.Second},
 		{2, 2 * time.Second},
-		{3, 1500 * time.Millisecond},
+		{3, time.Second},
 		{20, time.Second},
 	}
 	for _, tt := range tests {
