@@ -156,8 +156,6 @@ func (q *eevdfQueue) peek() *entity {
 	return nil
 }
 
-func (q *eevdfQueue) empty() bool { return len(q.ready.items)+len(q.later.items) == 0 }
-
 // entityHeap is a binary min-heap of entities by deadline or by vruntime,
 // keeping each entity's heapIdx current so removal is O(log n).
 type entityHeap struct {

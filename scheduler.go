@@ -56,7 +56,6 @@ type Scheduler struct {
 
 	mu           sync.Mutex
 	closed       bool
-	killed       bool
 	queues       [numQueues]classQueue
 	nqueued      int     // tasks in the heaps, in every state
 	waitingNew   int     // queued tasks that never started (the queue limit counts these)
@@ -367,20 +366,20 @@ func (s *Scheduler) resume(next *Task, first bool) {
 // if that is also a Go task that never started, saving a goroutine start.
 func (s *Scheduler) runGo(t *Task) {
 	for t != nil {
-		_, t = s.call(t, true)
+		t, _ = s.call(t, true)
 	}
 }
 
 // execute runs Run task t, which holds a slot, and ends it.
 func (s *Scheduler) execute(t *Task) error {
-	err, _ := s.call(t, false)
+	_, err := s.call(t, false)
 	return err
 }
 
 // call runs fn with panic recovery and ends the task. When inline is true
 // and the next task is a Go task that never ran, call returns it instead of
 // starting a goroutine for it.
-func (s *Scheduler) call(t *Task, inline bool) (err error, next *Task) {
+func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	normal := false
 	defer func() {
 		if normal {
@@ -400,10 +399,10 @@ func (s *Scheduler) call(t *Task, inline bool) (err error, next *Task) {
 	normal = true
 	n, first := s.finish(t, err, false)
 	if inline && n != nil && n.isGo && first {
-		return err, n
+		return n, err
 	}
 	s.resume(n, first)
-	return err, nil
+	return nil, err
 }
 
 // finish ends t, which holds a slot, and hands the slot on. The caller must
@@ -784,7 +783,6 @@ func (s *Scheduler) Close(ctx context.Context) error {
 func (s *Scheduler) killAll() {
 	s.kill()
 	s.mu.Lock()
-	s.killed = true
 	var removed []*Task
 	var parked []*Task
 	for i := range s.queues {

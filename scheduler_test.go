@@ -528,6 +528,11 @@ func TestCloseDrainsThenRejects(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Errorf("Close = %v, want nil", err)
 	}
+	for _, h := range handles {
+		if err := h.Wait(); err != nil {
+			t.Errorf("Wait after Close = %v, want nil", err)
+		}
+	}
 	if ran.Load() != 5 {
 		t.Errorf("Close returned with %d of 5 tasks run", ran.Load())
 	}
