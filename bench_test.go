@@ -116,7 +116,7 @@ func BenchmarkRun(b *testing.B) {
 	})
 	b.Run("parallel-1worker", func(b *testing.B) {
 		// Every Run but one waits in the queue: the hand-off path.
-		s := benchScheduler(b, WithWorkers(1))
+		s := benchScheduler(b, WithIsolation(IsolationReserve), WithWorkers(1))
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -144,7 +144,7 @@ func BenchmarkGoWait(b *testing.B) {
 }
 
 func BenchmarkCheckpoint(b *testing.B) {
-	s := benchScheduler(b, WithWorkers(1))
+	s := benchScheduler(b, WithIsolation(IsolationReserve), WithWorkers(1))
 	s.Run(context.Background(), func(t *Task) error {
 		b.ResetTimer()
 		for b.Loop() {

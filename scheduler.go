@@ -167,29 +167,64 @@ func (s *Scheduler) Workers() int { return s.workers }
 // WaitGroup serially and 0.9x in parallel here (BenchmarkRun, IsolationNone);
 // see IsolationOSPriority for its hand-off.
 func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
-	if s.osMode {
-		// fn must run on a low-priority worker thread: hand it over.
-		h, err := s.Go(ctx, fn, opts...)
-		if err != nil {
-			return err
-		}
-		return h.Wait()
-	}
-	t, err := s.newTask(ctx, fn, opts, false)
+	// In IsolationOSPriority fn must run on a low-priority worker thread,
+	// so the task is started like Go's and the caller waits for its end.
+	t, err := s.newTask(ctx, fn, opts, s.osMode)
 	if err != nil {
 		return err
+	}
+	t.callerWaits = true
+	if s.osMode {
+		t.handle.done = make(chan struct{})
 	}
 	started, err := s.submit(t)
 	if err != nil {
 		return err
 	}
-	if !started {
-		<-t.wake
-		if t.state == stateDone { // removed while queued
-			return t.handle.err
+	waitCh := t.wake // the slot, handed to this goroutine
+	if s.osMode {
+		waitCh = t.handle.done // the end, on a worker
+		if started {
+			s.spawn(t)
+		}
+	} else if started {
+		return s.execute(t)
+	}
+	if started {
+		<-waitCh // OS-priority mode: running on a worker
+	} else {
+		// Queued: watch ctx here rather than with an AfterFunc, so that a
+		// queued Run costs no more than the Task (a per-context AfterFunc
+		// adds about 570 bytes when every task has its own context).
+		select {
+		case <-waitCh:
+		case <-ctx.Done():
+			if s.cancelQueued(t) {
+				return ctx.Err()
+			}
+			<-waitCh // it got its slot meanwhile
 		}
 	}
+	if s.osMode || t.state == stateDone { // ended on a worker, or removed by Close
+		return t.handle.err
+	}
 	return s.execute(t)
+}
+
+// cancelQueued ends t, a Run task whose caller saw ctx end, if it has not
+// started; it reports whether it did.
+func (s *Scheduler) cancelQueued(t *Task) bool {
+	s.mu.Lock()
+	if t.state != stateQueued {
+		s.mu.Unlock()
+		return false
+	}
+	s.removeQueuedLocked(t)
+	s.stats.canceled++
+	s.endLocked(t)
+	s.mu.Unlock()
+	t.fn = nil
+	return true
 }
 
 // Go queues fn as a task and returns at once; the Handle tells when it has
@@ -291,7 +326,9 @@ func (s *Scheduler) submit(t *Task) (started bool, err error) {
 		return false, err
 	}
 	t.enqueuedAt = now
-	s.addWatchLocked(t)
+	if !t.callerWaits || free {
+		s.addWatchLocked(t)
+	}
 	s.activateTask(t, true)
 	if free {
 		s.startLocked(t, now)
@@ -318,6 +355,9 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 		w := now - t.enqueuedAt
 		s.stats.queueWait += w
 		s.stats.maxQueueWait = max(s.stats.maxQueueWait, w)
+	}
+	if t.callerWaits && t.watch == nil {
+		s.addWatchLocked(t) // it waited unwatched; from now on, watch ctx
 	}
 	t.started = true
 	t.state = stateRunning

@@ -35,8 +35,11 @@ type Task struct {
 	classID int8 // Class
 	qidx    int8 // the queue it is in: qExit..qIdle
 	state   taskState
-	isGo    bool // submitted by Go: its goroutine is ours to start
+	isGo    bool // its goroutine is ours to start (Go, and Run in IsolationOSPriority)
 	started bool
+	// callerWaits is set for Run: the caller watches ctx while the task is
+	// queued, so no context.AfterFunc is registered until it starts.
+	callerWaits bool
 	// longRunner is set once the task has outlived its first slice: a new
 	// Normal task may preempt it early (see preemptFor).
 	longRunner bool
