@@ -228,8 +228,10 @@ func (s *Scheduler) cancelQueued(t *Task) bool {
 }
 
 // Go queues fn as a task and returns at once; the Handle tells when it has
-// ended and its error. A queued task costs no goroutine: one is started
-// when the task gets a slot. Go's own error is only for a task it refused
+// ended and its error. A queued task costs no goroutine (one is started
+// when the task gets a slot) and 375 bytes (TestQueuedTaskMemory), plus
+// about 570 bytes for the first task of each distinct cancelable context,
+// which is watched with one context.AfterFunc. Go's own error is only for a task it refused
 // (ErrClosed, ErrQueueFull, an out-of-range option, a nil fn); an expired
 // ctx is accepted and the task ends at once with ctx's error.
 func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOption) (*Handle, error) {
