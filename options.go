@@ -62,9 +62,10 @@ const (
 	// Where thread priorities are unavailable New falls back to
 	// IsolationReserve, logs it once, and Stats reports the mode in effect.
 	// Its slice defaults to OSPrioritySlice, and Run hands each task to a
-	// worker thread (about 6.5 us serially, 9.4 us in parallel, against
-	// 0.35 us for a goroutine + WaitGroup: BenchmarkRunOSPriority). It is
-	// the default on Linux.
+	// worker thread (about 7.2 us serially, 9.5 us in parallel, against
+	// 0.38-0.41 us for a goroutine + WaitGroup: BenchmarkRunOSPriority):
+	// waking a blocked locked thread and handing it a P is a futex round
+	// trip each way. It is the default on Linux.
 	IsolationOSPriority
 )
 
