@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 )
@@ -57,6 +59,18 @@ func runLab(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usagef("unknown experiment %q (valid: %s)", args[0], labNames())
 	}
 	return e.run(ctx, args[1:], stdout, stderr)
+}
+
+// labChildCommand returns a function that builds `cpusched lab-child NAME
+// args...` for experiment name, re-executing this program.
+func labChildCommand(name string) (func(ctx context.Context, args ...string) *exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("lab %s: finding this program to re-execute: %w", name, err)
+	}
+	return func(ctx context.Context, args ...string) *exec.Cmd {
+		return exec.CommandContext(ctx, exe, append([]string{"lab-child", name}, args...)...)
+	}, nil
 }
 
 // runLabChild is the hidden command the lab re-executes itself as.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -54,12 +53,9 @@ func runLabPriority(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := cfg.Validate(); err != nil {
 		return usagef("priority: %v", err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("lab priority: finding this program to re-execute: %w", err)
-	}
-	cfg.Command = func(ctx context.Context, args ...string) *exec.Cmd {
-		return exec.CommandContext(ctx, exe, append([]string{"lab-child", "priority"}, args...)...)
+	var err error
+	if cfg.Command, err = labChildCommand("priority"); err != nil {
+		return err
 	}
 	prog := report.NewProgress(stderr)
 	cfg.Progress = prog.Set

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -67,12 +66,8 @@ func runLabSwitch(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "lab switch: %d cells: %v per cell (instead of %v) to finish within %v\n", len(cfg.Cells()), fitted, cfg.Duration, budget)
 		cfg.Duration = fitted
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("lab switch: finding this program to re-execute: %w", err)
-	}
-	cfg.Command = func(ctx context.Context, args ...string) *exec.Cmd {
-		return exec.CommandContext(ctx, exe, append([]string{"lab-child", "switch"}, args...)...)
+	if cfg.Command, err = labChildCommand("switch"); err != nil {
+		return err
 	}
 	prog := report.NewProgress(stderr)
 	cfg.Progress = prog.Set
