@@ -16,8 +16,9 @@ const SeedFigures = `seed, 100 clients, 16 cores: busy 100% usr; gosched buf 0 ~
   gosched buf 1000 ~99% usr; chan (either buffer) ~20% usr, ~42% sys, ~35-40% iowait, ~710k cs/s.
 seed, 4 cores: all three ~95-100% busy (gosched buf 0: 70% usr / 26% sys, 148k cs/s).`
 
-// WhyDiffer is the one line on why a 2-core machine differs from the seed's.
-const WhyDiffer = `why it differs: with 2 cores there are at most 2 Ps, so few idle Ps whose Ms park and wake in futex
+// WhyDiffer is the line on why a machine with fewer cores than the seed's
+// differs; %d is this machine's CPU count.
+const WhyDiffer = `why it differs: with %d cores there are few idle Ps whose Ms park and wake in futex
   (the sys and iowait of 16 cores); the cost grows with the core count, as the seed found going from 16 to 4.`
 
 // WriteTable writes one row per cell, then the seed's figures and why ours
@@ -38,7 +39,7 @@ func WriteTable(w io.Writer, res *Result) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "\nmachine: %d CPUs, %s, %v per cell; usr/sys/idle/iowait/cs/s are the whole machine's\n  (anything else running shows up in them); proc = the child (getrusage, all threads); ops/cpu-s = ops per second of the child's CPU time.\n%s\n%s\n",
-		res.CPUs, res.GoVersion, res.Duration, SeedFigures, WhyDiffer)
+		res.CPUs, res.GoVersion, res.Duration, SeedFigures, fmt.Sprintf(WhyDiffer, res.CPUs))
 	return err
 }
 
