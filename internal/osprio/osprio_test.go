@@ -3,6 +3,8 @@ package osprio
 import (
 	"runtime"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 func TestParsePolicy(t *testing.T) {
@@ -38,3 +40,5 @@ func TestLowerOnLockedThread(t *testing.T) {
 		}
 	}
 }
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
