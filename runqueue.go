@@ -107,7 +107,7 @@ func (s *Scheduler) requestSlice(t *Task, first bool) int64 {
 	if t.avgWait > t.avgBurst && t.avgBurst > 0 {
 		// Latency-sensitive: short CPU bursts between long waits. Ask for
 		// the burst's share of the slice, at least 1/minLatencyFactor.
-		scaled := slice * t.avgBurst / (t.avgBurst + t.avgWait)
+		scaled := int64(float64(slice) * float64(t.avgBurst) / float64(t.avgBurst+t.avgWait))
 		slice = max(scaled, slice/minLatencyFactor)
 	}
 	return slice

@@ -56,6 +56,7 @@ type Scheduler struct {
 
 	mu           sync.Mutex
 	closed       bool
+	killing      bool // Close gave up waiting: every task must unwind
 	queues       [numQueues]classQueue
 	nqueued      int     // tasks in the heaps, in every state
 	waitingNew   int     // queued tasks that never started (the queue limit counts these)
@@ -120,6 +121,9 @@ func New(opts ...Option) (*Scheduler, error) {
 		if err := probeOSPriority(cfg.osPolicy); err != nil {
 			logFallback(err)
 			cfg.isolation = IsolationReserve
+			if !cfg.explicitSlice {
+				cfg.slice = DefaultSlice
+			}
 			if !cfg.explicitWorkers {
 				cfg.workers = ReserveWorkers(runtime.GOMAXPROCS(0))
 			}
@@ -373,6 +377,11 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.sliceEnd = now + slice
 	t.longRunner = !first
 	t.preempt.And(preemptCancel)
+	if s.killing || t.ctx.Err() != nil {
+		// Close gave up, or the context ended unseen (a Run that waited
+		// unwatched, or joined a watch that had already fired).
+		t.preempt.Or(preemptCancel)
+	}
 	if s.nqueued > 0 {
 		s.watchLocked()
 		s.kickMonitor() // this slice may end before the one the monitor waits for
@@ -422,6 +431,16 @@ func (s *Scheduler) execute(t *Task) error {
 // and the next task is a Go task that never ran, call returns it instead of
 // starting a goroutine for it.
 func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
+	if err := t.ctx.Err(); err != nil {
+		// Its context ended while it was being dispatched: an expired
+		// context is never started.
+		n, first := s.finish(t, err, false)
+		if inline && n != nil && n.isGo && first {
+			return n, err
+		}
+		s.resume(n, first)
+		return nil, err
+	}
 	normal := false
 	defer func() {
 		if normal {
@@ -506,6 +525,12 @@ func (s *Scheduler) closeDrained() {
 func (s *Scheduler) yield(t *Task) {
 	now := s.clock.Now()
 	s.mu.Lock()
+	if t.state != stateRunning || t.preempt.Load()&preemptCancel != 0 {
+		// Checkpoint inside Blocking's fn (no slot to give), or cancelled
+		// meanwhile (keep the slot and unwind).
+		s.mu.Unlock()
+		return
+	}
 	s.account(t, now)
 	t.preempt.And(preemptCancel)
 	if now >= t.sliceEnd {
@@ -537,9 +562,14 @@ func (s *Scheduler) yield(t *Task) {
 }
 
 // block gives up t's slot for a Blocking call.
-func (s *Scheduler) block(t *Task) {
+func (s *Scheduler) block(t *Task) bool {
 	now := s.clock.Now()
 	s.mu.Lock()
+	if t.state != stateRunning { // a nested Blocking call
+		s.mu.Unlock()
+		return false
+	}
+	t.preempt.And(preemptCancel) // a slice end or urgent request is moot now
 	s.account(t, now)
 	t.avgBurst = ewma(t.avgBurst, t.burst)
 	t.burst = 0
@@ -554,6 +584,7 @@ func (s *Scheduler) block(t *Task) {
 	}
 	s.mu.Unlock()
 	s.resume(next, first)
+	return true
 }
 
 // unblock queues t again after a Blocking call and waits for its slot.
@@ -562,6 +593,9 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	s.mu.Lock()
 	s.blocked--
 	t.avgWait = ewma(t.avgWait, waited)
+	if s.killing {
+		t.preempt.Or(preemptCancel)
+	}
 	if t.preempt.Load()&preemptCancel != 0 {
 		t.qidx = qExit
 	}
@@ -763,7 +797,9 @@ func (s *Scheduler) SetGroupWeight(group string, weight int) error {
 	for i := range s.queues {
 		cq := &s.queues[i]
 		if g := cq.byName[group]; g != nil {
-			cq.groups.weightSum += w - g.weight
+			if g.active > 0 { // an inactive group's weight is not in the sum
+				cq.groups.weightSum += w - g.weight
+			}
 			g.weight = w
 		}
 	}
@@ -825,6 +861,7 @@ func (s *Scheduler) Close(ctx context.Context) error {
 func (s *Scheduler) killAll() {
 	s.kill()
 	s.mu.Lock()
+	s.killing = true // tasks inside Blocking, or started from now on, see it in unblock and startLocked
 	var removed []*Task
 	var parked []*Task
 	for i := range s.queues {

@@ -149,7 +149,10 @@ func (t *Task) Context() context.Context {
 // short against their waits get earlier deadlines. If fn panics, the task
 // gets its slot back first and the panic continues.
 func (t *Task) Blocking(fn func()) {
-	t.s.block(t)
+	if !t.s.block(t) { // nested: the slot is already given up
+		fn()
+		return
+	}
 	start := t.s.clock.Now()
 	defer func() { t.s.unblock(t, t.s.clock.Now()-start) }()
 	fn()
