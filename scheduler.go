@@ -165,7 +165,9 @@ func (s *Scheduler) Workers() int { return s.workers }
 // TaskOption, ctx's error if ctx ends before the task starts (fn is then
 // never run), and a *PanicError if fn panicked. On every failure before fn
 // starts, the scheduler is left as if Run had not been called, except for
-// the Stats counters.
+// the Stats counters. A Run nested inside a task of the same Scheduler
+// needs a second slot: with every slot held by such callers it waits
+// forever, as a nested semaphore acquire would.
 //
 // Cost: an empty task with a free slot took 0.7x a plain goroutine +
 // WaitGroup serially and 0.9x in parallel here (BenchmarkRun, IsolationNone);
@@ -829,7 +831,7 @@ func (s *Scheduler) groupStatsLocked(name string) *groupCounters {
 // return ErrClosed, and Close waits for them to return. Close returns when
 // every task has ended and the monitor goroutine has exited: nil if all
 // ended on their own, ctx's error otherwise. It may be called more than
-// once.
+// once. Calling it from inside a task deadlocks: Close waits for that task.
 func (s *Scheduler) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
