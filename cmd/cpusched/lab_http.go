@@ -131,7 +131,7 @@ func writeHTTPTable(w io.Writer, results []httplab.Result) {
 	}
 	t.Write(w)
 	fmt.Fprintln(w, "\nseed: seeds.md s.5, `ab -c 100 -n 10000` on one host (2014); the Scala servers (Finagle, Spray) cannot be fetched here,")
-	fmt.Fprintln(w, "  so the JDK's built-in com.sun.net.httpserver stands in for a JVM server. Ours differ: 2 shared cores running the")
+	fmt.Fprintf(w, "  so the JDK's built-in com.sun.net.httpserver stands in for a JVM server. Ours differ: %d cores running the\n", runtime.NumCPU())
 	fmt.Fprintln(w, "  load generator (Go, ~0.1 ms CPU more per request than ab) beside the server, and a different CPU, kernel and runtimes.")
 	fmt.Fprintln(w, "  peak RSS is VmHWM of the server process; failed counts transport failures plus non-2xx responses.")
 }

@@ -107,21 +107,7 @@ func Serve(ctx context.Context, name, addr string, stdout io.Writer) error {
 			NoDefaultDate:     true,
 			ReduceMemoryUsage: false,
 		}
-		if _, err := fmt.Fprintln(stdout, ln.Addr().String()); err != nil {
-			return err
-		}
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ln) }()
-		select {
-		case err := <-errc:
-			return err
-		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.ShutdownWithContext(sctx)
-			<-errc
-			return nil
-		}
+		return serveUntil(ctx, ln, stdout, srv.Serve, srv.ShutdownWithContext)
 	}
 	var sched *cpusched.Scheduler
 	if name == "cpusched" {
@@ -135,18 +121,24 @@ func Serve(ctx context.Context, name, addr string, stdout io.Writer) error {
 		return err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	return serveUntil(ctx, ln, stdout, srv.Serve, srv.Shutdown)
+}
+
+// serveUntil prints the listener's address (the parent reads it), serves
+// on ln until ctx ends, then shuts down within 2 s.
+func serveUntil(ctx context.Context, ln net.Listener, stdout io.Writer, serve func(net.Listener) error, shutdown func(context.Context) error) error {
 	if _, err := fmt.Fprintln(stdout, ln.Addr().String()); err != nil {
 		return err
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- serve(ln) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
+		_ = shutdown(sctx)
 		<-errc
 		return nil
 	}
