@@ -98,6 +98,7 @@ func TestPropertyStatsIdentity(t *testing.T) {
 		if st.Submitted != sum {
 			rt.Fatalf("Submitted %d != Completed+Failed+Canceled+Panicked %d (%+v)", st.Submitted, sum, st)
 		}
+		checkHistograms(rt, st)
 		for i, c := range ended {
 			if c != 1 {
 				rt.Fatalf("task %d returned %d times", i, c)

@@ -190,6 +190,7 @@ func (s *Scheduler) account(t *Task, now int64) {
 	}
 	t.lastRun = now
 	t.burst += delta
+	t.runTime += delta
 	g := t.group
 	g.tasks.account(&t.ent, delta)
 	g.class.groups.account(&g.entity, delta)

@@ -90,11 +90,13 @@ type counters struct {
 	queueWait, maxQueueWait, runTime                                      int64
 	classSubmitted                                                        [numClasses]uint64
 	classRunTime                                                          [numClasses]int64
+	classWaits, classRuns                                                 [numClasses]Histogram
 }
 
 type groupCounters struct {
 	submitted, ended uint64
 	runTime          int64
+	waits, runs      Histogram
 }
 
 // New returns a Scheduler configured by opts. It starts one goroutine, the
@@ -358,11 +360,16 @@ func (s *Scheduler) submit(t *Task) (started bool, err error) {
 // never ran before.
 func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	first = !t.started
-	if t.state == stateQueued {
-		s.waitingNew--
-		w := now - t.enqueuedAt
-		s.stats.queueWait += w
-		s.stats.maxQueueWait = max(s.stats.maxQueueWait, w)
+	if first {
+		var w int64
+		if t.state == stateQueued {
+			s.waitingNew--
+			w = now - t.enqueuedAt
+			s.stats.queueWait += w
+			s.stats.maxQueueWait = max(s.stats.maxQueueWait, w)
+		}
+		s.stats.classWaits[t.classID].record(w)
+		s.groupStatsLocked(t.groupName).waits.record(w)
 	}
 	if t.callerWaits && t.watch == nil {
 		s.addWatchLocked(t) // it waited unwatched; from now on, watch ctx
@@ -507,7 +514,12 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 func (s *Scheduler) endLocked(t *Task) {
 	s.dropWatchLocked(t)
 	t.state = stateDone
-	s.groupStatsLocked(t.groupName).ended++
+	g := s.groupStatsLocked(t.groupName)
+	g.ended++
+	if t.started {
+		s.stats.classRuns[t.classID].record(t.runTime)
+		g.runs.record(t.runTime)
+	}
 	s.live--
 	if s.closed && s.live == 0 {
 		s.closeDrained()

@@ -1,6 +1,10 @@
 package cpusched
 
-import "time"
+import (
+	"math"
+	"math/bits"
+	"time"
+)
 
 // Stats is a snapshot of a Scheduler's counters. Every accepted task is
 // counted in Submitted and, once it has ended, in exactly one of Completed,
@@ -36,16 +40,67 @@ type Stats struct {
 
 // ClassStats are the counters of one class.
 type ClassStats struct {
-	Submitted uint64
-	RunTime   time.Duration
+	Submitted  uint64
+	RunTime    time.Duration
+	QueueWaits Histogram // each started task's wait for its first slot (0 when a slot was free)
+	RunTimes   Histogram // each ended task's total slot time, for tasks that started
 }
 
 // GroupStats are the counters of one group.
 type GroupStats struct {
-	Weight    int
-	Submitted uint64
-	Ended     uint64
-	RunTime   time.Duration
+	Weight     int
+	Submitted  uint64
+	Ended      uint64
+	RunTime    time.Duration
+	QueueWaits Histogram // as ClassStats.QueueWaits, for the group's tasks
+	RunTimes   Histogram // as ClassStats.RunTimes, for the group's tasks
+}
+
+// HistogramBuckets is the number of buckets of a Histogram.
+const HistogramBuckets = 22
+
+// Histogram counts durations in HistogramBuckets buckets whose upper bounds
+// double from 1us to 2^20 us (about 1.05 s), the last bucket having none:
+// Counts[i] counts the durations d with BucketBound(i-1) < d <= BucketBound(i).
+// Recording one costs a few nanoseconds and no allocation. The zero value is
+// an empty histogram.
+type Histogram struct {
+	Counts [HistogramBuckets]uint64
+	Sum    time.Duration // the sum of the durations counted
+}
+
+// BucketBound returns the upper bound of bucket i of a Histogram:
+// 1us<<i for i in 0..HistogramBuckets-2, and math.MaxInt64 (no bound) for
+// the last bucket. It panics for i outside 0..HistogramBuckets-1, as an
+// index out of range would.
+func BucketBound(i int) time.Duration {
+	if i < 0 || i >= HistogramBuckets {
+		panic("cpusched: BucketBound index out of range")
+	}
+	if i == HistogramBuckets-1 {
+		return math.MaxInt64
+	}
+	return time.Microsecond << i
+}
+
+// Count returns the number of durations counted.
+func (h *Histogram) Count() uint64 {
+	var n uint64
+	for _, c := range h.Counts {
+		n += c
+	}
+	return n
+}
+
+// record counts d (ns).
+func (h *Histogram) record(d int64) {
+	i := 0
+	if d > int64(time.Microsecond) {
+		// The bucket whose bound 1us<<i is the first >= d.
+		i = min(bits.Len64(uint64(d-1)/uint64(time.Microsecond)), HistogramBuckets-1)
+	}
+	h.Counts[i]++
+	h.Sum += time.Duration(d)
 }
 
 // Stats returns a snapshot of the counters, taken under the scheduler's lock.
@@ -73,10 +128,10 @@ func (s *Scheduler) Stats() Stats {
 		Groups:       make(map[string]GroupStats, len(s.groups)),
 	}
 	for i := range st.Classes {
-		st.Classes[i] = ClassStats{Submitted: c.classSubmitted[i], RunTime: time.Duration(c.classRunTime[i])}
+		st.Classes[i] = ClassStats{Submitted: c.classSubmitted[i], RunTime: time.Duration(c.classRunTime[i]), QueueWaits: c.classWaits[i], RunTimes: c.classRuns[i]}
 	}
 	for name, g := range s.groups {
-		st.Groups[name] = GroupStats{Weight: s.groupWeightLocked(name), Submitted: g.submitted, Ended: g.ended, RunTime: time.Duration(g.runTime)}
+		st.Groups[name] = GroupStats{Weight: s.groupWeightLocked(name), Submitted: g.submitted, Ended: g.ended, RunTime: time.Duration(g.runTime), QueueWaits: g.waits, RunTimes: g.runs}
 	}
 	return st
 }

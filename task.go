@@ -63,6 +63,7 @@ type Task struct {
 	sliceEnd   int64 // when the current slice ends
 	lastRun    int64 // when run time was last charged
 	enqueuedAt int64
+	runTime    int64 // slot time used so far
 	burst      int64 // run time since the last Blocking call
 	avgBurst   int64 // moving averages over Blocking calls
 	avgWait    int64

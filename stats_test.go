@@ -1,0 +1,113 @@
+package cpusched
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+)
+
+func TestHistogramBuckets(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want int // bucket
+	}{
+		{0, 0},
+		{time.Microsecond, 0},
+		{time.Microsecond + 1, 1},
+		{2 * time.Microsecond, 1},
+		{3 * time.Microsecond, 2},
+		{time.Millisecond, 10}, // 1024us is the first bound >= 1000us
+		{1024 * time.Microsecond, 10},
+		{1024*time.Microsecond + 1, 11},
+		{time.Microsecond << 20, 20},
+		{time.Microsecond<<20 + 1, 21},
+		{time.Hour, 21},
+	}
+	for _, tt := range tests {
+		var h Histogram
+		h.record(int64(tt.d))
+		got := -1
+		for i, c := range h.Counts {
+			if c == 1 {
+				got = i
+			}
+		}
+		if got != tt.want || h.Count() != 1 || h.Sum != tt.d {
+			t.Errorf("record(%v): bucket %d, count %d, sum %v; want bucket %d, count 1, sum %v", tt.d, got, h.Count(), h.Sum, tt.want, tt.d)
+		}
+		if got >= 0 && (tt.d > BucketBound(got) || got > 0 && tt.d <= BucketBound(got-1)) {
+			t.Errorf("record(%v) in bucket %d, outside (%v, %v]", tt.d, got, BucketBound(got-1), BucketBound(got))
+		}
+	}
+	if got := BucketBound(HistogramBuckets - 1); got != math.MaxInt64 {
+		t.Errorf("BucketBound(last) = %v, want math.MaxInt64", got)
+	}
+}
+
+// checkHistograms checks, once every task has ended, that each started task
+// was counted once in the queue-wait and run-time histograms of its class and
+// of its group, and that the run-time histograms add up to RunTime.
+func checkHistograms(t interface{ Fatalf(string, ...any) }, st Stats) {
+	var waits, runs, gwaits, gruns uint64
+	var runSum, gRunSum time.Duration
+	for _, c := range st.Classes {
+		waits += c.QueueWaits.Count()
+		runs += c.RunTimes.Count()
+		runSum += c.RunTimes.Sum
+	}
+	for _, g := range st.Groups {
+		gwaits += g.QueueWaits.Count()
+		gruns += g.RunTimes.Count()
+		gRunSum += g.RunTimes.Sum
+	}
+	if waits != runs || gwaits != waits || gruns != runs || waits > st.Submitted {
+		t.Fatalf("histogram counts: class waits %d, runs %d; group waits %d, runs %d; submitted %d: want equal counts, at most Submitted", waits, runs, gwaits, gruns, st.Submitted)
+	}
+	if runSum != st.RunTime || gRunSum != st.RunTime {
+		t.Fatalf("run-time histogram sums: classes %v, groups %v; want RunTime %v", runSum, gRunSum, st.RunTime)
+	}
+}
+
+// TestStatsHistograms records known waits and run times on a fake clock.
+func TestStatsHistograms(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	release, h := holdSlot(t, s, WithGroup("a"))
+	clk.Advance(int64(3 * time.Millisecond)) // the holder runs 3 ms
+	queued, err := s.Go(context.Background(), func(*Task) error {
+		clk.Advance(int64(500 * time.Microsecond))
+		return nil
+	}, WithClass(ClassBatch), WithGroup("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(int64(time.Millisecond)) // it waits 1 ms more
+	release()
+	if err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := queued.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	checkHistograms(t, st)
+	tests := []struct {
+		name      string
+		got       Histogram
+		wantCount uint64
+		wantSum   time.Duration
+	}{
+		{"normal waits", st.Classes[ClassNormal].QueueWaits, 1, 0},
+		{"normal runs", st.Classes[ClassNormal].RunTimes, 1, 4 * time.Millisecond},
+		{"batch waits", st.Classes[ClassBatch].QueueWaits, 1, time.Millisecond},
+		{"batch runs", st.Classes[ClassBatch].RunTimes, 1, 500 * time.Microsecond},
+		{"group a runs", st.Groups["a"].RunTimes, 1, 4 * time.Millisecond},
+		{"group b waits", st.Groups["b"].QueueWaits, 1, time.Millisecond},
+	}
+	for _, tt := range tests {
+		if tt.got.Count() != tt.wantCount || tt.got.Sum != tt.wantSum {
+			t.Errorf("%s: count %d, sum %v; want %d, %v", tt.name, tt.got.Count(), tt.got.Sum, tt.wantCount, tt.wantSum)
+		}
+	}
+}
