@@ -1,0 +1,212 @@
+// Package promsched exports a cpusched.Scheduler's Stats as Prometheus metrics.
+//
+// NewCollector returns a prometheus.Collector that takes one Stats snapshot
+// per scrape and turns it into constant metrics; it keeps no state of its
+// own and starts no goroutine. Register it in a registry and serve that with
+// promhttp:
+//
+//	reg := prometheus.NewRegistry()
+//	reg.MustRegister(promsched.NewCollector(s))
+//	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// The metrics, all from cpusched.Stats (durations in seconds; histograms
+// have the buckets of cpusched.Histogram, upper bounds 1us<<i for i in 0..20,
+// in seconds, and +Inf):
+//
+//	metric                                 type       labels   meaning (Stats field)
+//	cpusched_tasks_submitted_total         counter             tasks accepted (Submitted)
+//	cpusched_tasks_ended_total             counter    outcome  tasks ended, by outcome: completed, failed,
+//	                                                           canceled, panicked (Completed, Failed, Canceled, Panicked)
+//	cpusched_tasks_rejected_total          counter             tasks refused: closed, queue full, bad options (Rejected)
+//	cpusched_preemptions_total             counter             times a task gave its slot to another at a Checkpoint (Preempted)
+//	cpusched_tasks_queued                  gauge               accepted, not yet started (Queued)
+//	cpusched_tasks_running                 gauge               started, not yet ended (Running)
+//	cpusched_tasks_active                  gauge               tasks holding a slot (Active)
+//	cpusched_tasks_blocked                 gauge               tasks inside Blocking (Blocked)
+//	cpusched_workers                       gauge               worker slots (Workers)
+//	cpusched_isolation_info                gauge      mode     1, labelled with the isolation mode in effect (Isolation)
+//	cpusched_queue_wait_seconds_total      counter             time tasks waited for their first slot (QueueWait)
+//	cpusched_queue_wait_max_seconds        gauge               the longest such wait (MaxQueueWait)
+//	cpusched_run_seconds_total             counter             slot time used by tasks (RunTime)
+//	cpusched_class_tasks_submitted_total   counter    class    tasks accepted (Classes[c].Submitted)
+//	cpusched_class_run_seconds_total       counter    class    slot time used (Classes[c].RunTime)
+//	cpusched_class_queue_wait_seconds      histogram  class    each started task's wait for its first slot (Classes[c].QueueWaits)
+//	cpusched_class_task_run_seconds        histogram  class    each ended task's total slot time (Classes[c].RunTimes)
+//	cpusched_group_weight                  gauge      group    the group's weight (Groups[g].Weight)
+//	cpusched_group_tasks_submitted_total   counter    group    tasks accepted (Groups[g].Submitted)
+//	cpusched_group_tasks_ended_total       counter    group    tasks ended, whatever their outcome (Groups[g].Ended)
+//	cpusched_group_run_seconds_total       counter    group    slot time used (Groups[g].RunTime)
+//	cpusched_group_queue_wait_seconds      histogram  group    as the class histogram, for the group's tasks (Groups[g].QueueWaits)
+//	cpusched_group_task_run_seconds        histogram  group    as the class histogram, for the group's tasks (Groups[g].RunTimes)
+//
+// The four outcomes are one metric with an outcome label, as Prometheus'
+// naming guide advises for parts of one total: sum(cpusched_tasks_ended_total)
+// is every ended task, and cpusched_tasks_submitted_total minus it is
+// queued + running. Rejected tasks were never accepted, so they have their
+// own counter.
+//
+// Class-labelled and group-labelled metrics have distinct names because the
+// two labels partition the same tasks twice: summing a metric over both
+// would count every task twice. The class label takes the four values of
+// cpusched.Class.String (normal, realtime, batch, idle), always all four; the
+// group label the name of every group that has had a task. The default group
+// is named "", and Prometheus treats an empty label value as no label, so its
+// series carry no group label (select them with group="").
+//
+// To export several schedulers from one registry, register each collector
+// through prometheus.WrapRegistererWith with a distinguishing label;
+// registering two directly fails with a duplicate-metrics error.
+package promsched
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/cpusched/cpusched"
+)
+
+// The label values of cpusched_tasks_ended_total's outcome label.
+const (
+	outcomeCompleted = "completed"
+	outcomePanicked  = "panicked"
+	outcomeFailed    = "failed"
+	outcomeCanceled  = "canceled"
+)
+
+// collector is the Collector NewCollector returns. Its fields are set once;
+// Collect only reads them, so concurrent scrapes are safe.
+type collector struct {
+	sched *cpusched.Scheduler
+
+	submitted, ended, rejected, preemptions     *prometheus.Desc
+	queued, running, active, blocked, workers   *prometheus.Desc
+	isolation, queueWait, queueWaitMax, runTime *prometheus.Desc
+
+	classSubmitted, classRunTime, classQueueWaits, classRunTimes *prometheus.Desc
+
+	groupWeight, groupSubmitted, groupEnded, groupRunTime, groupQueueWaits, groupRunTimes *prometheus.Desc
+
+	// bounds are the histogram buckets' upper bounds in seconds, without the
+	// last (+Inf) one.
+	bounds [cpusched.HistogramBuckets - 1]float64
+}
+
+// NewCollector returns a Collector of s's Stats, with the metrics listed in
+// the package comment. Each Collect calls s.Stats once, which holds s's lock
+// for the copy (1.4 us with 5 groups). With 5 groups, Collect took about
+// 30 us and 530 allocations on this project's 2-core machine, and a whole
+// scrape (a registry's Gather and the text encoding) 0.3 ms
+// (BenchmarkCollect). Describe sends every Desc, so the collector is a
+// checked one: registering it twice in one registry fails.
+func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("cpusched_"+name, help, labels, nil)
+	}
+	c := &collector{
+		sched:        s,
+		submitted:    desc("tasks_submitted_total", "Tasks the scheduler accepted."),
+		ended:        desc("tasks_ended_total", "Tasks that ended, by outcome: completed (nil error), failed (an error), canceled (context ended or Close), panicked.", "outcome"),
+		rejected:     desc("tasks_rejected_total", "Tasks the scheduler refused: closed, queue full, or an out-of-range option."),
+		preemptions:  desc("preemptions_total", "Times a task gave its slot to another at a Checkpoint."),
+		queued:       desc("tasks_queued", "Tasks accepted and not yet started."),
+		running:      desc("tasks_running", "Tasks started and not yet ended."),
+		active:       desc("tasks_active", "Tasks holding a worker slot."),
+		blocked:      desc("tasks_blocked", "Tasks inside Blocking."),
+		workers:      desc("workers", "Worker slots."),
+		isolation:    desc("isolation_info", "Always 1; the mode label is the isolation mode in effect.", "mode"),
+		queueWait:    desc("queue_wait_seconds_total", "Time tasks waited for their first slot."),
+		queueWaitMax: desc("queue_wait_max_seconds", "The longest time a task waited for its first slot."),
+		runTime:      desc("run_seconds_total", "Slot time used by tasks."),
+
+		classSubmitted:  desc("class_tasks_submitted_total", "Tasks the scheduler accepted, by class.", "class"),
+		classRunTime:    desc("class_run_seconds_total", "Slot time used by tasks, by class.", "class"),
+		classQueueWaits: desc("class_queue_wait_seconds", "Each started task's wait for its first slot, by class.", "class"),
+		classRunTimes:   desc("class_task_run_seconds", "Each ended task's total slot time, by class.", "class"),
+
+		groupWeight:     desc("group_weight", "The group's weight: groups share slot time in proportion to it.", "group"),
+		groupSubmitted:  desc("group_tasks_submitted_total", "Tasks the scheduler accepted, by group.", "group"),
+		groupEnded:      desc("group_tasks_ended_total", "Tasks that ended, whatever their outcome, by group.", "group"),
+		groupRunTime:    desc("group_run_seconds_total", "Slot time used by tasks, by group.", "group"),
+		groupQueueWaits: desc("group_queue_wait_seconds", "Each started task's wait for its first slot, by group.", "group"),
+		groupRunTimes:   desc("group_task_run_seconds", "Each ended task's total slot time, by group.", "group"),
+	}
+	for i := range c.bounds {
+		c.bounds[i] = cpusched.BucketBound(i).Seconds()
+	}
+	return c
+}
+
+// descs returns every Desc of c, in Describe's order.
+func (c *collector) descs() []*prometheus.Desc {
+	return []*prometheus.Desc{
+		c.submitted, c.ended, c.rejected, c.preemptions,
+		c.queued, c.running, c.active, c.blocked, c.workers,
+		c.isolation, c.queueWait, c.queueWaitMax, c.runTime,
+		c.classSubmitted, c.classRunTime, c.classQueueWaits, c.classRunTimes,
+		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes,
+	}
+}
+
+// Describe sends the Desc of every metric the collector may collect.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs() {
+		ch <- d
+	}
+}
+
+// Collect sends the metrics of one Stats snapshot.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.sched.Stats()
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+
+	counter(c.submitted, float64(st.Submitted))
+	counter(c.ended, float64(st.Completed), outcomeCompleted)
+	counter(c.ended, float64(st.Failed), outcomeFailed)
+	counter(c.ended, float64(st.Canceled), outcomeCanceled)
+	counter(c.ended, float64(st.Panicked), outcomePanicked)
+	counter(c.rejected, float64(st.Rejected))
+	counter(c.preemptions, float64(st.Preempted))
+	gauge(c.queued, float64(st.Queued))
+	gauge(c.running, float64(st.Running))
+	gauge(c.active, float64(st.Active))
+	gauge(c.blocked, float64(st.Blocked))
+	gauge(c.workers, float64(st.Workers))
+	gauge(c.isolation, 1, st.Isolation.String())
+	counter(c.queueWait, st.QueueWait.Seconds())
+	gauge(c.queueWaitMax, st.MaxQueueWait.Seconds())
+	counter(c.runTime, st.RunTime.Seconds())
+
+	for i, cs := range st.Classes {
+		class := cpusched.Class(i).String()
+		counter(c.classSubmitted, float64(cs.Submitted), class)
+		counter(c.classRunTime, cs.RunTime.Seconds(), class)
+		ch <- c.histogram(c.classQueueWaits, &cs.QueueWaits, class)
+		ch <- c.histogram(c.classRunTimes, &cs.RunTimes, class)
+	}
+	for group, gs := range st.Groups {
+		gauge(c.groupWeight, float64(gs.Weight), group)
+		counter(c.groupSubmitted, float64(gs.Submitted), group)
+		counter(c.groupEnded, float64(gs.Ended), group)
+		counter(c.groupRunTime, gs.RunTime.Seconds(), group)
+		ch <- c.histogram(c.groupQueueWaits, &gs.QueueWaits, group)
+		ch <- c.histogram(c.groupRunTimes, &gs.RunTimes, group)
+	}
+}
+
+// histogram converts h, whose counts are per bucket, to a Prometheus
+// histogram, whose counts are cumulative; h's last bucket, which has no
+// bound, is the implicit +Inf bucket.
+func (c *collector) histogram(d *prometheus.Desc, h *cpusched.Histogram, label string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(c.bounds))
+	var cumulative uint64
+	for i, bound := range c.bounds {
+		cumulative += h.Counts[i]
+		buckets[bound] = cumulative
+	}
+	count := cumulative + h.Counts[len(h.Counts)-1]
+	return prometheus.MustNewConstHistogram(d, count, h.Sum.Seconds(), buckets, label)
+}
