@@ -11,7 +11,7 @@ import (
 )
 
 // runServe is `cpusched serve [flags]`: the demo HTTP server (cpuworker's
-// endpoints, /stats, /debug/pprof) until SIGINT or SIGTERM. Once it listens
+// endpoints, /stats, /metrics, /debug/pprof) until SIGINT or SIGTERM. Once it listens
 // it prints one line on stdout,
 //
 //	cpusched serve: listening on http://127.0.0.1:PORT (isolation=reserve workers=1 gomaxprocs=2)

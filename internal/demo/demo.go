@@ -17,6 +17,7 @@
 //	/checksumWithCpuWorker           = /checksum?sched=1 (cpuworker's path)
 //	/checksumSmallTaskWithCpuWorker  = /checksum?sched=1&n=10 (cpuworker's path)
 //	/stats           JSON: see Stats
+//	/metrics         Prometheus metrics: promsched's, the Go runtime's, the process's
 //	/debug/pprof/    net/http/pprof, on this server's own mux
 package demo
 
@@ -132,6 +133,7 @@ func NewServer(cfg Config) (*Server, error) {
 		s.checksum(w, r, SmallTaskPasses, true)
 	})
 	s.route("/stats", s.handleStats)
+	s.route("/metrics", s.metricsHandler())
 	// pprof.Index serves every profile under the prefix by name.
 	s.routeAs("/debug/pprof/", "/debug/pprof/", pprof.Index)
 	s.routeAs("/debug/pprof/cmdline", "/debug/pprof/", pprof.Cmdline)
