@@ -42,4 +42,16 @@
 // preempts them whenever another thread of the program wakes;
 // IsolationReserve (the default elsewhere) runs tasks on fewer slots than
 // GOMAXPROCS (cpuworker's approach); IsolationNone on all of them.
+//
+// Observability, with nothing to switch on: task code runs under the pprof
+// labels cpusched_class and cpusched_group (LabelClass, LabelGroup), added
+// to those of the context passed to Run or Go, so that
+// `go tool pprof -tagfocus cpusched_class=batch` splits a CPU profile by
+// class; while runtime/trace is on, each task is a trace task named
+// "cpusched.<class>" and each of its slices a "cpusched.run" region (its
+// Blocking calls "cpusched.blocking" regions), so `go tool trace` shows when
+// tasks ran, waited and yielded; Stats has counters and queue-wait and
+// run-time histograms per class and group (package promsched exports them
+// to Prometheus); WithLogger receives the scheduler's own few events.
+// Package httpsched runs net/http handlers as tasks, with load shedding.
 package cpusched

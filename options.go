@@ -2,6 +2,7 @@ package cpusched
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"runtime"
 	"time"
@@ -60,7 +61,7 @@ const (
 	// worker the moment another thread of the program wakes, so the rest of
 	// the program stays fast and the tasks still get every idle cycle.
 	// Where thread priorities are unavailable New falls back to
-	// IsolationReserve, logs it once, and Stats reports the mode in effect.
+	// IsolationReserve, logs a warning (WithLogger), and Stats reports the mode in effect.
 	// Its slice defaults to OSPrioritySlice, and Run hands each task to a
 	// worker thread (about 7.2 us serially, 9.5 us in parallel, against
 	// 0.38-0.41 us for a goroutine + WaitGroup: BenchmarkRunOSPriority):
@@ -155,6 +156,7 @@ type config struct {
 	clock           clock
 	noMonitor       bool          // tests drive slice expiry themselves
 	osPolicy        osprio.Policy // IsolationOSPriority's thread setting
+	logger          *slog.Logger  // nil: silent
 }
 
 // An Option configures a Scheduler in New.
@@ -196,6 +198,19 @@ func WithQueueLimit(n int) Option {
 			return fmt.Errorf("cpusched: WithQueueLimit(%d): limit must be in %d..%d", n, MinQueueLimit, MaxQueueLimit)
 		}
 		c.queueLimit = n
+		return nil
+	})
+}
+
+// WithLogger sets the logger of the scheduler's own events, which are few
+// and come only from New and Close: the mode in effect and its worker count
+// and slice (Info), GOMAXPROCS raised and restored (Info), the fallback from
+// IsolationOSPriority to IsolationReserve and a worker thread whose priority
+// could not be lowered (Warn). Tasks are never logged. The default, and nil,
+// is silence.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		c.logger = l
 		return nil
 	})
 }

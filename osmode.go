@@ -15,7 +15,7 @@ package cpusched
 // exits takes its thread with it.
 
 import (
-	"log"
+	"log/slog"
 	"runtime"
 	"sync"
 
@@ -38,15 +38,15 @@ type osWorker struct {
 // one to close restores it.
 var procsState struct {
 	sync.Mutex
-	refs     int
-	before   int
-	raised   int
-	logRaise sync.Once
+	refs   int
+	before int
+	raised int
 }
 
 // raiseProcs makes GOMAXPROCS at least want, for as long as the returned
-// function has not been called.
-func raiseProcs(want int) (restore func()) {
+// function has not been called. It logs the change, and the restore, to
+// logger.
+func raiseProcs(want int, logger *slog.Logger) (restore func()) {
 	procsState.Lock()
 	defer procsState.Unlock()
 	if procsState.refs == 0 {
@@ -55,10 +55,8 @@ func raiseProcs(want int) (restore func()) {
 	}
 	procsState.refs++
 	if want > procsState.raised {
+		logger.Info("cpusched: IsolationOSPriority raised GOMAXPROCS (restored when the last such Scheduler closes)", "from", procsState.raised, "to", want)
 		runtime.GOMAXPROCS(want)
-		procsState.logRaise.Do(func() {
-			log.Printf("cpusched: IsolationOSPriority raised GOMAXPROCS from %d to %d (restored on Close; said once per process)", procsState.before, want)
-		})
 		procsState.raised = want
 	}
 	var once sync.Once
@@ -68,6 +66,7 @@ func raiseProcs(want int) (restore func()) {
 			defer procsState.Unlock()
 			procsState.refs--
 			if procsState.refs == 0 && procsState.raised != procsState.before {
+				logger.Info("cpusched: GOMAXPROCS restored", "from", procsState.raised, "to", procsState.before)
 				runtime.GOMAXPROCS(procsState.before)
 				procsState.raised = procsState.before
 			}
@@ -84,15 +83,6 @@ var probeOSPriority = func(p osprio.Policy) error {
 		errc <- osprio.Lower(p)
 	}()
 	return <-errc
-}
-
-var fallbackOnce sync.Once
-
-// logFallback says once per process that the OS-priority mode fell back.
-func logFallback(err error) {
-	fallbackOnce.Do(func() {
-		log.Printf("cpusched: IsolationOSPriority unavailable (%v); using IsolationReserve", err)
-	})
 }
 
 // spawn starts first-run task t: on a new goroutine, or in OS-priority mode
@@ -126,7 +116,7 @@ func (s *Scheduler) osWorkerLoop(t *Task) {
 	if err := osprio.Lower(s.cfg.osPolicy); err != nil {
 		// New's probe succeeded, so this is unexpected; the task still
 		// runs, at normal priority.
-		log.Printf("cpusched: lowering a worker thread's priority: %v", err)
+		s.log.Warn("cpusched: lowering a worker thread's priority failed; its tasks run at normal priority", "err", err)
 	}
 	w := &osWorker{next: make(chan *Task, 1)}
 	for t != nil {

@@ -118,11 +118,11 @@ func (s *Scheduler) requestSlice(t *Task, first bool) int64 {
 // never run.
 func (s *Scheduler) activateTask(t *Task, first bool) {
 	cq := &s.queues[t.qidx]
-	g := cq.byName[t.groupName]
+	g := cq.byName[t.gstats.name]
 	if g == nil {
-		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue()}
-		g.entity = entity{weight: groupWeight(s.groupWeightLocked(t.groupName)), heapIdx: -1, group: g}
-		cq.byName[t.groupName] = g
+		g = &groupNode{name: t.gstats.name, class: cq, tasks: newEEVDFQueue()}
+		g.entity = entity{weight: groupWeight(s.groupWeightLocked(t.gstats.name)), heapIdx: -1, group: g}
+		cq.byName[t.gstats.name] = g
 	}
 	if g.active == 0 {
 		sl := int64(s.cfg.slice)
@@ -198,7 +198,7 @@ func (s *Scheduler) account(t *Task, now int64) {
 	s.periodUsed[t.qidx] += delta
 	s.stats.runTime += delta
 	s.stats.classRunTime[t.classID] += delta
-	s.groupStatsLocked(t.groupName).runTime += delta
+	t.gstats.runTime += delta
 }
 
 // rollPeriod starts a new bandwidth period when the current one is over.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -78,6 +79,8 @@ type Scheduler struct {
 	osWorkers    sync.WaitGroup
 	restoreProcs func()
 
+	log *slog.Logger // WithLogger's, or one that discards
+
 	monitorKick chan struct{}
 	monitorStop chan struct{}
 	monitorDone chan struct{}
@@ -94,9 +97,13 @@ type counters struct {
 }
 
 type groupCounters struct {
+	name             string
 	submitted, ended uint64
 	runTime          int64
 	waits, runs      Histogram
+	// labels are the pprof labels of the group's tasks, per class, made
+	// when the first task of that class arrives (see setLabels).
+	labels [numClasses]context.Context
 }
 
 // New returns a Scheduler configured by opts. It starts one goroutine, the
@@ -110,18 +117,23 @@ type groupCounters struct {
 // Process-wide change: IsolationOSPriority raises GOMAXPROCS to the worker
 // count plus one (spareProcs) so that the rest of the program always finds
 // a free P. It is the only process-wide change cpusched makes; it happens
-// here, is logged once, is shared by every Scheduler in that mode, and is
-// undone when the last of them is closed. New also starts a throwaway
-// thread to check that thread priorities can be lowered; if they cannot,
-// it falls back to IsolationReserve and logs it once.
+// here, is shared by every Scheduler in that mode, and is undone when the
+// last of them is closed (both are logged to WithLogger's logger). New also
+// starts a throwaway thread to check that thread priorities can be lowered;
+// if they cannot, it falls back to IsolationReserve, logs a warning and
+// Stats.Isolation says so.
 func New(opts ...Option) (*Scheduler, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
+	logger := cfg.logger
+	if logger == nil {
+		logger = discardLogger
+	}
 	if cfg.isolation == IsolationOSPriority {
 		if err := probeOSPriority(cfg.osPolicy); err != nil {
-			logFallback(err)
+			logger.Warn("cpusched: IsolationOSPriority unavailable; using IsolationReserve", "err", err)
 			cfg.isolation = IsolationReserve
 			if !cfg.explicitSlice {
 				cfg.slice = DefaultSlice
@@ -139,11 +151,13 @@ func New(opts ...Option) (*Scheduler, error) {
 		groupWeights: map[string]int{},
 		groups:       map[string]*groupCounters{},
 		running:      make([]*Task, 0, cfg.workers),
+		log:          logger,
 	}
 	if cfg.isolation == IsolationOSPriority {
 		s.osMode = true
-		s.restoreProcs = raiseProcs(cfg.workers + spareProcs)
+		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
 	}
+	logger.Info("cpusched: scheduler started", "isolation", cfg.isolation.String(), "workers", cfg.workers, "slice", cfg.slice, "gomaxprocs", runtime.GOMAXPROCS(0))
 	s.killCtx, s.kill = context.WithCancel(context.Background())
 	s.initQueues()
 	s.periodStart = s.clock.Now()
@@ -177,7 +191,7 @@ func (s *Scheduler) Workers() int { return s.workers }
 func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
 	// In IsolationOSPriority fn must run on a low-priority worker thread,
 	// so the task is started like Go's and the caller waits for its end.
-	t, err := s.newTask(ctx, fn, opts, s.osMode)
+	t, group, err := s.newTask(ctx, fn, opts, s.osMode)
 	if err != nil {
 		return err
 	}
@@ -185,7 +199,7 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	if s.osMode {
 		t.handle.done = make(chan struct{})
 	}
-	started, err := s.submit(t)
+	started, err := s.submit(t, group)
 	if err != nil {
 		return err
 	}
@@ -243,12 +257,12 @@ func (s *Scheduler) cancelQueued(t *Task) bool {
 // (ErrClosed, ErrQueueFull, an out-of-range option, a nil fn); an expired
 // ctx is accepted and the task ends at once with ctx's error.
 func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOption) (*Handle, error) {
-	t, err := s.newTask(ctx, fn, opts, true)
+	t, group, err := s.newTask(ctx, fn, opts, true)
 	if err != nil {
 		return nil, err
 	}
 	t.handle.done = make(chan struct{})
-	started, err := s.submit(t)
+	started, err := s.submit(t, group)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +272,7 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 	return &t.handle, nil
 }
 
-func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []TaskOption, isGo bool) (*Task, error) {
+func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []TaskOption, isGo bool) (t *Task, group string, err error) {
 	var tc taskConfig
 	for _, o := range opts {
 		if o == nil {
@@ -266,27 +280,26 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 		}
 		if err := o.applyTask(&tc); err != nil {
 			s.reject()
-			return nil, err
+			return nil, "", err
 		}
 	}
 	if fn == nil {
 		s.reject()
-		return nil, errors.New("cpusched: fn is nil")
+		return nil, "", errors.New("cpusched: fn is nil")
 	}
 	if ctx == nil {
 		s.reject()
-		return nil, errors.New("cpusched: ctx is nil")
+		return nil, "", errors.New("cpusched: ctx is nil")
 	}
-	t := &Task{
-		s:         s,
-		fn:        fn,
-		ctx:       ctx,
-		groupName: tc.group,
-		classID:   int8(tc.class),
-		qidx:      int8(queueOf(tc.class)),
-		isGo:      isGo,
-		slice:     int64(tc.slice),
-		runIdx:    -1,
+	t = &Task{
+		s:       s,
+		fn:      fn,
+		ctx:     ctx,
+		classID: int8(tc.class),
+		qidx:    int8(queueOf(tc.class)),
+		isGo:    isGo,
+		slice:   int64(tc.slice),
+		runIdx:  -1,
 	}
 	if t.slice == 0 {
 		t.slice = int64(s.cfg.slice)
@@ -295,7 +308,8 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 		}
 	}
 	t.ent = entity{weight: niceWeight(tc.nice), heapIdx: -1, task: t}
-	return t, nil
+	t.startTrace()
+	return t, tc.group, nil
 }
 
 func (s *Scheduler) reject() {
@@ -306,7 +320,7 @@ func (s *Scheduler) reject() {
 
 // submit accepts t and either gives it a slot at once (started) or queues
 // it. A task whose ctx has already ended is accepted and ended as canceled.
-func (s *Scheduler) submit(t *Task) (started bool, err error) {
+func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 	now := s.clock.Now()
 	s.mu.Lock()
 	if s.closed || (len(s.running) >= s.workers || s.nqueued > 0) && s.waitingNew >= s.cfg.queueLimit {
@@ -316,12 +330,15 @@ func (s *Scheduler) submit(t *Task) (started bool, err error) {
 		}
 		s.stats.rejected++
 		s.mu.Unlock()
+		t.endTrace()
 		return false, err
 	}
 	free := len(s.running) < s.workers && s.nqueued == 0
 	s.stats.submitted++
 	s.stats.classSubmitted[t.classID]++
-	s.groupStatsLocked(t.groupName).submitted++
+	t.gstats = s.groupStatsLocked(group)
+	t.gstats.submitted++
+	s.prepareLabelsLocked(t)
 	s.live++
 	if err := t.ctx.Err(); err != nil {
 		// An expired context is never started.
@@ -369,7 +386,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 			s.stats.maxQueueWait = max(s.stats.maxQueueWait, w)
 		}
 		s.stats.classWaits[t.classID].record(w)
-		s.groupStatsLocked(t.groupName).waits.record(w)
+		t.gstats.waits.record(w)
 	}
 	if t.callerWaits && t.watch == nil {
 		s.addWatchLocked(t) // it waited unwatched; from now on, watch ctx
@@ -450,11 +467,16 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 		s.resume(n, first)
 		return nil, err
 	}
+	// fn runs under the task's pprof labels and, when tracing, in a
+	// "cpusched.run" region of its trace task.
+	restore := t.setLabels()
+	t.traceRegion(traceRun)
 	normal := false
 	defer func() {
 		if normal {
 			return
 		}
+		t.leave(restore)
 		r := recover()
 		if r == nil {
 			err = errGoexit // runtime.Goexit in fn: end the task, let the goroutine exit
@@ -467,6 +489,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	}()
 	err = t.fn(t)
 	normal = true
+	t.leave(restore)
 	n, first := s.finish(t, err, false)
 	if inline && n != nil && n.isGo && first {
 		return n, err
@@ -514,7 +537,8 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 func (s *Scheduler) endLocked(t *Task) {
 	s.dropWatchLocked(t)
 	t.state = stateDone
-	g := s.groupStatsLocked(t.groupName)
+	t.endTrace()
+	g := t.gstats
 	g.ended++
 	if t.started {
 		s.stats.classRuns[t.classID].record(t.runTime)
@@ -572,7 +596,9 @@ func (s *Scheduler) yield(t *Task) {
 	}
 	s.mu.Unlock()
 	s.resume(next, first)
+	t.traceEndRegion()
 	<-t.wake
+	t.traceRegion(traceRun)
 }
 
 // block gives up t's slot for a Blocking call.
@@ -830,7 +856,7 @@ func (s *Scheduler) groupWeightLocked(name string) int {
 func (s *Scheduler) groupStatsLocked(name string) *groupCounters {
 	g := s.groups[name]
 	if g == nil {
-		g = &groupCounters{}
+		g = &groupCounters{name: name}
 		s.groups[name] = g
 	}
 	return g

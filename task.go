@@ -55,9 +55,10 @@ type Task struct {
 	watch                *ctxWatch
 	watchPrev, watchNext *Task
 
-	ent       entity
-	group     *groupNode
-	groupName string
+	ent    entity
+	group  *groupNode
+	gstats *groupCounters // the group's name and counters, set when accepted
+	trace  *taskTrace     // set when runtime/trace was on as it was accepted
 
 	slice      int64 // ns
 	sliceEnd   int64 // when the current slice ends
@@ -154,8 +155,13 @@ func (t *Task) Blocking(fn func()) {
 		fn()
 		return
 	}
+	t.traceRegion(traceBlocking)
 	start := t.s.clock.Now()
-	defer func() { t.s.unblock(t, t.s.clock.Now()-start) }()
+	defer func() {
+		t.traceEndRegion()
+		t.s.unblock(t, t.s.clock.Now()-start)
+		t.traceRegion(traceRun)
+	}()
 	fn()
 }
 
