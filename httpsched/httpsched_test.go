@@ -1,0 +1,607 @@
+package httpsched
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/cpusched/cpusched"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newScheduler returns a scheduler with one slot in IsolationNone, closed
+// at the end of the test.
+func newScheduler(t *testing.T, opts ...cpusched.Option) *cpusched.Scheduler {
+	t.Helper()
+	opts = append([]cpusched.Option{cpusched.WithIsolation(cpusched.IsolationNone), cpusched.WithWorkers(1)}, opts...)
+	s, err := cpusched.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+// holdSlot runs a task that holds one of s's slots, and returns the function
+// that ends it (also called at the end of the test).
+func holdSlot(t *testing.T, s *cpusched.Scheduler) (release func()) {
+	t.Helper()
+	started, done := make(chan struct{}), make(chan struct{})
+	h, err := s.Go(context.Background(), func(*cpusched.Task) error {
+		close(started)
+		<-done
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			close(done)
+			h.Wait()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// waitQueued waits until n tasks are queued in s.
+func waitQueued(t *testing.T, s *cpusched.Scheduler, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Queued != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d tasks queued after 10s, want %d", s.Stats().Queued, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// serve runs one request through h with a recorder.
+func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
+// servePanic runs one request through h and returns what ServeHTTP panicked
+// with (nil if it returned).
+func servePanic(h http.Handler, r *http.Request) (rec *httptest.ResponseRecorder, panicked any) {
+	rec = httptest.NewRecorder()
+	defer func() { panicked = recover() }()
+	h.ServeHTTP(rec, r)
+	return rec, nil
+}
+
+// ok is a handler that answers "ok" and counts its calls.
+type ok struct{ calls atomic.Int32 }
+
+func (h *ok) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.calls.Add(1)
+	io.WriteString(w, "ok")
+}
+
+// check503 reports a response that is not 503 with Retry-After want.
+func check503(t *testing.T, rec *httptest.ResponseRecorder, want string) {
+	t.Helper()
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") != want {
+		t.Errorf("got %d Retry-After %q, want 503 Retry-After %q", rec.Code, rec.Header().Get("Retry-After"), want)
+	}
+}
+
+type ctxKey struct{}
+
+func TestTaskInHandler(t *testing.T) {
+	s := newScheduler(t)
+	h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		task := TaskFrom(r.Context())
+		if task == nil {
+			t.Error("got TaskFrom nil inside the handler, want the task")
+			return
+		}
+		for range 3 {
+			if err := task.Checkpoint(); err != nil {
+				t.Errorf("Checkpoint: got %v, want nil", err)
+			}
+		}
+		io.WriteString(w, r.Context().Value(ctxKey{}).(string))
+	}))
+	r := httptest.NewRequest("GET", "/", nil)
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, "value from the request"))
+	rec := serve(h, r)
+	if rec.Code != http.StatusOK || rec.Body.String() != "value from the request" {
+		t.Errorf("got %d %q, want 200 %q", rec.Code, rec.Body, "value from the request")
+	}
+	if got := TaskFrom(r.Context()); got != nil {
+		t.Errorf("got TaskFrom %p outside the handler, want nil", got)
+	}
+	if st := s.Stats(); st.Completed != 1 {
+		t.Errorf("got %d tasks completed, want 1", st.Completed)
+	}
+}
+
+func TestDefaultIsolation(t *testing.T) {
+	// ospriority on Linux (the handler runs on a worker thread), reserve
+	// where that is not available.
+	s, err := cpusched.New(cpusched.WithIsolation(cpusched.DefaultIsolation()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var logs bytes.Buffer
+	h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/panic" {
+			panic("boom")
+		}
+		if err := TaskFrom(r.Context()).Checkpoint(); err != nil {
+			t.Errorf("Checkpoint: got %v, want nil", err)
+		}
+		io.WriteString(w, "ok")
+	}), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusOK || rec.Body.String() != "ok" {
+		t.Errorf("got %d %q, want 200 %q", rec.Code, rec.Body, "ok")
+	}
+	if rec := serve(h, httptest.NewRequest("GET", "/panic", nil)); rec.Code != http.StatusInternalServerError {
+		t.Errorf("got %d, want 500", rec.Code)
+	}
+	if !strings.Contains(logs.String(), "boom") {
+		t.Errorf("got log %q, want it to contain the panic", logs.String())
+	}
+	t.Logf("isolation %v", s.Stats().Isolation)
+}
+
+func TestQueueFull(t *testing.T) {
+	s := newScheduler(t, cpusched.WithQueueLimit(1))
+	next := new(ok)
+	h := Handler(s, next, WithRetryAfter(2500*time.Millisecond))
+	release := holdSlot(t, s)
+	queued := make(chan *httptest.ResponseRecorder)
+	go func() { queued <- serve(h, httptest.NewRequest("GET", "/", nil)) }()
+	waitQueued(t, s, 1)
+
+	check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "3")
+	if n := next.calls.Load(); n != 0 {
+		t.Errorf("got %d handler calls with the queue full, want 0", n)
+	}
+	release()
+	if rec := <-queued; rec.Code != http.StatusOK {
+		t.Errorf("queued request: got %d, want 200", rec.Code)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	s, err := cpusched.New(cpusched.WithIsolation(cpusched.IsolationNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := new(ok)
+	h := Handler(s, next)
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "1")
+	if n := next.calls.Load(); n != 0 {
+		t.Errorf("got %d handler calls after Close, want 0", n)
+	}
+}
+
+// fakeClock is the queue-wait clock of a test.
+type fakeClock struct{ now atomic.Int64 }
+
+func (c *fakeClock) Now() time.Duration      { return time.Duration(c.now.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.now.Add(int64(d)) }
+func (c *fakeClock) option() Option          { return withClock(c.Now) }
+func (h *handler) estimate() time.Duration   { return time.Duration(h.wait.estimate.Load()) }
+func asHandler(t *testing.T, h http.Handler) *handler {
+	t.Helper()
+	hd, ok := h.(*handler)
+	if !ok {
+		t.Fatalf("got %T, want *handler", h)
+	}
+	return hd
+}
+
+func TestMaxQueueWait(t *testing.T) {
+	// A request waits 100 ms (on the fake clock) against a 10 ms budget; the
+	// next is admitted as the probe; while it waits the others are shed;
+	// the probe starts within budget and shedding ends.
+	s := newScheduler(t)
+	var clock fakeClock
+	next := new(ok)
+	h := Handler(s, next, WithMaxQueueWait(10*time.Millisecond), clock.option())
+	hd := asHandler(t, h)
+
+	// queue runs a request that waits behind a held slot for d.
+	queue := func(d time.Duration) int {
+		release := holdSlot(t, s)
+		done := make(chan int)
+		go func() { done <- serve(h, httptest.NewRequest("GET", "/", nil)).Code }()
+		waitQueued(t, s, 1)
+		clock.Advance(d)
+		release()
+		return <-done
+	}
+	if code := queue(100 * time.Millisecond); code != http.StatusOK {
+		t.Fatalf("first request: got %d, want 200", code)
+	}
+	if got, want := hd.estimate(), 25*time.Millisecond; got != want {
+		t.Errorf("got estimate %v after one 100ms wait, want %v", got, want)
+	}
+
+	// The probe waits; meanwhile every other request is shed.
+	release := holdSlot(t, s)
+	probe := make(chan int)
+	go func() { probe <- serve(h, httptest.NewRequest("GET", "/", nil)).Code }()
+	waitQueued(t, s, 1)
+	for range 3 {
+		check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "1")
+	}
+	if got := s.Stats().Submitted; got != 4 { // two holders, the first request and the probe
+		t.Errorf("got %d tasks submitted, want 4: shed requests must not reach the scheduler", got)
+	}
+	clock.Advance(time.Millisecond)
+	release()
+	if code := <-probe; code != http.StatusOK {
+		t.Errorf("probe: got %d, want 200", code)
+	}
+	if got, want := hd.estimate(), time.Millisecond; got != want {
+		t.Errorf("got estimate %v after the probe waited 1ms, want %v", got, want)
+	}
+	if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusOK {
+		t.Errorf("after the probe: got %d, want 200", rec.Code)
+	}
+	if got, want := next.calls.Load(), int32(3); got != want {
+		t.Errorf("got %d handler calls, want %d", got, want)
+	}
+}
+
+func TestWaitEstimator(t *testing.T) {
+	// Steps on one estimator with a 10ms budget.
+	const ms = time.Millisecond
+	type step struct {
+		op              string // admit, observe, dropped, cancelled
+		wait            time.Duration
+		probe           bool
+		wantAdmit       bool // admit
+		wantProbe       bool // admit
+		wantEstimateAft time.Duration
+	}
+	steps := []step{
+		{op: "admit", wantAdmit: true, wantEstimateAft: 0},
+		{op: "observe", wait: 8 * ms, wantEstimateAft: 2 * ms},
+		{op: "observe", wait: 50 * ms, wantEstimateAft: 2*ms + 12*ms},
+		{op: "admit", wantAdmit: true, wantProbe: true, wantEstimateAft: 14 * ms},
+		{op: "admit", wantAdmit: false, wantEstimateAft: 14 * ms},
+		{op: "dropped", probe: true, wait: 1 * ms, wantEstimateAft: 14 * ms}, // queue full: no sample
+		{op: "admit", wantAdmit: true, wantProbe: true, wantEstimateAft: 14 * ms},
+		{op: "cancelled", probe: true, wait: 30 * ms, wantEstimateAft: 30 * ms}, // a lower bound raises it
+		{op: "admit", wantAdmit: true, wantProbe: true, wantEstimateAft: 30 * ms},
+		{op: "cancelled", probe: true, wait: 2 * ms, wantEstimateAft: 30 * ms}, // ... and never lowers it
+		{op: "admit", wantAdmit: true, wantProbe: true, wantEstimateAft: 30 * ms},
+		{op: "admit", wantAdmit: false, wantEstimateAft: 30 * ms},
+		{op: "observe", probe: true, wait: 40 * ms, wantEstimateAft: 40 * ms}, // still long
+		{op: "admit", wantAdmit: true, wantProbe: true, wantEstimateAft: 40 * ms},
+		{op: "observe", probe: true, wait: 3 * ms, wantEstimateAft: 3 * ms}, // within budget
+		{op: "admit", wantAdmit: true, wantEstimateAft: 3 * ms},
+		{op: "admit", wantAdmit: true, wantEstimateAft: 3 * ms},
+	}
+	e := &waitEstimator{budget: 10 * ms}
+	for i, st := range steps {
+		switch st.op {
+		case "admit":
+			admit, probe := e.admit()
+			if admit != st.wantAdmit || probe != st.wantProbe {
+				t.Errorf("step %d: admit: got %t probe %t, want %t probe %t", i, admit, probe, st.wantAdmit, st.wantProbe)
+			}
+		case "observe":
+			e.observe(st.wait, st.probe)
+		case "dropped", "cancelled":
+			e.dropped(st.wait, st.probe, st.op == "cancelled")
+		}
+		if got := time.Duration(e.estimate.Load()); got != st.wantEstimateAft {
+			t.Errorf("step %d (%s %v): got estimate %v, want %v", i, st.op, st.wait, got, st.wantEstimateAft)
+		}
+	}
+}
+
+// logBuffer returns a logger that writes into the returned buffer.
+func logBuffer() (*slog.Logger, *bytes.Buffer) {
+	var b bytes.Buffer
+	return slog.New(slog.NewTextHandler(&b, nil)), &b
+}
+
+// panicAt panics with v after writing body (if any).
+func panicAt(v any, body string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if body != "" {
+			io.WriteString(w, body)
+		}
+		panic(v)
+	})
+}
+
+func TestPanics(t *testing.T) {
+	tests := []struct {
+		name      string
+		handler   http.Handler
+		wantPanic any    // what ServeHTTP panics with
+		wantCode  int    // the recorder's code
+		wantLog   string // in the log ("" for none)
+	}{
+		{"before the response", panicAt("boom", ""), nil, http.StatusInternalServerError, "boom"},
+		{"after the response started", panicAt("late boom", "partial"), http.ErrAbortHandler, http.StatusOK, "late boom"},
+		{"ErrAbortHandler", panicAt(http.ErrAbortHandler, ""), http.ErrAbortHandler, http.StatusOK, ""},
+		{"ErrAbortHandler after the response started", panicAt(http.ErrAbortHandler, "partial"), http.ErrAbortHandler, http.StatusOK, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScheduler(t)
+			logger, logs := logBuffer()
+			rec, got := servePanic(Handler(s, tt.handler, WithLogger(logger)), httptest.NewRequest("GET", "/p", nil))
+			if got != tt.wantPanic || rec.Code != tt.wantCode {
+				t.Errorf("got panic %v and %d, want panic %v and %d", got, rec.Code, tt.wantPanic, tt.wantCode)
+			}
+			switch {
+			case tt.wantLog == "" && logs.Len() != 0:
+				t.Errorf("got log %q, want none", logs)
+			case tt.wantLog != "" && (!strings.Contains(logs.String(), tt.wantLog) ||
+				!strings.Contains(logs.String(), "panicAt") || !strings.Contains(logs.String(), "path=/p")):
+				t.Errorf("got log %q, want the panic %q, the path and the stack through panicAt", logs, tt.wantLog)
+			}
+			if st := s.Stats(); st.Panicked != 1 || st.Running != 0 {
+				t.Errorf("got %d panicked, %d running; want 1 and 0", st.Panicked, st.Running)
+			}
+		})
+	}
+}
+
+func TestPanicThroughServer(t *testing.T) {
+	// Over a real connection: a panic before the response is a 500; a panic
+	// after it started cuts the response short.
+	s := newScheduler(t)
+	logger, _ := logBuffer()
+	mux := http.NewServeMux()
+	mux.Handle("/early", Handler(s, panicAt("early", ""), WithLogger(logger)))
+	mux.Handle("/late", Handler(s, panicAt("late", strings.Repeat("x", 100)), WithLogger(logger)))
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	resp, err := http.Get(hs.URL + "/early")
+	if err != nil || resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("/early: got %v %v, want 500", resp, err)
+	}
+	if err == nil {
+		resp.Body.Close()
+	}
+	resp, err = http.Get(hs.URL + "/late")
+	if err == nil {
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	if err == nil {
+		t.Errorf("/late: got a whole response, want a connection error")
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestClientGoneWhileQueued(t *testing.T) {
+	s := newScheduler(t)
+	next := new(ok)
+	returned := make(chan struct{}, 1)
+	sched := Handler(s, next)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sched.ServeHTTP(w, r)
+		returned <- struct{}{}
+	}))
+	defer hs.Close()
+	release := holdSlot(t, s)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientErr := make(chan error)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		clientErr <- err
+	}()
+	waitQueued(t, s, 1)
+	cancel()
+	if err := <-clientErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("client: got %v, want context.Canceled", err)
+	}
+	<-returned // the handler returns while the slot is still held
+	release()
+	if n := next.calls.Load(); n != 0 {
+		t.Errorf("got %d handler calls, want 0", n)
+	}
+	if st := s.Stats(); st.Canceled != 1 || st.Queued != 0 {
+		t.Errorf("got %d canceled, %d queued; want 1 and 0", st.Canceled, st.Queued)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestDeadlineWhileQueued(t *testing.T) {
+	// A request whose context ends in the queue gets 503, never an empty 200.
+	s := newScheduler(t)
+	next := new(ok)
+	h := Handler(s, next)
+	holdSlot(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- serve(h, httptest.NewRequestWithContext(ctx, "GET", "/", nil)) }()
+	waitQueued(t, s, 1)
+	cancel()
+	check503(t, <-done, "1")
+	if n := next.calls.Load(); n != 0 {
+		t.Errorf("got %d handler calls, want 0", n)
+	}
+}
+
+func TestTaskOptions(t *testing.T) {
+	s := newScheduler(t)
+	logger, logs := logBuffer()
+	next := new(ok)
+	h := Handler(s, next,
+		WithTaskOptions(cpusched.WithClass(cpusched.ClassBatch), cpusched.WithGroup("static")),
+		WithRequestTaskOptions(func(r *http.Request) []cpusched.TaskOption {
+			if g := r.URL.Query().Get("group"); g != "" {
+				return []cpusched.TaskOption{cpusched.WithGroup(g)}
+			}
+			if r.URL.Query().Has("bad") {
+				return []cpusched.TaskOption{cpusched.WithNice(99)}
+			}
+			return nil
+		}),
+		WithLogger(logger))
+	tests := []struct {
+		path     string
+		wantCode int
+	}{
+		{"/", http.StatusOK},
+		{"/?group=alice", http.StatusOK},
+		{"/?group=alice", http.StatusOK},
+		{"/?bad", http.StatusInternalServerError},
+	}
+	for _, tt := range tests {
+		if rec := serve(h, httptest.NewRequest("GET", tt.path, nil)); rec.Code != tt.wantCode {
+			t.Errorf("%s: got %d, want %d", tt.path, rec.Code, tt.wantCode)
+		}
+	}
+	st := s.Stats()
+	counts := []struct {
+		name      string
+		got, want uint64
+	}{
+		{"group static", st.Groups["static"].Submitted, 1},
+		{"group alice", st.Groups["alice"].Submitted, 2},
+		{"class batch", st.Classes[cpusched.ClassBatch].Submitted, 3},
+		{"handler calls", uint64(next.calls.Load()), 3},
+	}
+	for _, c := range counts {
+		if c.got != c.want {
+			t.Errorf("%s: got %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	if !strings.Contains(logs.String(), "WithNice(99)") {
+		t.Errorf("got log %q, want the refused option", logs)
+	}
+}
+
+func TestResponseController(t *testing.T) {
+	s := newScheduler(t)
+	h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "a")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("ResponseController.Flush: got %v, want nil", err)
+		}
+		w.(http.Flusher).Flush()
+		if err := http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute)); !errors.Is(err, http.ErrNotSupported) {
+			t.Errorf("SetWriteDeadline on a recorder: got %v, want ErrNotSupported (reached through Unwrap)", err)
+		}
+	}))
+	if rec := serve(h, httptest.NewRequest("GET", "/", nil)); !rec.Flushed || rec.Body.String() != "a" {
+		t.Errorf("got flushed %t body %q, want true %q", rec.Flushed, rec.Body, "a")
+	}
+}
+
+func TestInterimStatus(t *testing.T) {
+	// A 103 Early Hints does not start the response: a panic after it is
+	// still a 500. (Over a connection: a recorder keeps 103 as the status.)
+	s := newScheduler(t)
+	logger, _ := logBuffer()
+	hs := httptest.NewServer(Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusEarlyHints)
+		panic("after 103")
+	}), WithLogger(logger)))
+	defer hs.Close()
+	resp, err := http.Get(hs.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusInternalServerError {
+		t.Errorf("got %d, want 500", resp.StatusCode)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+func TestNewHandlerErrors(t *testing.T) {
+	s := newScheduler(t)
+	next := new(ok)
+	tests := []struct {
+		name string
+		s    *cpusched.Scheduler
+		h    http.Handler
+		opts []Option
+		want string // the error ("" for none)
+	}{
+		{"valid", s, next, []Option{WithMaxQueueWait(time.Millisecond), WithRetryAfter(time.Second), nil}, ""},
+		{"nil scheduler", nil, next, nil, "httpsched: the scheduler is nil"},
+		{"nil handler", s, nil, nil, "httpsched: the handler is nil"},
+		{"zero wait", s, next, []Option{WithMaxQueueWait(0)}, "httpsched: WithMaxQueueWait(0s): the wait must be positive"},
+		{"negative wait", s, next, []Option{WithMaxQueueWait(-time.Second)}, "httpsched: WithMaxQueueWait(-1s): the wait must be positive"},
+		{"short retry", s, next, []Option{WithRetryAfter(999 * time.Millisecond)}, "httpsched: WithRetryAfter(999ms): must be in 1s..24h0m0s"},
+		{"long retry", s, next, []Option{WithRetryAfter(25 * time.Hour)}, "httpsched: WithRetryAfter(25h0m0s): must be in 1s..24h0m0s"},
+		{"nil request options", s, next, []Option{WithRequestTaskOptions(nil)}, "httpsched: WithRequestTaskOptions(nil): the function must not be nil"},
+		{"nil logger", s, next, []Option{WithLogger(nil)}, "httpsched: WithLogger(nil): the logger must not be nil"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, err := NewHandler(tt.s, tt.h, tt.opts...)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tt.want || (err == nil) != (h != nil) {
+				t.Errorf("got %v, %q; want a handler only without error, and error %q", h, got, tt.want)
+			}
+			func() {
+				defer func() {
+					p := recover()
+					if perr, _ := p.(error); (tt.want == "" && p != nil) || (tt.want != "" && (perr == nil || perr.Error() != tt.want)) {
+						t.Errorf("Handler: got panic %v, want %q", p, tt.want)
+					}
+				}()
+				Handler(tt.s, tt.h, tt.opts...)
+			}()
+		})
+	}
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{time.Second, "1"},
+		{1500 * time.Millisecond, "2"},
+		{2 * time.Second, "2"},
+		{24 * time.Hour, "86400"},
+	}
+	for _, tt := range tests {
+		if got := retryAfterSeconds(tt.d); got != tt.want {
+			t.Errorf("retryAfterSeconds(%v): got %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}
