@@ -50,7 +50,8 @@
 // class; while runtime/trace is on, each task is a trace task named
 // "cpusched.<class>" and each of its slices a "cpusched.run" region (its
 // Blocking calls "cpusched.blocking" regions), so `go tool trace` shows when
-// tasks ran, waited and yielded; Stats has counters and queue-wait and
+// tasks ran, waited and yielded (regions nest per goroutine: end the regions
+// your task code starts before it calls Checkpoint or Blocking); Stats has counters and queue-wait and
 // run-time histograms per class and group (package promsched exports them
 // to Prometheus); WithLogger receives the scheduler's own few events.
 // Package httpsched runs net/http handlers as tasks, with load shedding.
