@@ -11,8 +11,10 @@
 //	                 N CRC32 passes (1..1000000, default a random
 //	                 10000..20000) over a 256 KiB buffer, on the handler
 //	                 goroutine (sched=0, default) or as a cpusched task with
-//	                 a Checkpoint after every pass (sched=1); the task
-//	                 options class, nice and group apply to sched=1
+//	                 a Checkpoint after every pass (sched=1, through
+//	                 httpsched: 503 with Retry-After once the scheduler is
+//	                 closed); the task options class, nice and group apply
+//	                 to sched=1
 //	/checksumWithoutCpuWorker        = /checksum?sched=0 (cpuworker's path)
 //	/checksumWithCpuWorker           = /checksum?sched=1 (cpuworker's path)
 //	/checksumSmallTaskWithCpuWorker  = /checksum?sched=1&n=10 (cpuworker's path)
@@ -23,7 +25,6 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"math/rand/v2"
@@ -35,6 +36,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/httpsched"
 )
 
 // Limits and sizes of the endpoints, as their 400 errors quote them.
@@ -54,6 +56,9 @@ const (
 	// MinDelay and MaxDelay bound /delay's d.
 	MinDelay = time.Microsecond
 	MaxDelay = 10 * time.Second
+	// MaxGroupLen bounds /checksum's group, in bytes: cpusched.WithGroup's
+	// limit, checked here so that a long name is a 400, not a refused task.
+	MaxGroupLen = 256
 )
 
 // Config configures a Server. The zero value is the library's defaults.
@@ -81,6 +86,9 @@ type Server struct {
 	buf     []byte // read-only after NewServer: CRC32 input
 	mux     *http.ServeMux
 	started time.Time
+	// scheduled serves the checksum requests that run as tasks
+	// (httpsched.Handler over checksumScheduled).
+	scheduled http.Handler
 
 	passesDirect atomic.Uint64
 	passesSched  atomic.Uint64
@@ -123,6 +131,10 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	// Fixed seed: the same n gives the same CRC on every run.
 	rand.NewChaCha8([32]byte{}).Read(s.buf)
+	s.scheduled = httpsched.Handler(sched, http.HandlerFunc(s.checksumScheduled),
+		httpsched.WithRequestTaskOptions(func(r *http.Request) []cpusched.TaskOption {
+			return checksumParamsFrom(r.Context()).opts
+		}))
 
 	s.route("/delay", s.handleDelay)
 	s.route("/delay1ms", func(w http.ResponseWriter, r *http.Request) { s.delay(w, r, time.Millisecond) })
@@ -277,6 +289,9 @@ func parseChecksum(r *http.Request, defaultPasses int, defaultSched bool) (p che
 		p.opts = append(p.opts, cpusched.WithNice(n))
 	}
 	if q.Has("group") {
+		if g := q.Get("group"); len(g) > MaxGroupLen {
+			return p, "group", fmt.Sprintf("must be at most %d bytes, got %d", MaxGroupLen, len(g))
+		}
 		p.opts = append(p.opts, cpusched.WithGroup(q.Get("group")))
 	}
 	return p, "", ""
@@ -284,42 +299,44 @@ func parseChecksum(r *http.Request, defaultPasses int, defaultSched bool) (p che
 
 // checksum runs the CRC32 passes and answers
 // {"passes":N,"crc":"xxxxxxxx","sched":B}. Responses of one endpoint have one
-// length (ab counts a change of length as a failed request).
+// length (ab counts a change of length as a failed request). With sched=1 the
+// passes run as a task through httpsched, which answers 503 when the
+// scheduler is closed or its queue full, and 500 if the task panicked.
 func (s *Server) checksum(w http.ResponseWriter, r *http.Request, defaultPasses int, defaultSched bool) {
 	p, param, reason := parseChecksum(r, defaultPasses, defaultSched)
 	if param != "" {
 		badRequest(w, param, "%s", reason)
 		return
 	}
-	ctx := r.Context()
-	var (
-		done int
-		crc  uint32
-		err  error
-	)
-	if !p.sched {
-		done, crc, err = s.checksumDirect(ctx, p.passes)
-	} else {
-		started := false
-		err = s.sched.Run(ctx, func(t *cpusched.Task) error {
-			started = true
-			var err error
-			done, crc, err = s.checksumTask(t, p.passes)
-			return err
-		}, p.opts...)
-		if err != nil && !started && ctx.Err() == nil && !errors.Is(err, cpusched.ErrClosed) && !errors.Is(err, cpusched.ErrQueueFull) {
-			// Refused before it started for none of the run-time reasons:
-			// a task option is out of range.
-			http.Error(w, "task options: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-	}
-	var pe *cpusched.PanicError
-	switch {
-	case errors.As(err, &pe):
-		http.Error(w, fmt.Sprintf("checksum task panicked: %v", pe.Value), http.StatusInternalServerError)
+	if p.sched {
+		s.scheduled.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), checksumParamsKey{}, &p)))
 		return
-	case err != nil:
+	}
+	done, crc, err := s.checksumDirect(r.Context(), p.passes)
+	writeChecksum(w, p, done, crc, err)
+}
+
+// checksumParamsKey is the request context's key of the *checksumParams
+// that checksum parsed for checksumScheduled.
+type checksumParamsKey struct{}
+
+// checksumParamsFrom returns the parameters checksum put in ctx.
+func checksumParamsFrom(ctx context.Context) *checksumParams {
+	return ctx.Value(checksumParamsKey{}).(*checksumParams)
+}
+
+// checksumScheduled is the handler httpsched runs as a task, for requests
+// that checksum parsed.
+func (s *Server) checksumScheduled(w http.ResponseWriter, r *http.Request) {
+	p := checksumParamsFrom(r.Context())
+	done, crc, err := s.checksumTask(httpsched.TaskFrom(r.Context()), p.passes)
+	writeChecksum(w, *p, done, crc, err)
+}
+
+// writeChecksum answers the outcome of p's passes: the JSON, or 503 if they
+// stopped early (the client is gone or the server stops).
+func writeChecksum(w http.ResponseWriter, p checksumParams, done int, crc uint32, err error) {
+	if err != nil {
 		http.Error(w, fmt.Sprintf("stopped after %d of %d passes: %v", done, p.passes, err), http.StatusServiceUnavailable)
 		return
 	}

@@ -141,7 +141,7 @@ func TestBadRequests(t *testing.T) {
 		{"/checksum?n=1&sched=1&nice=-21", `nice: must be an integer in -20..19, got "-21"`},
 		{"/checksum?n=1&nice=x", `nice: must be an integer in -20..19`},
 		{"/checksum?n=1&class=bogus", `class: cpusched: unknown class "bogus" (valid: normal, realtime, batch, idle)`},
-		{"/checksum?n=1&sched=1&group=" + strings.Repeat("g", 300), `task options: cpusched: WithGroup: name is 300 bytes`},
+		{"/checksum?n=1&sched=1&group=" + strings.Repeat("g", 300), `group: must be at most 256 bytes, got 300`},
 	}
 	for _, tt := range tests {
 		name := tt.path
@@ -154,6 +154,38 @@ func TestBadRequests(t *testing.T) {
 				t.Errorf("got %d %q, want 400 and one line containing %q", code, body, tt.want)
 			}
 		})
+	}
+}
+
+func TestClosedScheduler(t *testing.T) {
+	// After Close the scheduled routes answer 503 with Retry-After (from
+	// httpsched); the direct ones still work.
+	s, err := NewServer(Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		path       string
+		wantCode   int
+		wantRetry  string
+		wantPasses uint64 // sched passes so far
+	}{
+		{"/checksumWithCpuWorker?n=2", http.StatusServiceUnavailable, "1", 0},
+		{"/checksumSmallTaskWithCpuWorker", http.StatusServiceUnavailable, "1", 0},
+		{"/checksum?n=2&sched=1", http.StatusServiceUnavailable, "1", 0},
+		{"/checksum?n=2", http.StatusOK, "", 0},
+	}
+	for _, tt := range tests {
+		code, h, body := get(t, "GET", hs.URL+tt.path)
+		if code != tt.wantCode || h.Get("Retry-After") != tt.wantRetry || s.passesSched.Load() != tt.wantPasses {
+			t.Errorf("%s: got %d Retry-After %q (%q), %d task passes; want %d Retry-After %q, %d",
+				tt.path, code, h.Get("Retry-After"), body, s.passesSched.Load(), tt.wantCode, tt.wantRetry, tt.wantPasses)
+		}
 	}
 }
 
