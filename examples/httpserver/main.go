@@ -1,0 +1,111 @@
+// Httpserver is a small HTTP server whose CPU-heavy route runs through
+// cpusched, so that its fast route stays fast while the heavy one is busy:
+// /hash waits for a worker slot and yields at every Checkpoint, /hello does
+// not wait at all.
+//
+//	go run ./examples/httpserver [-addr 127.0.0.1:8080]
+//	curl http://127.0.0.1:8080/hello
+//	curl 'http://127.0.0.1:8080/hash?n=1000000'
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/httpsched"
+)
+
+// Limits of /hash's n, as its 400 quotes them.
+const (
+	defaultRounds = 100_000
+	maxRounds     = 10_000_000
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "httpserver:", err)
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("httpserver", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free one)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	sched, err := cpusched.New() // ospriority on Linux, reserve elsewhere
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello\n")
+	})
+	// Shed /hash with 503 rather than let a request wait over 500ms for a slot.
+	mux.Handle("GET /hash", httpsched.Handler(sched, http.HandlerFunc(hash),
+		httpsched.WithMaxQueueWait(500*time.Millisecond)))
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		sched.Close(context.Background())
+		return err
+	}
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		// Wait up to 5s for requests in flight, then for their tasks.
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = srv.Shutdown(shutdownCtx)
+		if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
+			err = errors.Join(err, serveErr)
+		}
+	}
+	return errors.Join(err, sched.Close(context.Background()))
+}
+
+// hash answers the hex SHA-256 hash chain of n rounds (default 100,000)
+// from the empty input. It runs as a cpusched task, with a Checkpoint
+// every round: when the task's slice is over, another request gets the slot.
+func hash(w http.ResponseWriter, r *http.Request) {
+	n := defaultRounds
+	if q := r.URL.Query(); q.Has("n") {
+		var err error
+		if n, err = strconv.Atoi(q.Get("n")); err != nil || n < 1 || n > maxRounds {
+			http.Error(w, fmt.Sprintf("n: must be an integer in 1..%d, got %q", maxRounds, q.Get("n")), http.StatusBadRequest)
+			return
+		}
+	}
+	task := httpsched.TaskFrom(r.Context())
+	sum := sha256.Sum256(nil)
+	for range n {
+		sum = sha256.Sum256(sum[:])
+		if err := task.Checkpoint(); err != nil { // the client is gone, or the server stops
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	fmt.Fprintf(w, "%x\n", sum)
+}
