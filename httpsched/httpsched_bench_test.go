@@ -78,6 +78,20 @@ func BenchmarkRun(b *testing.B) {
 	benchModes(b, func(s *cpusched.Scheduler) http.Handler { return runHandler(s, emptyHandler) })
 }
 
+// BenchmarkRunTaskContext is BenchmarkRun with the handler given the task's
+// context, as Handler does: the share of Handler's cost that is
+// cpusched.Task.Context.
+func BenchmarkRunTaskContext(b *testing.B) {
+	benchModes(b, func(s *cpusched.Scheduler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.Run(r.Context(), func(t *cpusched.Task) error {
+				emptyHandler.ServeHTTP(w, r.WithContext(t.Context()))
+				return nil
+			})
+		})
+	})
+}
+
 func BenchmarkHandler(b *testing.B) {
 	benchModes(b, func(s *cpusched.Scheduler) http.Handler { return Handler(s, emptyHandler) })
 }
