@@ -17,6 +17,7 @@
 //		for _, block := range blocks {
 //			digest.Write(block)
 //			if err := task.Checkpoint(); err != nil { // yields when the slice ends
+//				http.Error(w, err.Error(), http.StatusServiceUnavailable)
 //				return // the client is gone, or the scheduler is closing
 //			}
 //		}
