@@ -3,7 +3,11 @@ package httpsched
 // Load shedding by expected queue wait (WithMaxQueueWait).
 //
 // The question at each request is whether it would wait longer than the
-// budget for its first worker slot, before it is queued. The scheduler's
+// budget for its first worker slot, before it is queued. (That first wait is
+// what Run lets a caller see. The time a started task spends parked after
+// Checkpoint, which is where time sharing puts most of the delay under CPU
+// load, is not visible from outside the core: bounding it would need the
+// task's run time, e.g. a Task.RunTime, to subtract from the response time.) The scheduler's
 // policy (EEVDF with classes, nice levels, groups and wakeup preemption)
 // makes the wait depend on much more than the queue's length, so the
 // handler does not model it: it measures it. Each admitted request's wait
