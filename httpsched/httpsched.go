@@ -101,11 +101,11 @@ func WithRequestTaskOptions(fn func(*http.Request) []cpusched.TaskOption) Option
 // It bounds the wait for the first slot, not the response time. A new
 // Normal task gets a slot at the next Checkpoint of a task past its first
 // slice (wakeup preemption), so CPU load mostly makes requests slower, by
-// time sharing, rather than wait longer: with 8 clients sending requests of
-// 20 ms of CPU to a 1-slot scheduler, responses took 157 ms on average while
-// first-slot waits averaged 0.3 ms and nothing was shed at d = 5 ms; with
-// 64 clients, responses took 1.2 s, waits 20 ms, and d = 5 ms shed 74
-// requests against 128 served (2 s runs, IsolationReserve).
+// time sharing, rather than wait longer. With closed-loop clients sending
+// requests of 20 ms of CPU to a one-slot scheduler and d = 5 ms
+// (BenchmarkShedUnderLoad, 3 runs of 3 s, IsolationReserve): 8 clients got
+// 161-164 ms responses with 0.3-0.5 ms first-slot waits and nothing shed;
+// 32 clients got 635-663 ms responses with 3.7-5.0 ms waits and 1-6% shed.
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {

@@ -2,9 +2,13 @@ package httpsched
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,4 +104,67 @@ func BenchmarkHandlerMaxQueueWait(b *testing.B) {
 	benchModes(b, func(s *cpusched.Scheduler) http.Handler {
 		return Handler(s, emptyHandler, WithMaxQueueWait(time.Second))
 	})
+}
+
+// hashRounds runs n rounds of a SHA-256 chain, with a Checkpoint after each
+// when task is not nil.
+func hashRounds(n int, task *cpusched.Task) [sha256.Size]byte {
+	sum := sha256.Sum256(nil)
+	for range n {
+		sum = sha256.Sum256(sum[:])
+		if task != nil {
+			task.Checkpoint()
+		}
+	}
+	return sum
+}
+
+// BenchmarkShedUnderLoad shows what WithMaxQueueWait does under CPU load:
+// closed-loop clients send requests of about 20 ms of CPU each to a
+// one-slot scheduler for 3 seconds, with a 5 ms budget (a shed client
+// pauses 5 ms). It reports the served requests' mean response time, the
+// tasks' mean wait for their first slot, and the share of requests shed.
+// Run it with -benchtime 1x: one iteration is the whole run.
+func BenchmarkShedUnderLoad(b *testing.B) {
+	start := time.Now()
+	hashRounds(100_000, nil)
+	rounds := int(20 * time.Millisecond * 100_000 / time.Since(start))
+	for _, clients := range []int{8, 32} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			for b.Loop() {
+				s, err := cpusched.New(cpusched.WithIsolation(cpusched.IsolationReserve), cpusched.WithWorkers(1))
+				if err != nil {
+					b.Fatal(err)
+				}
+				h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					hashRounds(rounds, TaskFrom(r.Context()))
+				}), WithMaxQueueWait(5*time.Millisecond))
+				var served, shed, latency atomic.Int64
+				var wg sync.WaitGroup
+				stop := time.Now().Add(3 * time.Second)
+				for range clients {
+					wg.Go(func() {
+						for time.Now().Before(stop) {
+							rec := httptest.NewRecorder()
+							sent := time.Now()
+							h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+							if rec.Code != http.StatusOK {
+								shed.Add(1)
+								time.Sleep(5 * time.Millisecond)
+								continue
+							}
+							served.Add(1)
+							latency.Add(int64(time.Since(sent)))
+						}
+					})
+				}
+				wg.Wait()
+				st := s.Stats()
+				s.Close(context.Background())
+				b.ReportMetric(float64(latency.Load())/float64(max(1, served.Load()))/1e6, "response-ms")
+				b.ReportMetric(float64(st.QueueWait)/float64(max(1, st.Submitted))/1e6, "first-wait-ms")
+				b.ReportMetric(100*float64(shed.Load())/float64(max(1, served.Load()+shed.Load())), "shed-%")
+			}
+		})
+	}
 }
