@@ -106,6 +106,18 @@ func BenchmarkHandlerMaxQueueWait(b *testing.B) {
 	})
 }
 
+// BenchmarkCheckTaskOptions is NewHandler's check of WithTaskOptions' task
+// options, once per handler.
+func BenchmarkCheckTaskOptions(b *testing.B) {
+	opts := []cpusched.TaskOption{cpusched.WithNice(5), cpusched.WithGroup("g")}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkTaskOptions(opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // hashRounds runs n rounds of a SHA-256 chain, with a Checkpoint after each
 // when task is not nil.
 func hashRounds(n int, task *cpusched.Task) [sha256.Size]byte {

@@ -565,6 +565,9 @@ func TestNewHandlerErrors(t *testing.T) {
 		{"long retry", s, next, []Option{WithRetryAfter(25 * time.Hour)}, "httpsched: WithRetryAfter(25h0m0s): must be in 1s..24h0m0s"},
 		{"nil request options", s, next, []Option{WithRequestTaskOptions(nil)}, "httpsched: WithRequestTaskOptions(nil): the function must not be nil"},
 		{"nil logger", s, next, []Option{WithLogger(nil)}, "httpsched: WithLogger(nil): the logger must not be nil"},
+		{"bad task option", s, next, []Option{WithTaskOptions(cpusched.WithGroup("g"), cpusched.WithNice(99))},
+			"httpsched: WithTaskOptions: cpusched: WithNice(99): nice must be in -20..19"},
+		{"good task options", s, next, []Option{WithTaskOptions(cpusched.WithClass(cpusched.ClassIdle), cpusched.WithNice(19))}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
