@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/cpusched/cpusched"
@@ -50,7 +51,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case *slice != 0 && (*slice < cpusched.MinSlice || *slice > cpusched.MaxSlice):
 		return usagef("-slice must be in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, *slice)
 	}
-	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, GC: *garbage}
+	// The scheduler's few events (mode, GOMAXPROCS raised and restored,
+	// fallback) go to stderr, as they did before WithLogger existed.
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, GC: *garbage, Logger: logger}
 	return demo.Serve(ctx, *addr, cfg, func(l demo.Listening) {
 		fmt.Fprintf(stdout, "cpusched serve: %s\n", l)
 	})

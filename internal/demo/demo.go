@@ -27,6 +27,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
@@ -76,6 +77,9 @@ type Config struct {
 	// GC makes every /delay request also allocate BufferSize bytes of
 	// garbage, so that the garbage collector runs all the time.
 	GC bool
+	// Logger receives the scheduler's own events (cpusched.WithLogger);
+	// nil is silence.
+	Logger *slog.Logger
 }
 
 // Server holds the demo's scheduler, buffer and counters. Its handler is
@@ -110,7 +114,7 @@ func NewServer(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("demo: Workers must be 0 (the mode's default) or in %d..%d, got %d",
 			cpusched.MinWorkers, cpusched.MaxWorkers, cfg.Workers)
 	}
-	opts := []cpusched.Option{cpusched.WithIsolation(cfg.Isolation)}
+	opts := []cpusched.Option{cpusched.WithIsolation(cfg.Isolation), cpusched.WithLogger(cfg.Logger)}
 	if cfg.Slice != 0 {
 		opts = append(opts, cpusched.WithSlice(cfg.Slice))
 	}
