@@ -374,6 +374,22 @@ type taskOptionFunc func(*taskConfig) error
 
 func (f taskOptionFunc) applyTask(c *taskConfig) error { return f(c) }
 
+// CheckTaskOptions returns the error Run and Go would return for opts (an
+// out-of-range nice level, class or slice, a group name too long), or nil:
+// a way to reject bad options once, at setup, rather than on every task.
+func CheckTaskOptions(opts ...TaskOption) error {
+	var tc taskConfig
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.applyTask(&tc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WithClass sets the task's class (default ClassNormal).
 func WithClass(c Class) TaskOption {
 	return taskOptionFunc(func(tc *taskConfig) error {

@@ -184,11 +184,11 @@ func (s *Scheduler) dequeueTask(t *Task) {
 
 // account charges t's run time since it last was, at every level.
 func (s *Scheduler) account(t *Task, now int64) {
-	delta := now - t.lastRun
+	delta := now - t.since
 	if delta <= 0 {
 		return
 	}
-	t.lastRun = now
+	t.since = now
 	t.burst += delta
 	t.runTime += delta
 	g := t.group

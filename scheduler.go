@@ -283,6 +283,7 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 			return nil, "", err
 		}
 	}
+	// (CheckTaskOptions runs the same loop without a Scheduler.)
 	if fn == nil {
 		s.reject()
 		return nil, "", errors.New("cpusched: fn is nil")
@@ -352,7 +353,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		}
 		return false, err
 	}
-	t.enqueuedAt = now
+	t.since = now
 	if !t.callerWaits || free {
 		s.addWatchLocked(t)
 	}
@@ -377,11 +378,11 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 // never ran before.
 func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	first = !t.started
+	w := now - t.since // since it was queued or parked: 0 if it never waited
+	t.waited += w
 	if first {
-		var w int64
 		if t.state == stateQueued {
 			s.waitingNew--
-			w = now - t.enqueuedAt
 			s.stats.queueWait += w
 			s.stats.maxQueueWait = max(s.stats.maxQueueWait, w)
 		}
@@ -395,7 +396,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.state = stateRunning
 	t.runIdx = int32(len(s.running))
 	s.running = append(s.running, t)
-	t.lastRun = now
+	t.since = now
 	slice := t.slice
 	if first {
 		slice = s.requestSlice(t, true)
@@ -633,6 +634,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	s.mu.Lock()
 	s.blocked--
 	t.avgWait = ewma(t.avgWait, waited)
+	t.since = now // from now on it waits for a slot
 	if s.killing {
 		t.preempt.Or(preemptCancel)
 	}

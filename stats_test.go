@@ -2,7 +2,9 @@ package cpusched
 
 import (
 	"context"
+	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -108,6 +110,70 @@ func TestStatsHistograms(t *testing.T) {
 	for _, tt := range tests {
 		if tt.got.Count() != tt.wantCount || tt.got.Sum != tt.wantSum {
 			t.Errorf("%s: count %d, sum %v; want %d, %v", tt.name, tt.got.Count(), tt.got.Sum, tt.wantCount, tt.wantSum)
+		}
+	}
+}
+
+// TestTaskWaited checks Waited on a fake clock: the first wait, then the
+// wait for the slot back after a Checkpoint gave it up.
+func TestTaskWaited(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	release, h := holdSlot(t, s)
+	var mid, end time.Duration
+	step, cQueued := make(chan struct{}), make(chan struct{})
+	b, err := s.Go(context.Background(), func(task *Task) error {
+		mid = task.Waited()
+		clk.Advance(int64(2 * time.Millisecond)) // past B's slice
+		task.s.tick()
+		close(step)
+		<-cQueued
+		if err := task.Checkpoint(); err != nil { // C waits: B yields
+			return err
+		}
+		end = task.Waited()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(int64(time.Millisecond)) // B waits 1 ms for its first slot
+	release()
+	if err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	<-step
+	c, err := s.Go(context.Background(), func(*Task) error {
+		clk.Advance(int64(3 * time.Millisecond)) // B waits 3 ms for its slot back
+		return nil
+	})
+	close(cQueued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(b.Wait(), c.Wait()); err != nil {
+		t.Fatal(err)
+	}
+	if mid != time.Millisecond || end != 4*time.Millisecond {
+		t.Errorf("Waited: %v at start, %v at end; want 1ms, 4ms", mid, end)
+	}
+}
+
+func TestCheckTaskOptions(t *testing.T) {
+	tests := []struct {
+		opts []TaskOption
+		want string // "" means nil
+	}{
+		{nil, ""},
+		{[]TaskOption{WithNice(19), WithClass(ClassBatch), WithGroup("g"), nil}, ""},
+		{[]TaskOption{WithNice(20)}, "WithNice(20)"},
+		{[]TaskOption{WithClass(Class(9))}, "WithClass(9)"},
+		{[]TaskOption{WithTaskSlice(time.Hour)}, "WithTaskSlice"},
+	}
+	for _, tt := range tests {
+		err := CheckTaskOptions(tt.opts...)
+		if got := errString(err); tt.want == "" && err != nil || tt.want != "" && !strings.Contains(got, tt.want) {
+			t.Errorf("CheckTaskOptions(%d options) = %q, want %q", len(tt.opts), got, tt.want)
 		}
 	}
 }

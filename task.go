@@ -3,6 +3,7 @@ package cpusched
 import (
 	"context"
 	"sync/atomic"
+	"time"
 )
 
 // Bits of Task.preempt, the word Checkpoint loads.
@@ -60,14 +61,16 @@ type Task struct {
 	gstats *groupCounters // the group's name and counters, set when accepted
 	trace  *taskTrace     // set when runtime/trace was on as it was accepted
 
-	slice      int64 // ns
-	sliceEnd   int64 // when the current slice ends
-	lastRun    int64 // when run time was last charged
-	enqueuedAt int64
-	runTime    int64 // slot time used so far
-	burst      int64 // run time since the last Blocking call
-	avgBurst   int64 // moving averages over Blocking calls
-	avgWait    int64
+	slice    int64 // ns
+	sliceEnd int64 // when the current slice ends
+	// since is, while the task holds a slot, when its run time was last
+	// charged, and while it waits for one, when it began to wait.
+	since    int64
+	runTime  int64 // slot time used so far
+	waited   int64 // time spent waiting for a slot so far
+	burst    int64 // run time since the last Blocking call
+	avgBurst int64 // moving averages over Blocking calls
+	avgWait  int64
 
 	wake   chan struct{} // the slot is handed over on it
 	handle Handle
@@ -143,6 +146,13 @@ func (t *Task) Context() context.Context {
 	}
 	return ctx
 }
+
+// Waited returns how long the task has waited for a worker slot so far:
+// for its first slot, and for its slot back each time Checkpoint gave it up
+// or Blocking returned. It is the queueing delay the scheduler added to the
+// task (time inside Blocking's fn is not counted). Call it from the
+// goroutine that runs fn.
+func (t *Task) Waited() time.Duration { return time.Duration(t.waited) }
 
 // Blocking runs fn, which should wait (on the network, a lock, a timer)
 // rather than compute, without holding a worker slot: the slot goes to
