@@ -51,10 +51,11 @@ const (
 type config struct {
 	taskOpts        []cpusched.TaskOption
 	requestTaskOpts func(*http.Request) []cpusched.TaskOption
-	maxQueueWait    time.Duration        // 0: no wait budget
-	retryAfter      string               // the header's value: whole seconds
-	logger          *slog.Logger         // nil: slog.Default() when logging
-	now             func() time.Duration // the queue-wait clock (tests replace it)
+	maxQueueWait    time.Duration                      // 0: no wait budget
+	retryAfter      string                             // the header's value: whole seconds
+	logger          *slog.Logger                       // nil: slog.Default() when logging
+	now             func() time.Duration               // times a wait the context cut short (tests replace it)
+	waited          func(*cpusched.Task) time.Duration // a request's sample: Task.Waited (tests replace it)
 }
 
 // An Option configures a handler in Handler or NewHandler.
@@ -93,19 +94,28 @@ func WithRequestTaskOptions(fn func(*http.Request) []cpusched.TaskOption) Option
 }
 
 // WithMaxQueueWait makes the handler answer 503 at once, without queueing
-// the request, while the expected wait for a worker slot exceeds d, which
-// must be positive. The expected wait is estimated from the waits of this
-// handler's recent requests (see shed.go); without this option a request
-// waits as long as its context lets it.
+// the request, while the expected queueing delay exceeds d, which must be
+// positive. The queueing delay is a request's whole wait for CPU: for its
+// first worker slot, and for its slot back after each Checkpoint that gave
+// it up and each Blocking call (Task.Waited), that is its response time
+// minus the handler's own CPU and I/O time. The expected delay is estimated
+// from the delays of this handler's recent requests, each known when its
+// handler ends (see shed.go); without this option a request waits as long
+// as its context lets it.
 //
-// It bounds the wait for the first slot, not the response time. A new
-// Normal task gets a slot at the next Checkpoint of a task past its first
-// slice (wakeup preemption), so CPU load mostly makes requests slower, by
-// time sharing, rather than wait longer. With closed-loop clients sending
-// requests of 20 ms of CPU to a one-slot scheduler and d = 5 ms
-// (BenchmarkShedUnderLoad, 3 runs of 3 s, IsolationReserve): 8 clients got
-// 161-164 ms responses with 0.3-0.5 ms first-slot waits and nothing shed;
-// 32 clients got 635-663 ms responses with 3.7-5.0 ms waits and 1-6% shed.
+// Because a request's delay is known only when it ends, the estimate lags
+// the load: when it falls within d, every request that arrives before the
+// first admitted one ends is admitted, and these time-share the slots. So
+// under sustained overload the handler sheds most requests yet does not
+// hold the served ones to d. With closed-loop clients sending requests of
+// 20 ms of CPU to a one-slot scheduler and d = 5 ms
+// (BenchmarkShedUnderLoad, 3 runs of 3 s, IsolationReserve, a shared
+// 2-core machine): 8 clients got 136-137 ms responses with 116-117 ms of
+// queueing delay, and 82-84% of requests shed; 32 clients got 609-650 ms
+// responses with 589-628 ms of delay, and 87-88% shed. (Sampling the
+// first-slot wait instead, as the first version did, shed 0% and 4-12% of
+// them, at 171-173 ms and 684-696 ms on the same machine; the served
+// throughput, 48-56 requests a second, is the slot's either way.)
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -140,9 +150,16 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
-// withClock replaces the clock that measures queue waits (tests).
+// withClock replaces the clock that measures the wait of a request whose
+// context ends before its task starts (tests).
 func withClock(now func() time.Duration) Option {
 	return optionFunc(func(c *config) error { c.now = now; return nil })
+}
+
+// withWaited replaces (*cpusched.Task).Waited, which gives the queueing
+// delay of a request whose handler has ended (tests).
+func withWaited(waited func(*cpusched.Task) time.Duration) Option {
+	return optionFunc(func(c *config) error { c.waited = waited; return nil })
 }
 
 // retryAfterSeconds returns d in whole seconds, rounded up, at least 1.
@@ -155,6 +172,7 @@ func newConfig(opts []Option) (config, error) {
 	c := config{
 		retryAfter: retryAfterSeconds(DefaultRetryAfter),
 		now:        func() time.Duration { return time.Since(start) },
+		waited:     (*cpusched.Task).Waited,
 	}
 	for _, o := range opts {
 		if o == nil {
@@ -190,7 +208,7 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 	if err != nil {
 		return nil, err
 	}
-	if err := checkTaskOptions(cfg.taskOpts); err != nil {
+	if err := cpusched.CheckTaskOptions(cfg.taskOpts...); err != nil {
 		return nil, fmt.Errorf("httpsched: WithTaskOptions: %w", err)
 	}
 	hd := &handler{sched: s, next: h, cfg: cfg}
@@ -198,22 +216,6 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 		hd.wait = &waitEstimator{budget: cfg.maxQueueWait}
 	}
 	return hd, nil
-}
-
-// checkTaskOptions returns the error the scheduler would give a task with
-// opts. cpusched exports no check of its own, so it runs an empty task with
-// them on a throwaway one-slot scheduler: about 4 us and 32 allocations
-// (BenchmarkCheckTaskOptions), once per handler at setup.
-func checkTaskOptions(opts []cpusched.TaskOption) error {
-	if len(opts) == 0 {
-		return nil
-	}
-	s, err := cpusched.New(cpusched.WithIsolation(cpusched.IsolationNone), cpusched.WithWorkers(1))
-	if err != nil {
-		return err
-	}
-	defer s.Close(context.Background())
-	return s.Run(context.Background(), func(*cpusched.Task) error { return nil }, opts...)
 }
 
 // Handler returns a handler that runs each request to h as a task of s
@@ -226,7 +228,7 @@ func checkTaskOptions(opts []cpusched.TaskOption) error {
 // Answers the handler writes itself, without running h:
 //   - 503 Service Unavailable with Retry-After (WithRetryAfter) when s's
 //     queue is full (cpusched.ErrQueueFull), when s is closed
-//     (cpusched.ErrClosed), and when the expected queue wait exceeds
+//     (cpusched.ErrClosed), and when the expected queueing delay exceeds
 //     WithMaxQueueWait's budget;
 //   - 503 with Retry-After when the request's context ends while it waits
 //     for a slot: the client has gone (net/http then drops the answer) or a
@@ -256,8 +258,9 @@ func checkTaskOptions(opts []cpusched.TaskOption) error {
 // (BenchmarkRun). Most of the difference is the task's context that h gets:
 // Task.Context and the request copy take a bare Run to 0.85 us
 // (BenchmarkRunTaskContext); the rest of the middleware adds about 60 ns
-// and 2 allocations. WithMaxQueueWait adds about 50 ns (two clock reads and
-// a few atomic operations). IsolationOSPriority adds Run's hand-off to a
+// and 2 allocations. WithMaxQueueWait adds no cost the benchmark can tell
+// from noise (a clock read, a deferred call and a few atomic operations;
+// BenchmarkHandlerMaxQueueWait). IsolationOSPriority adds Run's hand-off to a
 // worker thread (about 7 us).
 func Handler(s *cpusched.Scheduler, h http.Handler, opts ...Option) http.Handler {
 	hd, err := NewHandler(s, h, opts...)
@@ -315,12 +318,20 @@ type scheduledRequest struct {
 // run is the task: the handler, with the task in the request's context.
 func (sr *scheduledRequest) run(t *cpusched.Task) error {
 	sr.started = true
-	if w := sr.h.wait; w != nil {
-		w.observe(sr.h.cfg.now()-sr.queuedAt, sr.probe)
+	if sr.h.wait != nil {
+		// Deferred, so that a handler that panics (or calls runtime.Goexit)
+		// gives its sample too: a probe must always report.
+		defer sr.observe(t)
 	}
 	ctx := context.WithValue(t.Context(), taskKey{}, t)
 	sr.h.next.ServeHTTP(&sr.rw, sr.r.WithContext(ctx))
 	return nil
+}
+
+// observe gives the wait estimator the request's queueing delay, at the
+// end of its handler, on the goroutine that runs the task.
+func (sr *scheduledRequest) observe(t *cpusched.Task) {
+	sr.h.wait.observe(sr.h.cfg.waited(t), sr.probe)
 }
 
 // notStarted answers a request whose task never started with err.

@@ -202,13 +202,22 @@ func TestClosed(t *testing.T) {
 	}
 }
 
-// fakeClock is the queue-wait clock of a test.
+// fakeClock is the clock of a test, which measures how long a request
+// waited before its context ended.
 type fakeClock struct{ now atomic.Int64 }
 
 func (c *fakeClock) Now() time.Duration      { return time.Duration(c.now.Load()) }
 func (c *fakeClock) Advance(d time.Duration) { c.now.Add(int64(d)) }
 func (c *fakeClock) option() Option          { return withClock(c.Now) }
-func (h *handler) estimate() time.Duration   { return time.Duration(h.wait.estimate.Load()) }
+
+// fakeWaited is what a test's tasks report as their Task.Waited.
+type fakeWaited struct{ wait atomic.Int64 }
+
+func (f *fakeWaited) Set(d time.Duration)                 { f.wait.Store(int64(d)) }
+func (f *fakeWaited) waited(*cpusched.Task) time.Duration { return time.Duration(f.wait.Load()) }
+func (f *fakeWaited) option() Option                      { return withWaited(f.waited) }
+
+func (h *handler) estimate() time.Duration { return time.Duration(h.wait.estimate.Load()) }
 func asHandler(t *testing.T, h http.Handler) *handler {
 	t.Helper()
 	hd, ok := h.(*handler)
@@ -218,46 +227,57 @@ func asHandler(t *testing.T, h http.Handler) *handler {
 	return hd
 }
 
+// gated is a handler that answers "ok" and counts its calls; a request to
+// /hold signals entered and waits for proceed, and one to /panic panics.
+type gated struct {
+	calls            atomic.Int32
+	entered, proceed chan struct{}
+}
+
+func newGated() *gated { return &gated{entered: make(chan struct{}), proceed: make(chan struct{})} }
+
+func (h *gated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.calls.Add(1)
+	switch r.URL.Path {
+	case "/hold":
+		h.entered <- struct{}{}
+		<-h.proceed
+	case "/panic":
+		panic("probe panics")
+	}
+	io.WriteString(w, "ok")
+}
+
 func TestMaxQueueWait(t *testing.T) {
-	// A request waits 100 ms (on the fake clock) against a 10 ms budget; the
-	// next is admitted as the probe; while it waits the others are shed;
-	// the probe starts within budget and shedding ends.
+	// A request reports a 100 ms wait against a 10 ms budget; the next is
+	// admitted as the probe; until its handler ends the others are shed,
+	// though it has its slot; it reports 1 ms and shedding ends.
 	s := newScheduler(t)
-	var clock fakeClock
-	next := new(ok)
-	h := Handler(s, next, WithMaxQueueWait(10*time.Millisecond), clock.option())
+	var waited fakeWaited
+	next := newGated()
+	h := Handler(s, next, WithMaxQueueWait(10*time.Millisecond), waited.option())
 	hd := asHandler(t, h)
 
-	// queue runs a request that waits behind a held slot for d.
-	queue := func(d time.Duration) int {
-		release := holdSlot(t, s)
-		done := make(chan int)
-		go func() { done <- serve(h, httptest.NewRequest("GET", "/", nil)).Code }()
-		waitQueued(t, s, 1)
-		clock.Advance(d)
-		release()
-		return <-done
-	}
-	if code := queue(100 * time.Millisecond); code != http.StatusOK {
-		t.Fatalf("first request: got %d, want 200", code)
+	waited.Set(100 * time.Millisecond)
+	if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusOK {
+		t.Fatalf("first request: got %d, want 200", rec.Code)
 	}
 	if got, want := hd.estimate(), 25*time.Millisecond; got != want {
 		t.Errorf("got estimate %v after one 100ms wait, want %v", got, want)
 	}
 
-	// The probe waits; meanwhile every other request is shed.
-	release := holdSlot(t, s)
+	// The probe runs; meanwhile every other request is shed.
 	probe := make(chan int)
-	go func() { probe <- serve(h, httptest.NewRequest("GET", "/", nil)).Code }()
-	waitQueued(t, s, 1)
+	go func() { probe <- serve(h, httptest.NewRequest("GET", "/hold", nil)).Code }()
+	<-next.entered
 	for range 3 {
 		check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "1")
 	}
-	if got := s.Stats().Submitted; got != 4 { // two holders, the first request and the probe
-		t.Errorf("got %d tasks submitted, want 4: shed requests must not reach the scheduler", got)
+	if got := s.Stats().Submitted; got != 2 { // the first request and the probe
+		t.Errorf("got %d tasks submitted, want 2: shed requests must not reach the scheduler", got)
 	}
-	clock.Advance(time.Millisecond)
-	release()
+	waited.Set(time.Millisecond)
+	close(next.proceed)
 	if code := <-probe; code != http.StatusOK {
 		t.Errorf("probe: got %d, want 200", code)
 	}
@@ -272,11 +292,111 @@ func TestMaxQueueWait(t *testing.T) {
 	}
 }
 
+func TestMaxQueueWaitProbePanics(t *testing.T) {
+	// A probe whose handler panics still gives its sample, so the next
+	// request can be the probe: shedding cannot stick on a panic.
+	s := newScheduler(t)
+	var waited fakeWaited
+	logger, _ := logBuffer()
+	h := Handler(s, newGated(), WithMaxQueueWait(10*time.Millisecond), waited.option(), WithLogger(logger))
+	hd := asHandler(t, h)
+	steps := []struct {
+		path         string
+		waited       time.Duration // what the task reports
+		wantCode     int
+		wantEstimate time.Duration
+	}{
+		{"/", 100 * time.Millisecond, http.StatusOK, 25 * time.Millisecond},
+		{"/panic", 40 * time.Millisecond, http.StatusInternalServerError, 40 * time.Millisecond}, // the probe
+		{"/", 2 * time.Millisecond, http.StatusOK, 2 * time.Millisecond},                         // the next probe
+		{"/", 6 * time.Millisecond, http.StatusOK, 3 * time.Millisecond},                         // an average again
+	}
+	for i, st := range steps {
+		waited.Set(st.waited)
+		rec := serve(h, httptest.NewRequest("GET", st.path, nil))
+		if rec.Code != st.wantCode || hd.estimate() != st.wantEstimate {
+			t.Errorf("step %d (%s, waited %v): got %d, estimate %v; want %d, estimate %v",
+				i, st.path, st.waited, rec.Code, hd.estimate(), st.wantCode, st.wantEstimate)
+		}
+	}
+}
+
+func TestMaxQueueWaitCancelled(t *testing.T) {
+	// A request whose context ends after 30 ms in the queue (on the fake
+	// clock) raises the estimate to 30 ms, a lower bound of the wait: the
+	// next request is the probe, and the others are shed until it reports.
+	s := newScheduler(t)
+	var clock fakeClock
+	var waited fakeWaited
+	next := new(ok)
+	h := Handler(s, next, WithMaxQueueWait(10*time.Millisecond), clock.option(), waited.option())
+	hd := asHandler(t, h)
+	release := holdSlot(t, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- serve(h, httptest.NewRequestWithContext(ctx, "GET", "/", nil)) }()
+	waitQueued(t, s, 1)
+	clock.Advance(30 * time.Millisecond)
+	cancel()
+	check503(t, <-done, "1")
+	if got, want := hd.estimate(), 30*time.Millisecond; got != want {
+		t.Errorf("got estimate %v after a request cancelled at 30ms in the queue, want %v", got, want)
+	}
+
+	probe := make(chan int)
+	go func() { probe <- serve(h, httptest.NewRequest("GET", "/", nil)).Code }()
+	waitQueued(t, s, 1)
+	check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "1")
+	waited.Set(time.Millisecond)
+	release()
+	if code := <-probe; code != http.StatusOK {
+		t.Errorf("probe: got %d, want 200", code)
+	}
+	if got, want := hd.estimate(), time.Millisecond; got != want {
+		t.Errorf("got estimate %v after the probe waited 1ms, want %v", got, want)
+	}
+	if got, want := next.calls.Load(), int32(1); got != want {
+		t.Errorf("got %d handler calls, want %d (the probe)", got, want)
+	}
+}
+
+func TestMaxQueueWaitSamplesTotalWait(t *testing.T) {
+	// The sample is the request's wait in total, not only for its first
+	// slot: a request that starts at once, gives its slot up in Blocking
+	// and then waits at least 40 ms for it back reports at least 40 ms
+	// (the estimate at least a quarter of it). The first version sampled
+	// the first-slot wait, about 0 here. The 40 ms is a lower bound the
+	// test enforces, not a timing claim.
+	s := newScheduler(t)
+	const hold = 40 * time.Millisecond
+	h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		TaskFrom(r.Context()).Blocking(func() {
+			release := holdSlot(t, s)
+			go func() {
+				for s.Stats().Blocked != 0 { // until the request waits for its slot back
+					time.Sleep(time.Millisecond)
+				}
+				time.Sleep(hold)
+				release()
+			}()
+		})
+	}), WithMaxQueueWait(time.Hour))
+	hd := asHandler(t, h)
+	if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusOK {
+		t.Fatalf("got %d, want 200", rec.Code)
+	}
+	if got, want := hd.estimate(), hold/4; got < want {
+		t.Errorf("got estimate %v, want at least %v (a quarter of the %v wait for the slot back)", got, want, hold)
+	}
+}
+
 func TestWaitEstimator(t *testing.T) {
-	// Steps on one estimator with a 10ms budget.
+	// Steps on one estimator with a 10ms budget. observe's wait is a
+	// request's queueing delay in total (Task.Waited), given as its handler
+	// ends; dropped's is its wait for a first slot it never got.
 	const ms = time.Millisecond
 	type step struct {
-		op              string // admit, observe, dropped, cancelled
+		op              string // admit, observe (handler ended), dropped (queue full), cancelled (context ended)
 		wait            time.Duration
 		probe           bool
 		wantAdmit       bool // admit
@@ -295,7 +415,9 @@ func TestWaitEstimator(t *testing.T) {
 		{op: "admit", wantAdmit: true, wantProbe: true, wantEstimateAft: 30 * ms},
 		{op: "cancelled", probe: true, wait: 2 * ms, wantEstimateAft: 30 * ms}, // ... and never lowers it
 		{op: "admit", wantAdmit: true, wantProbe: true, wantEstimateAft: 30 * ms},
-		{op: "admit", wantAdmit: false, wantEstimateAft: 30 * ms},
+		{op: "admit", wantAdmit: false, wantEstimateAft: 30 * ms},             // the probe's handler is running
+		{op: "observe", wait: 90 * ms, wantEstimateAft: 30*ms + 15*ms},        // an earlier request ends
+		{op: "admit", wantAdmit: false, wantEstimateAft: 45 * ms},             // ... which does not end the probe
 		{op: "observe", probe: true, wait: 40 * ms, wantEstimateAft: 40 * ms}, // still long
 		{op: "admit", wantAdmit: true, wantProbe: true, wantEstimateAft: 40 * ms},
 		{op: "observe", probe: true, wait: 3 * ms, wantEstimateAft: 3 * ms}, // within budget
