@@ -177,9 +177,25 @@ func quantile(h *cpusched.Histogram, q float64) string {
 			continue
 		}
 		if i == len(h.Counts)-1 {
-			return ">" + cpusched.BucketBound(i-1).String()
+			return ">" + roundBound(cpusched.BucketBound(i-1))
 		}
-		return "<=" + cpusched.BucketBound(i).String()
+		return "<=" + roundBound(cpusched.BucketBound(i))
 	}
 	return "-" // not reached: the counts sum to n
+}
+
+// roundBound prints a bucket bound (1us<<i) to three significant digits:
+// 524.288ms as 524ms.
+func roundBound(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= 100*time.Millisecond:
+		return d.Round(time.Millisecond).String()
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.String()
 }
