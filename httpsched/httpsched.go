@@ -93,29 +93,34 @@ func WithRequestTaskOptions(fn func(*http.Request) []cpusched.TaskOption) Option
 	})
 }
 
-// WithMaxQueueWait makes the handler answer 503 at once, without queueing
-// the request, while the expected queueing delay exceeds d, which must be
-// positive. The queueing delay is a request's whole wait for CPU: for its
-// first worker slot, and for its slot back after each Checkpoint that gave
-// it up and each Blocking call (Task.Waited), that is its response time
-// minus the handler's own CPU and I/O time. The expected delay is estimated
-// from the delays of this handler's recent requests, each known when its
-// handler ends (see shed.go); without this option a request waits as long
-// as its context lets it.
+// WithMaxQueueWait makes the handler shed load to keep each of its
+// requests' queueing delay around d, which must be positive. The queueing
+// delay is a request's whole wait for CPU: for its first worker slot, and
+// for its slot back after each Checkpoint that gave it up and each Blocking
+// call (Task.Waited), that is its response time minus the handler's own CPU
+// and I/O time. The handler limits how many of its requests are in flight
+// (queued or running) and answers 503 with Retry-After at once, without
+// queueing, to a request that finds the limit reached. It learns the limit
+// from the delays of its requests, each known when its handler ends: one
+// more while they wait at most d and use the whole limit, half as many
+// (once per round of requests) when one waits longer, never fewer than one
+// (see shed.go). It starts at s.Workers(). Without this option a request
+// waits as long as its context lets it.
 //
-// Because a request's delay is known only when it ends, the estimate lags
-// the load: when it falls within d, every request that arrives before the
-// first admitted one ends is admitted, and these time-share the slots. So
-// under sustained overload the handler sheds most requests yet does not
-// hold the served ones to d. With closed-loop clients sending requests of
-// 20 ms of CPU to a one-slot scheduler and d = 5 ms
+// d is a target, not a bound: the limit moves only after a request has
+// waited too long, and at its floor of one request a request waits behind
+// every other task of the scheduler. With closed-loop clients sending
+// requests of 20 ms of CPU to a one-slot scheduler and d = 5 ms
 // (BenchmarkShedUnderLoad, 3 runs of 3 s, IsolationReserve, a shared
-// 2-core machine): 8 clients got 136-137 ms responses with 116-117 ms of
-// queueing delay, and 82-84% of requests shed; 32 clients got 609-650 ms
-// responses with 589-628 ms of delay, and 87-88% shed. (Sampling the
-// first-slot wait instead, as the first version did, shed 0% and 4-12% of
-// them, at 171-173 ms and 684-696 ms on the same machine; the served
-// throughput, 48-56 requests a second, is the slot's either way.)
+// 2-core machine), the served requests waited 12.0-12.5 ms in total (2.4-2.5
+// times d: the limit alternates between one request alone and two sharing
+// the slot) and took 31-32 ms, for 8 and 32 clients alike, at 51-52
+// requests a second, which keeps the slot busy. A client is shed at once, so
+// the share of shed requests counts its retries (every 5 ms here): 95.5% and
+// 99.0%. The previous estimator, a moving average with a probe, admitted
+// bursts: 92-117 ms of delay for 8 clients and 467-628 ms for 32, with
+// 79-88% shed; sampling the first-slot wait only, as the first version did,
+// shed little, at 171-173 ms and 684-696 ms responses.
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -190,7 +195,7 @@ type handler struct {
 	sched *cpusched.Scheduler
 	next  http.Handler
 	cfg   config
-	wait  *waitEstimator // nil without WithMaxQueueWait
+	limit *concurrencyLimit // nil without WithMaxQueueWait
 }
 
 // NewHandler returns a handler that runs each request to h as a task of s,
@@ -213,7 +218,7 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 	}
 	hd := &handler{sched: s, next: h, cfg: cfg}
 	if cfg.maxQueueWait > 0 {
-		hd.wait = &waitEstimator{budget: cfg.maxQueueWait}
+		hd.limit = newConcurrencyLimit(cfg.maxQueueWait, s.Workers())
 	}
 	return hd, nil
 }
@@ -228,8 +233,8 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // Answers the handler writes itself, without running h:
 //   - 503 Service Unavailable with Retry-After (WithRetryAfter) when s's
 //     queue is full (cpusched.ErrQueueFull), when s is closed
-//     (cpusched.ErrClosed), and when the expected queueing delay exceeds
-//     WithMaxQueueWait's budget;
+//     (cpusched.ErrClosed), and when as many of its requests are in flight
+//     as WithMaxQueueWait's limit allows;
 //   - 503 with Retry-After when the request's context ends while it waits
 //     for a slot: the client has gone (net/http then drops the answer) or a
 //     deadline passed; the task never started and nothing is left behind;
@@ -287,19 +292,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		opts = append(opts[:len(opts):len(opts)], h.cfg.requestTaskOpts(r)...)
 	}
 	sr := &scheduledRequest{h: h, r: r, rw: responseWriter{ResponseWriter: w}}
-	if h.wait != nil {
-		sr.queuedAt = h.cfg.now()
+	if h.limit != nil {
 		var admit bool
-		if admit, sr.probe = h.wait.admit(); !admit {
+		if sr.round, admit = h.limit.admit(); !admit {
 			h.unavailable(w)
 			return
 		}
+		sr.queuedAt = h.cfg.now()
 	}
 	err := h.sched.Run(r.Context(), sr.run, opts...)
 	switch {
 	case err == nil:
 	case !sr.started:
-		h.notStarted(w, r, err, sr.queuedAt, sr.probe)
+		h.notStarted(w, r, err, sr.queuedAt, sr.round)
 	default:
 		h.failed(w, r, &sr.rw, err)
 	}
@@ -311,16 +316,17 @@ type scheduledRequest struct {
 	r        *http.Request
 	rw       responseWriter
 	queuedAt time.Duration // on h.cfg.now's clock, with WithMaxQueueWait
-	probe    bool          // admitted as the wait estimator's probe
+	round    uint64        // the limit's round it was admitted in, with WithMaxQueueWait
 	started  bool          // run was called; read after Run returns
 }
 
 // run is the task: the handler, with the task in the request's context.
 func (sr *scheduledRequest) run(t *cpusched.Task) error {
 	sr.started = true
-	if sr.h.wait != nil {
+	if sr.h.limit != nil {
 		// Deferred, so that a handler that panics (or calls runtime.Goexit)
-		// gives its sample too: a probe must always report.
+		// gives its sample and its place back too: a place never returned
+		// would lower the limit for good.
 		defer sr.observe(t)
 	}
 	ctx := context.WithValue(t.Context(), taskKey{}, t)
@@ -328,16 +334,16 @@ func (sr *scheduledRequest) run(t *cpusched.Task) error {
 	return nil
 }
 
-// observe gives the wait estimator the request's queueing delay, at the
-// end of its handler, on the goroutine that runs the task.
+// observe gives the limit the request's queueing delay, and its place
+// back, at the end of its handler, on the goroutine that runs the task.
 func (sr *scheduledRequest) observe(t *cpusched.Task) {
-	sr.h.wait.observe(sr.h.cfg.waited(t), sr.probe)
+	sr.h.limit.observe(sr.h.cfg.waited(t), sr.round)
 }
 
 // notStarted answers a request whose task never started with err.
-func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, queuedAt time.Duration, probe bool) {
-	if h.wait != nil {
-		h.wait.dropped(h.cfg.now()-queuedAt, probe, r.Context().Err() != nil)
+func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, queuedAt time.Duration, round uint64) {
+	if h.limit != nil {
+		h.limit.dropped(h.cfg.now()-queuedAt, round, r.Context().Err() != nil)
 	}
 	switch {
 	case errors.Is(err, cpusched.ErrQueueFull), errors.Is(err, cpusched.ErrClosed), r.Context().Err() != nil:

@@ -1,0 +1,369 @@
+package httpsched
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cpusched/cpusched"
+)
+
+// fakeClock is the clock of a test, which measures how long a request
+// waited before its context ended.
+type fakeClock struct{ now atomic.Int64 }
+
+func (c *fakeClock) Now() time.Duration      { return time.Duration(c.now.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.now.Add(int64(d)) }
+func (c *fakeClock) option() Option          { return withClock(c.Now) }
+
+// fakeWaited is what a test's tasks report as their Task.Waited.
+type fakeWaited struct{ wait atomic.Int64 }
+
+func (f *fakeWaited) Set(d time.Duration)                 { f.wait.Store(int64(d)) }
+func (f *fakeWaited) waited(*cpusched.Task) time.Duration { return time.Duration(f.wait.Load()) }
+func (f *fakeWaited) option() Option                      { return withWaited(f.waited) }
+
+func asHandler(t *testing.T, h http.Handler) *handler {
+	t.Helper()
+	hd, ok := h.(*handler)
+	if !ok {
+		t.Fatalf("got %T, want *handler", h)
+	}
+	return hd
+}
+
+// checkLimit reports a handler whose limit or requests in flight are not
+// the wanted ones.
+func checkLimit(t *testing.T, what string, h *handler, wantInflight, wantLimit int64) {
+	t.Helper()
+	if in, lim := h.limit.inflight.Load(), h.limit.limit.Load(); in != wantInflight || lim != wantLimit {
+		t.Errorf("%s: got inflight %d, limit %d; want %d, %d", what, in, lim, wantInflight, wantLimit)
+	}
+}
+
+// gated is a handler that answers "ok" and counts its calls; a request to
+// /hold signals entered and waits for proceed, one to /panic panics, one
+// to /abort panics with http.ErrAbortHandler, and one to /goexit calls
+// runtime.Goexit.
+type gated struct {
+	calls            atomic.Int32
+	entered, proceed chan struct{}
+}
+
+func newGated() *gated { return &gated{entered: make(chan struct{}), proceed: make(chan struct{})} }
+
+func (h *gated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.calls.Add(1)
+	switch r.URL.Path {
+	case "/hold":
+		h.entered <- struct{}{}
+		<-h.proceed
+	case "/panic":
+		panic("handler panics")
+	case "/abort":
+		panic(http.ErrAbortHandler)
+	case "/goexit":
+		runtime.Goexit()
+	}
+	w.Write([]byte("ok"))
+}
+
+func TestConcurrencyLimit(t *testing.T) {
+	// Steps on one limit with a 10ms budget, starting at 4. Requests are
+	// named by a letter; observe's wait is a request's queueing delay in
+	// total (Task.Waited), given as its handler ends; dropped's is its wait
+	// for a first slot it never got.
+	const ms = time.Millisecond
+	steps := []struct {
+		op           string // admit, observe (handler ended), dropped (queue full), cancelled (context ended)
+		req          byte
+		wait         time.Duration
+		wantAdmit    bool // admit
+		wantInflight int64
+		wantLimit    int64
+	}{
+		{op: "admit", req: 'a', wantAdmit: true, wantInflight: 1, wantLimit: 4},
+		{op: "observe", req: 'a', wait: 1 * ms, wantInflight: 0, wantLimit: 4}, // 1 of 4 used: no increase
+		{op: "admit", req: 'a', wantAdmit: true, wantInflight: 1, wantLimit: 4},
+		{op: "admit", req: 'b', wantAdmit: true, wantInflight: 2, wantLimit: 4},
+		{op: "admit", req: 'c', wantAdmit: true, wantInflight: 3, wantLimit: 4},
+		{op: "admit", req: 'd', wantAdmit: true, wantInflight: 4, wantLimit: 4},
+		{op: "admit", req: 'e', wantAdmit: false, wantInflight: 4, wantLimit: 4}, // inflight == limit: shed
+		{op: "observe", req: 'a', wait: 10 * ms, wantInflight: 3, wantLimit: 5},  // within budget, the limit full: +1
+		{op: "admit", req: 'e', wantAdmit: true, wantInflight: 4, wantLimit: 5},
+		{op: "admit", req: 'f', wantAdmit: true, wantInflight: 5, wantLimit: 5},
+		{op: "observe", req: 'b', wait: 20 * ms, wantInflight: 4, wantLimit: 2}, // over budget: halved, the round ends
+		{op: "observe", req: 'c', wait: 30 * ms, wantInflight: 3, wantLimit: 2}, // same round: no second decrease
+		{op: "admit", req: 'g', wantAdmit: false, wantInflight: 3, wantLimit: 2},
+		{op: "observe", req: 'd', wait: 1 * ms, wantInflight: 2, wantLimit: 2}, // old round: no increase either
+		{op: "observe", req: 'e', wait: 1 * ms, wantInflight: 1, wantLimit: 2},
+		{op: "observe", req: 'f', wait: 1 * ms, wantInflight: 0, wantLimit: 2},
+		{op: "admit", req: 'g', wantAdmit: true, wantInflight: 1, wantLimit: 2},
+		{op: "admit", req: 'h', wantAdmit: true, wantInflight: 2, wantLimit: 2},
+		{op: "observe", req: 'g', wait: 1 * ms, wantInflight: 1, wantLimit: 3}, // the new round, full: +1
+		{op: "observe", req: 'h', wait: 50 * ms, wantInflight: 0, wantLimit: 1},
+		{op: "admit", req: 'i', wantAdmit: true, wantInflight: 1, wantLimit: 1},
+		{op: "observe", req: 'i', wait: 50 * ms, wantInflight: 0, wantLimit: 1}, // floor 1
+		{op: "admit", req: 'j', wantAdmit: true, wantInflight: 1, wantLimit: 1}, // ... so one is always admitted
+		{op: "dropped", req: 'j', wait: 50 * ms, wantInflight: 0, wantLimit: 1}, // queue full: no sample
+		{op: "admit", req: 'k', wantAdmit: true, wantInflight: 1, wantLimit: 1},
+		{op: "cancelled", req: 'k', wait: 5 * ms, wantInflight: 0, wantLimit: 1}, // a lower bound within budget: no sample
+		{op: "admit", req: 'l', wantAdmit: true, wantInflight: 1, wantLimit: 1},
+		{op: "observe", req: 'l', wait: 0, wantInflight: 0, wantLimit: 2},
+		{op: "admit", req: 'm', wantAdmit: true, wantInflight: 1, wantLimit: 2},
+		{op: "cancelled", req: 'm', wait: 30 * ms, wantInflight: 0, wantLimit: 1}, // a lower bound over budget: halved
+	}
+	l := newConcurrencyLimit(10*ms, 4)
+	rounds := map[byte]uint64{}
+	for i, st := range steps {
+		switch st.op {
+		case "admit":
+			round, ok := l.admit()
+			if ok != st.wantAdmit {
+				t.Errorf("step %d: admit %c: got %t, want %t", i, st.req, ok, st.wantAdmit)
+			}
+			rounds[st.req] = round
+		case "observe":
+			l.observe(st.wait, rounds[st.req])
+		case "dropped", "cancelled":
+			l.dropped(st.wait, rounds[st.req], st.op == "cancelled")
+		}
+		if in, lim := l.inflight.Load(), l.limit.Load(); in != st.wantInflight || lim != st.wantLimit {
+			t.Errorf("step %d (%s %c %v): got inflight %d, limit %d; want %d, %d",
+				i, st.op, st.req, st.wait, in, lim, st.wantInflight, st.wantLimit)
+		}
+	}
+}
+
+func TestConcurrencyLimitBounds(t *testing.T) {
+	tests := []struct {
+		name      string
+		initial   int   // newConcurrencyLimit's
+		inflight  int64 // set before the request
+		wantLimit int64 // after one request admitted and observed within budget
+	}{
+		{"initial 0 is 1", 0, 0, 2},
+		{"initial above the cap", 1 << 20, maxLimit - 1, maxLimit},
+		{"the cap", maxLimit, maxLimit - 1, maxLimit},
+		{"below the cap", maxLimit - 1, maxLimit - 2, maxLimit},
+	}
+	for _, tt := range tests {
+		l := newConcurrencyLimit(time.Millisecond, tt.initial)
+		l.inflight.Store(tt.inflight)
+		round, ok := l.admit()
+		if !ok {
+			t.Errorf("%s: admit: got false, want true", tt.name)
+			continue
+		}
+		l.observe(0, round)
+		if got := l.limit.Load(); got != tt.wantLimit || l.inflight.Load() != tt.inflight {
+			t.Errorf("%s: got limit %d, inflight %d; want %d, %d", tt.name, got, l.inflight.Load(), tt.wantLimit, tt.inflight)
+		}
+	}
+}
+
+func TestMaxQueueWait(t *testing.T) {
+	// Through the handler, on a 4-slot scheduler (the limit starts at 4)
+	// with a 10ms budget: requests to /hold stay in flight until released
+	// one at a time, each reporting the wait set then. A request that finds
+	// the limit reached is shed with 503 and never reaches the scheduler;
+	// over-budget waits halve the limit once per round, down to 1, and
+	// short waits raise it again, by one per sample that finds it full.
+	const ms = time.Millisecond
+	s := newScheduler(t, cpusched.WithWorkers(4))
+	var waited fakeWaited
+	next := newGated()
+	hd := asHandler(t, Handler(s, next, WithMaxQueueWait(10*ms), waited.option(), WithRetryAfter(2*time.Second)))
+	codes := make(chan int, 8)                // buffered: a failed test's held requests still end
+	t.Cleanup(func() { close(next.proceed) }) // before Close, which waits for them
+	var submitted uint64
+	steps := []struct {
+		op           string // hold: n requests enter; release: n end with wait; shed: one is shed; serve: n serial requests
+		n            int
+		wait         time.Duration
+		wantInflight int64
+		wantLimit    int64
+	}{
+		{op: "hold", n: 4, wantInflight: 4, wantLimit: 4},
+		{op: "shed", wantInflight: 4, wantLimit: 4},
+		{op: "release", n: 1, wait: 100 * ms, wantInflight: 3, wantLimit: 2},
+		{op: "release", n: 3, wait: 100 * ms, wantInflight: 0, wantLimit: 2}, // the same round: once
+		{op: "hold", n: 2, wantInflight: 2, wantLimit: 2},
+		{op: "shed", wantInflight: 2, wantLimit: 2},
+		{op: "release", n: 2, wait: 100 * ms, wantInflight: 0, wantLimit: 1},
+		{op: "hold", n: 1, wantInflight: 1, wantLimit: 1},
+		{op: "shed", wantInflight: 1, wantLimit: 1},
+		{op: "release", n: 1, wait: 100 * ms, wantInflight: 0, wantLimit: 1},
+		// The waits drop: the limit recovers.
+		{op: "hold", n: 1, wantInflight: 1, wantLimit: 1},
+		{op: "release", n: 1, wait: ms, wantInflight: 0, wantLimit: 2},
+		{op: "hold", n: 2, wantInflight: 2, wantLimit: 2},
+		{op: "release", n: 2, wait: ms, wantInflight: 0, wantLimit: 3},
+		{op: "hold", n: 3, wantInflight: 3, wantLimit: 3},
+		{op: "release", n: 3, wait: ms, wantInflight: 0, wantLimit: 4},
+		// One request at a time never fills a limit of 4: it stays.
+		{op: "serve", n: 5, wait: ms, wantInflight: 0, wantLimit: 4},
+	}
+	for i, st := range steps {
+		switch st.op {
+		case "hold":
+			for range st.n {
+				go func() { codes <- serve(hd, httptest.NewRequest("GET", "/hold", nil)).Code }()
+				select {
+				case <-next.entered:
+				case code := <-codes:
+					t.Fatalf("step %d: got %d, want the request to enter the handler", i, code)
+				}
+			}
+			submitted += uint64(st.n)
+		case "release":
+			waited.Set(st.wait)
+			for range st.n {
+				next.proceed <- struct{}{}
+				if code := <-codes; code != http.StatusOK {
+					t.Errorf("step %d: released request: got %d, want 200", i, code)
+				}
+			}
+		case "shed":
+			check503(t, serve(hd, httptest.NewRequest("GET", "/", nil)), "2")
+		case "serve":
+			waited.Set(st.wait)
+			for range st.n {
+				if rec := serve(hd, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusOK {
+					t.Errorf("step %d: got %d, want 200", i, rec.Code)
+				}
+			}
+			submitted += uint64(st.n)
+		}
+		checkLimit(t, fmt.Sprintf("step %d (%s)", i, st.op), hd, st.wantInflight, st.wantLimit)
+		if got := s.Stats().Submitted; got != submitted {
+			t.Errorf("step %d (%s): got %d tasks submitted, want %d: shed requests must not reach the scheduler", i, st.op, got, submitted)
+		}
+	}
+}
+
+func TestMaxQueueWaitReleases(t *testing.T) {
+	// Every admitted request gives its place back exactly once, whichever
+	// way it ends (inflight back to 0, never below), and only a sample
+	// moves the limit. Each case starts with the limit at the scheduler's
+	// slots, a 10ms budget and requests reporting 1ms.
+	tests := []struct {
+		name      string
+		workers   int
+		run       func(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeClock)
+		wantLimit int64
+	}{
+		{"served", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
+			if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusOK {
+				t.Errorf("got %d, want 200", rec.Code)
+			}
+		}, 2},
+		{"panic", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
+			if rec := serve(h, httptest.NewRequest("GET", "/panic", nil)); rec.Code != http.StatusInternalServerError {
+				t.Errorf("got %d, want 500", rec.Code)
+			}
+		}, 2},
+		{"ErrAbortHandler", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
+			if _, p := servePanic(h, httptest.NewRequest("GET", "/abort", nil)); p != http.ErrAbortHandler {
+				t.Errorf("got panic %v, want http.ErrAbortHandler", p)
+			}
+		}, 2},
+		{"Goexit", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				serve(h, httptest.NewRequest("GET", "/goexit", nil)) // IsolationNone: ends this goroutine
+			}()
+			<-done
+		}, 2},
+		{"queue full", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
+			holdSlot(t, s)
+			if _, err := s.Go(context.Background(), func(*cpusched.Task) error { return nil }); err != nil {
+				t.Fatal(err) // fills the queue of 1
+			}
+			check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "1")
+		}, 1},
+		{"task options refused", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
+			h.cfg.requestTaskOpts = func(*http.Request) []cpusched.TaskOption {
+				return []cpusched.TaskOption{cpusched.WithNice(99)}
+			}
+			if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusInternalServerError {
+				t.Errorf("got %d, want 500", rec.Code)
+			}
+		}, 1},
+		{"closed", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
+			if err := s.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "1")
+		}, 1},
+		{"cancelled within the budget", 2, func(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeClock) {
+			cancelQueued(t, s, h, clock, 5*time.Millisecond)
+		}, 2},
+		{"cancelled over the budget", 2, func(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeClock) {
+			cancelQueued(t, s, h, clock, 30*time.Millisecond)
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newScheduler(t, cpusched.WithWorkers(tt.workers), cpusched.WithQueueLimit(1))
+			var clock fakeClock
+			var waited fakeWaited
+			waited.Set(time.Millisecond)
+			logger, _ := logBuffer()
+			h := asHandler(t, Handler(s, newGated(), WithMaxQueueWait(10*time.Millisecond),
+				clock.option(), waited.option(), WithLogger(logger)))
+			tt.run(t, s, h, &clock)
+			checkLimit(t, "after the request", h, 0, tt.wantLimit)
+		})
+	}
+}
+
+// cancelQueued holds every slot of s, queues a request to h, advances the
+// clock by d and cancels the request, which must get 503.
+func cancelQueued(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeClock, d time.Duration) {
+	t.Helper()
+	for range s.Workers() {
+		holdSlot(t, s)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan *httptest.ResponseRecorder)
+	go func() { done <- serve(h, httptest.NewRequestWithContext(ctx, "GET", "/", nil)) }()
+	waitQueued(t, s, 1)
+	clock.Advance(d)
+	cancel()
+	check503(t, <-done, "1")
+}
+
+func TestMaxQueueWaitSamplesTotalWait(t *testing.T) {
+	// The sample is the request's wait in total, not only for its first
+	// slot: a request that starts at once, gives its slot up in Blocking
+	// and then waits at least 40 ms for it back reports at least 40 ms,
+	// over the 10 ms budget, so the limit stays at 1. Had its first-slot
+	// wait (about 0) been the sample, the limit, full, would have grown to
+	// 2. The 40 ms is a lower bound the test enforces, not a timing claim.
+	s := newScheduler(t)
+	const hold = 40 * time.Millisecond
+	h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		TaskFrom(r.Context()).Blocking(func() {
+			release := holdSlot(t, s)
+			go func() {
+				for s.Stats().Blocked != 0 { // until the request waits for its slot back
+					time.Sleep(time.Millisecond)
+				}
+				time.Sleep(hold)
+				release()
+			}()
+		})
+	}), WithMaxQueueWait(10*time.Millisecond))
+	hd := asHandler(t, h)
+	if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusOK {
+		t.Fatalf("got %d, want 200", rec.Code)
+	}
+	checkLimit(t, "after a request that waited 40ms for its slot back", hd, 0, 1)
+}
