@@ -167,7 +167,9 @@ func TestTraceTasksAndRegions(t *testing.T) {
 		t.Skipf("cannot start tracing (already on?): %v", err)
 	}
 	const steps = 8
+	bothQueued := make(chan struct{})
 	long := func(task *Task) error {
+		<-bothQueued // else the first could end before the second arrives
 		for i := range steps {
 			if i == steps/2 {
 				task.Blocking(func() {})
@@ -182,6 +184,7 @@ func TestTraceTasksAndRegions(t *testing.T) {
 	}
 	h1, err1 := s.Go(context.Background(), long)
 	h2, err2 := s.Go(context.Background(), long, WithClass(ClassBatch))
+	close(bothQueued)
 	if err := errors.Join(err1, err2); err != nil {
 		trace.Stop()
 		t.Fatal(err)
