@@ -265,9 +265,8 @@ func sortedStrings(s []string) []string {
 // silence, also on the standard logger.
 func TestLogger(t *testing.T) {
 	var std bytes.Buffer
+	defer log.SetOutput(log.Writer())
 	log.SetOutput(&std)
-	defer log.SetOutput(io.Discard)
-	defer func() { log.SetOutput(nil) }()
 
 	saved := probeOSPriority
 	probeOSPriority = func(osprio.Policy) error { return errors.New("setpriority: operation not permitted") }
