@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/cpusched/cpusched/internal/report"
 )
 
 // experiment is one row of the lab's table: `cpusched lab NAME [flags]`.
@@ -83,4 +87,78 @@ func runLabChild(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usagef("lab-child: no child workload for %q", args[0])
 	}
 	return e.child(ctx, args[1:], stdout, stderr)
+}
+
+// labReport is the end that lab switch and lab priority share: it runs the
+// experiment under a progress line and, if anything was measured, says
+// whether the run stopped early and writes the table (or -json), the JSON
+// files and the plots. It returns run's error.
+func labReport[R any](name string, stdout, stderr io.Writer, jsonPath, outDir string,
+	run func(progress func(string, ...any)) (res R, measured bool, err error),
+	table func(io.Writer, R) error, plots func(dir string, res R) ([]string, error)) error {
+	prog := report.NewProgress(stderr)
+	res, measured, runErr := run(prog.Set)
+	prog.Done()
+	if !measured {
+		return runErr
+	}
+	if runErr != nil {
+		fmt.Fprintf(stderr, "lab %s: stopped early (%v): the tables show what was measured until then\n", name, runErr)
+	}
+	jsonName := name + ".json"
+	if err := labWriteOutputs(res, jsonPath, outDir, jsonName, stdout, func(w io.Writer) error { return table(w, res) }); err != nil {
+		return err
+	}
+	if outDir != "" {
+		paths, err := plots(outDir, res)
+		if err != nil {
+			return fmt.Errorf("lab %s: plot: %w", name, err)
+		}
+		if jsonPath != "-" {
+			fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(outDir, jsonName), strings.Join(paths, ", "))
+		}
+	}
+	return runErr
+}
+
+// labWriteOutputs prints the table (or the JSON for -json -) and writes the
+// JSON to jsonPath and to outDir/jsonName when asked.
+func labWriteOutputs(v any, jsonPath, outDir, jsonName string, stdout io.Writer, table func(io.Writer) error) error {
+	writeJSON := func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	writeTo := func(path string) error {
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := writeJSON(f); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if jsonPath == "-" {
+		if err := writeJSON(stdout); err != nil {
+			return err
+		}
+	} else if err := table(stdout); err != nil {
+		return err
+	}
+	if jsonPath != "" && jsonPath != "-" {
+		if err := writeTo(jsonPath); err != nil {
+			return err
+		}
+	}
+	if outDir != "" {
+		if err := os.MkdirAll(outDir, 0o755); err != nil {
+			return err
+		}
+		if err := writeTo(filepath.Join(outDir, jsonName)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

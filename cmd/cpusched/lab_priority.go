@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/cpusched/cpusched/internal/lab/priority"
-	"github.com/cpusched/cpusched/internal/report"
 )
 
 // runLabPriority is `cpusched lab priority`: copies of a CPU loop pinned to
@@ -57,29 +55,17 @@ func runLabPriority(ctx context.Context, args []string, stdout, stderr io.Writer
 	if cfg.Command, err = labChildCommand("priority"); err != nil {
 		return err
 	}
-	prog := report.NewProgress(stderr)
-	cfg.Progress = prog.Set
-	res, runErr := priority.Run(ctx, cfg)
-	prog.Done()
-	if res == nil || len(res.CPULoops) == 0 {
-		return runErr
-	}
-	if runErr != nil {
-		fmt.Fprintf(stderr, "lab priority: stopped early (%v): the tables show the parts measured until then\n", runErr)
-	}
-	if err := labWriteOutputs(res, *jsonPath, *outDir, "priority.json", stdout, func(w io.Writer) error { return priority.WriteTable(w, res) }); err != nil {
-		return err
-	}
-	if *outDir != "" {
-		png, err := priority.WritePlot(*outDir, res)
-		if err != nil {
-			return fmt.Errorf("lab priority: plot: %w", err)
-		}
-		if *jsonPath != "-" {
-			fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*outDir, "priority.json"), png)
-		}
-	}
-	return runErr
+	return labReport("priority", stdout, stderr, *jsonPath, *outDir,
+		func(progress func(string, ...any)) (*priority.Result, bool, error) {
+			cfg.Progress = progress
+			res, err := priority.Run(ctx, cfg)
+			return res, res != nil && len(res.CPULoops) > 0, err
+		},
+		priority.WriteTable,
+		func(dir string, res *priority.Result) ([]string, error) {
+			png, err := priority.WritePlot(dir, res)
+			return []string{png}, err
+		})
 }
 
 // childLabPriority is `cpusched lab-child priority ...`: one OS copy

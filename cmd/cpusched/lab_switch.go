@@ -6,13 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 
 	switchcost "github.com/cpusched/cpusched/internal/lab/switch"
-	"github.com/cpusched/cpusched/internal/report"
 )
 
 // runLabSwitch is `cpusched lab switch`: the seed's goroutine switching
@@ -69,29 +66,13 @@ func runLabSwitch(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if cfg.Command, err = labChildCommand("switch"); err != nil {
 		return err
 	}
-	prog := report.NewProgress(stderr)
-	cfg.Progress = prog.Set
-	res, runErr := switchcost.Run(ctx, cfg)
-	prog.Done()
-	if res == nil || len(res.Cells) == 0 {
-		return runErr
-	}
-	if runErr != nil {
-		fmt.Fprintf(stderr, "lab switch: stopped early (%v): the table shows the cells measured until then\n", runErr)
-	}
-	if err := labWriteOutputs(res, *jsonPath, *outDir, "switch.json", stdout, func(w io.Writer) error { return switchcost.WriteTable(w, res) }); err != nil {
-		return err
-	}
-	if *outDir != "" {
-		paths, err := switchcost.WritePlots(*outDir, res)
-		if err != nil {
-			return fmt.Errorf("lab switch: plot: %w", err)
-		}
-		if *jsonPath != "-" {
-			fmt.Fprintf(stdout, "wrote %s and %s\n", filepath.Join(*outDir, "switch.json"), strings.Join(paths, ", "))
-		}
-	}
-	return runErr
+	return labReport("switch", stdout, stderr, *jsonPath, *outDir,
+		func(progress func(string, ...any)) (*switchcost.Result, bool, error) {
+			cfg.Progress = progress
+			res, err := switchcost.Run(ctx, cfg)
+			return res, res != nil && len(res.Cells) > 0, err
+		},
+		switchcost.WriteTable, switchcost.WritePlots)
 }
 
 // childLabSwitch is `cpusched lab-child switch ...`: one cell, printed as
@@ -115,46 +96,4 @@ func childLabSwitch(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	return json.NewEncoder(stdout).Encode(c)
-}
-
-// labWriteOutputs prints the table (or the JSON for -json -) and writes the
-// JSON to jsonPath and to outDir/jsonName when asked.
-func labWriteOutputs(v any, jsonPath, outDir, jsonName string, stdout io.Writer, table func(io.Writer) error) error {
-	writeJSON := func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	}
-	writeTo := func(path string) error {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		if err := writeJSON(f); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	if jsonPath == "-" {
-		if err := writeJSON(stdout); err != nil {
-			return err
-		}
-	} else if err := table(stdout); err != nil {
-		return err
-	}
-	if jsonPath != "" && jsonPath != "-" {
-		if err := writeTo(jsonPath); err != nil {
-			return err
-		}
-	}
-	if outDir != "" {
-		if err := os.MkdirAll(outDir, 0o755); err != nil {
-			return err
-		}
-		if err := writeTo(filepath.Join(outDir, jsonName)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
