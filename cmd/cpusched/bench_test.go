@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -32,17 +31,7 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := dispatch(context.Background(), append([]string{"bench"}, tt.args...), &stdout, &stderr)
-			if code != 2 {
-				t.Errorf("exit code: got %d, want 2 (stderr %q)", code, stderr.String())
-			}
-			if !strings.Contains(stderr.String(), tt.wantErr) {
-				t.Errorf("stderr: got %q, want it to contain %q", stderr.String(), tt.wantErr)
-			}
-			if stdout.Len() != 0 {
-				t.Errorf("stdout: got %q, want nothing", stdout.String())
-			}
+			checkUsageError(t, append([]string{"bench"}, tt.args...), tt.wantErr)
 		})
 	}
 }

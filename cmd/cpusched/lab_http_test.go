@@ -21,11 +21,7 @@ func TestLabHTTPUsageErrors(t *testing.T) {
 		{"warmup negative", []string{"-warmup", "-1"}, "-warmup must be >= 0"},
 	}
 	for _, tt := range tests {
-		var stdout, stderr bytes.Buffer
-		code := dispatch(context.Background(), append([]string{"lab", "http"}, tt.args...), &stdout, &stderr)
-		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
-			t.Errorf("%s: got exit %d, stderr %q; want exit 2 and %q", tt.name, code, stderr.String(), tt.want)
-		}
+		checkUsageError(t, append([]string{"lab", "http"}, tt.args...), tt.want)
 	}
 	var stdout, stderr bytes.Buffer
 	if code := dispatch(context.Background(), []string{"lab-child", "http", "node"}, &stdout, &stderr); code != 2 {

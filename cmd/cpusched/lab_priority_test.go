@@ -21,11 +21,7 @@ func TestLabPriorityUsageErrors(t *testing.T) {
 		{[]string{"extra"}, `unexpected argument "extra"`},
 	}
 	for _, tt := range tests {
-		var stdout, stderr bytes.Buffer
-		code := dispatch(context.Background(), append([]string{"lab", "priority"}, tt.args...), &stdout, &stderr)
-		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
-			t.Errorf("lab priority %v: got exit %d, stderr %q; want exit 2 and %q", tt.args, code, stderr.String(), tt.want)
-		}
+		checkUsageError(t, append([]string{"lab", "priority"}, tt.args...), tt.want)
 	}
 }
 

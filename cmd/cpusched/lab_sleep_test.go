@@ -27,11 +27,7 @@ func TestLabSleepUsageErrors(t *testing.T) {
 		{"extra argument", []string{"x"}, "unexpected arguments"},
 	}
 	for _, tt := range tests {
-		var stdout, stderr bytes.Buffer
-		code := dispatch(context.Background(), append([]string{"lab", "sleep"}, tt.args...), &stdout, &stderr)
-		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
-			t.Errorf("%s: got exit %d, stderr %q; want exit 2 and %q", tt.name, code, stderr.String(), tt.want)
-		}
+		checkUsageError(t, append([]string{"lab", "sleep"}, tt.args...), tt.want)
 	}
 }
 

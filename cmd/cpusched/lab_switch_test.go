@@ -25,11 +25,7 @@ func TestLabSwitchUsageErrors(t *testing.T) {
 		{[]string{"-nope"}, "flag provided but not defined"},
 	}
 	for _, tt := range tests {
-		var stdout, stderr bytes.Buffer
-		code := dispatch(context.Background(), append([]string{"lab", "switch"}, tt.args...), &stdout, &stderr)
-		if code != 2 || !strings.Contains(stderr.String(), tt.want) {
-			t.Errorf("lab switch %v: got exit %d, stderr %q; want exit 2 and %q", tt.args, code, stderr.String(), tt.want)
-		}
+		checkUsageError(t, append([]string{"lab", "switch"}, tt.args...), tt.want)
 	}
 }
 

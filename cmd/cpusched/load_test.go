@@ -55,17 +55,7 @@ func TestLoadUsageErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := dispatch(context.Background(), append([]string{"load"}, tt.args...), &stdout, &stderr)
-			if code != 2 {
-				t.Errorf("got exit status %d, want 2 (stderr %q)", code, stderr.String())
-			}
-			if !strings.Contains(stderr.String(), tt.wantErr) {
-				t.Errorf("got stderr %q, want it to contain %q", stderr.String(), tt.wantErr)
-			}
-			if stdout.Len() != 0 {
-				t.Errorf("got stdout %q, want nothing", stdout.String())
-			}
+			checkUsageError(t, append([]string{"load"}, tt.args...), tt.wantErr)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"strings"
@@ -39,5 +40,19 @@ func TestDispatch(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "bench") || strings.Contains(errOut.String(), "lab-child ") {
 		t.Errorf("usage lists: %q, want bench listed and the internal lab-child hidden", errOut.String())
+	}
+}
+
+// checkUsageError runs cpusched with args and checks the usage-error
+// contract: exit status 2, wantErr on stderr, nothing on stdout.
+func checkUsageError(t *testing.T, args []string, wantErr string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := dispatch(context.Background(), args, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), wantErr) {
+		t.Errorf("cpusched %q: got exit %d, stderr %q; want exit 2 and stderr containing %q", args, code, stderr.String(), wantErr)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("cpusched %q: got stdout %q, want nothing", args, stdout.String())
 	}
 }
