@@ -36,7 +36,7 @@ func runLabHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	n := fs.Int("n", httplab.DefaultRequests, "measured requests per server (ab -n)")
 	warmup := fs.Int("warmup", httplab.DefaultWarmup, "requests sent before each measured run")
 	quick := fs.Bool("quick", false, fmt.Sprintf("short run: -n %d (under 20 s)", httplab.QuickRequests))
-	jsonPath := fs.String("json", "", "write the results as JSON to this file")
+	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "write http.json and a req/s bar chart (http.png) into this directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -72,22 +72,17 @@ func runLabHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	writeHTTPTable(stdout, results)
-	fmt.Fprintf(stdout, "\ntotal %.1fs; %d CPUs; `cpusched lab http -c %d -n %d` (warm-up %d)\n",
-		time.Since(start).Seconds(), runtime.NumCPU(), cfg.Concurrency, cfg.Requests, cfg.Warmup)
+	total := time.Since(start)
 	out := httpOutput{Concurrency: cfg.Concurrency, Requests: cfg.Requests, Warmup: cfg.Warmup, CPUs: runtime.NumCPU(), Servers: results}
-	if *jsonPath != "" {
-		if err := labWriteJSON(*jsonPath, out); err != nil {
-			return err
-		}
+	if err := labWriteOutputs(out, *jsonPath, *outDir, "http.json", stdout, func(w io.Writer) error {
+		writeHTTPTable(w, results)
+		_, err := fmt.Fprintf(w, "\ntotal %.1fs; %d CPUs; `cpusched lab http -c %d -n %d` (warm-up %d)\n",
+			total.Seconds(), runtime.NumCPU(), cfg.Concurrency, cfg.Requests, cfg.Warmup)
+		return err
+	}); err != nil {
+		return err
 	}
 	if *outDir != "" {
-		if err := os.MkdirAll(*outDir, 0o755); err != nil {
-			return err
-		}
-		if err := labWriteJSON(filepath.Join(*outDir, "http.json"), out); err != nil {
-			return err
-		}
 		var cats []string
 		var rps []float64
 		for _, r := range results {
@@ -102,7 +97,9 @@ func runLabHTTP(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if err := report.BarPlot(path, title, "req/s", false, cats, []report.Bars{{Name: "req/s", Values: rps}}); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "wrote %s\n", path)
+			if *jsonPath != "-" {
+				fmt.Fprintf(stdout, "wrote %s\n", path)
+			}
 		}
 	}
 	return nil

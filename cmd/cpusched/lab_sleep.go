@@ -39,7 +39,7 @@ func runLabSleep(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	modes := fs.String("modes", strings.Join(sleep.Modes, ","), "comma-separated modes: goroutine, locked")
 	quick := fs.Bool("quick", false, fmt.Sprintf("short run: -outer %d (under 20 s)", sleep.QuickOuter))
 	budget := fs.Duration("budget", sleepBudget, "trim -outer so the estimated sweep fits; 0 disables")
-	jsonPath := fs.String("json", "", "write the results as JSON to this file")
+	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "write sleep.json and avg-vs-threads PNG plots into this directory")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -100,27 +100,24 @@ func runLabSleep(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	out := sleepOutput{Sleep: cfg.Sleep.String(), Outer: cfg.Outer, Inner: cfg.Inner, WorkKiB: cfg.WorkKiB,
 		CPUs: runtime.NumCPU(), WorkPerIterUs: float64(workPer.Nanoseconds()) / 1e3, Cells: results}
-	writeSleepTable(stdout, cfg, results)
-	fmt.Fprintf(stdout, "\ntotal %.1fs; %d CPUs; work per iteration %.0f us on one CPU (inner %d x %d KiB)\n",
-		time.Since(start).Seconds(), runtime.NumCPU(), out.WorkPerIterUs, cfg.Inner, cfg.WorkKiB)
-	if *jsonPath != "" {
-		if err := labWriteJSON(*jsonPath, out); err != nil {
-			return err
-		}
+	total := time.Since(start)
+	if err := labWriteOutputs(out, *jsonPath, *outDir, "sleep.json", stdout, func(w io.Writer) error {
+		writeSleepTable(w, cfg, results)
+		_, err := fmt.Fprintf(w, "\ntotal %.1fs; %d CPUs; work per iteration %.0f us on one CPU (inner %d x %d KiB)\n",
+			total.Seconds(), runtime.NumCPU(), out.WorkPerIterUs, cfg.Inner, cfg.WorkKiB)
+		return err
+	}); err != nil {
+		return err
 	}
 	if *outDir != "" {
-		if err := os.MkdirAll(*outDir, 0o755); err != nil {
-			return err
-		}
-		if err := labWriteJSON(filepath.Join(*outDir, "sleep.json"), out); err != nil {
-			return err
-		}
 		for _, mode := range cfg.Modes {
 			path := filepath.Join(*outDir, "sleep-"+mode+".png")
 			if err := plotSleep(path, mode, cfg, results); err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "wrote %s\n", path)
+			if *jsonPath != "-" {
+				fmt.Fprintf(stdout, "wrote %s\n", path)
+			}
 		}
 	}
 	return nil
@@ -224,13 +221,4 @@ func labFlagGiven(fs *flag.FlagSet, name string) bool {
 		}
 	})
 	return found
-}
-
-// labWriteJSON writes v as indented JSON to path.
-func labWriteJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
