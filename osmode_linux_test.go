@@ -5,7 +5,9 @@ package cpusched
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/cpusched/cpusched/internal/osprio"
 	"golang.org/x/sys/unix"
@@ -82,4 +84,40 @@ func TestOSPriorityMode(t *testing.T) {
 	// idle Ms); the workers' threads must be gone.
 	waitFor(t, func() bool { return threadCount(t) <= threadsBefore+spareProcs+2 })
 	t.Logf("threads: %d before, %d after Close", threadsBefore, threadCount(t))
+}
+
+// TestRunWhileWorkersParkIsRaceFree pins a data race: in
+// IsolationOSPriority, Run read its task's wake channel field without the
+// lock while the task's worker made that channel when the task first parked
+// at a Checkpoint or came back from Blocking. Run now waits only on the
+// task's done channel. Run with -race.
+func TestRunWhileWorkersParkIsRaceFree(t *testing.T) {
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1), WithSlice(MinSlice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Run(context.Background(), func(tk *Task) error {
+				if i%2 == 0 {
+					tk.Blocking(func() { time.Sleep(10 * time.Microsecond) })
+				}
+				end := time.Now().Add(50 * time.Microsecond)
+				for time.Now().Before(end) {
+					if err := tk.Checkpoint(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
 }

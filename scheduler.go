@@ -203,31 +203,40 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	if err != nil {
 		return err
 	}
-	waitCh := t.wake // the slot, handed to this goroutine
 	if s.osMode {
-		waitCh = t.handle.done // the end, on a worker
+		// fn runs on a worker; this goroutine only waits for the end. It
+		// must not touch t.wake, which the worker owns once t has started.
 		if started {
 			s.spawn(t)
+			<-t.handle.done
+			return t.handle.err
 		}
-	} else if started {
-		return s.execute(t)
-	}
-	if started {
-		<-waitCh // OS-priority mode: running on a worker
-	} else {
-		// Queued: watch ctx here rather than with an AfterFunc, so that a
-		// queued Run costs no more than the Task (a per-context AfterFunc
-		// adds about 570 bytes when every task has its own context).
 		select {
-		case <-waitCh:
+		case <-t.handle.done:
 		case <-ctx.Done():
 			if s.cancelQueued(t) {
 				return ctx.Err()
 			}
-			<-waitCh // it got its slot meanwhile
+			<-t.handle.done // it started meanwhile
 		}
+		return t.handle.err
 	}
-	if s.osMode || t.state == stateDone { // ended on a worker, or removed by Close
+	if started {
+		return s.execute(t)
+	}
+	// Queued: watch ctx here rather than with an AfterFunc, so that a
+	// queued Run costs no more than the Task (a per-context AfterFunc adds
+	// about 570 bytes when every task has its own context). t.wake was
+	// made by submit under s.mu, before any other goroutine could see t.
+	select {
+	case <-t.wake:
+	case <-ctx.Done():
+		if s.cancelQueued(t) {
+			return ctx.Err()
+		}
+		<-t.wake // it got its slot meanwhile
+	}
+	if t.state == stateDone { // removed by Close; the send on wake orders this read
 		return t.handle.err
 	}
 	return s.execute(t)
