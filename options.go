@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/cpusched/cpusched/internal/osprio"
@@ -55,7 +54,7 @@ const (
 	// and no protection for the rest of the program beyond the Go runtime's
 	// own round-robin.
 	IsolationNone
-	// IsolationOSPriority (Linux) runs tasks on NumCPU worker slots whose
+	// IsolationOSPriority (Linux) runs tasks on GOMAXPROCS worker slots whose
 	// goroutines are locked to OS threads at a lower kernel priority, and
 	// raises GOMAXPROCS to the worker count plus one: the kernel preempts a
 	// worker the moment another thread of the program wakes, so the rest of
@@ -298,12 +297,10 @@ func newConfig(opts []Option) (config, error) {
 		c.slice = OSPrioritySlice
 	}
 	if c.workers == 0 {
-		procs := runtime.GOMAXPROCS(0)
+		procs := procsBudget()
 		switch c.isolation {
-		case IsolationNone:
+		case IsolationNone, IsolationOSPriority:
 			c.workers = procs
-		case IsolationOSPriority:
-			c.workers = runtime.NumCPU()
 		default:
 			c.workers = ReserveWorkers(procs)
 		}

@@ -16,6 +16,7 @@ package cpusched
 
 import (
 	"log/slog"
+	"os"
 	"runtime"
 	"sync"
 
@@ -36,11 +37,37 @@ type osWorker struct {
 // procsState is the process-wide GOMAXPROCS change, shared by every
 // Scheduler in IsolationOSPriority mode: the first one raises it, the last
 // one to close restores it.
+//
+// The CPU budget. Since Go 1.25 the runtime sets GOMAXPROCS from the
+// cgroup CPU limit (rounded up) when the GOMAXPROCS environment variable is
+// not set, and keeps updating it while the limit changes, until the
+// program calls runtime.GOMAXPROCS(n). cpusched takes its worker count from
+// GOMAXPROCS as it found it (the cgroup limit, the environment variable,
+// or the program's own call), never from NumCPU, so a container with a
+// 1.5-CPU quota on a 64-core host runs 2 CPU-heavy tasks at once, not 64.
+// Raising GOMAXPROCS by spareProcs is a runtime.GOMAXPROCS(n) call, so it
+// turns the automatic updates off while any Scheduler in this mode is open;
+// the restore hands the default back (runtime.SetDefaultGOMAXPROCS, which
+// turns them on again) unless the value found was not the default (the
+// environment variable was set, or the program had set another value), in
+// which case that value is set again.
 var procsState struct {
 	sync.Mutex
 	refs   int
-	before int
+	before int // GOMAXPROCS as the first Scheduler in this mode found it
 	raised int
+}
+
+// procsBudget is the CPU budget that worker counts come from: GOMAXPROCS
+// as the runtime or the program set it, before any IsolationOSPriority
+// Scheduler raised it.
+func procsBudget() int {
+	procsState.Lock()
+	defer procsState.Unlock()
+	if procsState.refs > 0 {
+		return procsState.before
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 // raiseProcs makes GOMAXPROCS at least want, for as long as the returned
@@ -66,12 +93,31 @@ func raiseProcs(want int, logger *slog.Logger) (restore func()) {
 			defer procsState.Unlock()
 			procsState.refs--
 			if procsState.refs == 0 && procsState.raised != procsState.before {
-				logger.Info("cpusched: GOMAXPROCS restored", "from", procsState.raised, "to", procsState.before)
-				runtime.GOMAXPROCS(procsState.before)
+				restoreProcs(procsState.before, logger)
 				procsState.raised = procsState.before
 			}
 		})
 	}
+}
+
+// restoreProcs sets GOMAXPROCS back to before: the runtime's default when
+// that is what it was, so that the runtime follows the cgroup limit again.
+func restoreProcs(before int, logger *slog.Logger) {
+	how := "default"
+	if os.Getenv("GOMAXPROCS") != "" {
+		// SetDefaultGOMAXPROCS ignores the environment variable: the
+		// operator's number is set again instead.
+		how = "set"
+		runtime.GOMAXPROCS(before)
+	} else {
+		runtime.SetDefaultGOMAXPROCS()
+		if runtime.GOMAXPROCS(0) != before {
+			// The program had set its own value.
+			how = "set"
+			runtime.GOMAXPROCS(before)
+		}
+	}
+	logger.Info("cpusched: GOMAXPROCS restored", "to", before, "as", how)
 }
 
 // probeOSPriority checks that a thread's priority can be lowered here, on a

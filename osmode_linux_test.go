@@ -4,7 +4,10 @@ package cpusched
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,8 +33,8 @@ func TestOSPriorityMode(t *testing.T) {
 	if st.Isolation != IsolationOSPriority {
 		t.Fatalf("Isolation in effect = %v, want ospriority", st.Isolation)
 	}
-	if st.Workers != runtime.NumCPU() {
-		t.Errorf("Workers = %d, want NumCPU %d", st.Workers, runtime.NumCPU())
+	if st.Workers != procsBefore {
+		t.Errorf("Workers = %d, want GOMAXPROCS %d", st.Workers, procsBefore)
 	}
 	if got, want := runtime.GOMAXPROCS(0), max(procsBefore, st.Workers+spareProcs); got != want {
 		t.Errorf("GOMAXPROCS = %d during the mode, want %d", got, want)
@@ -120,4 +123,76 @@ func TestRunWhileWorkersParkIsRaceFree(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// budgetChildEnv marks the child process of TestOSPriorityBudgetFromEnv.
+const budgetChildEnv = "CPUSCHED_TEST_BUDGET_CHILD"
+
+// TestOSPriorityBudgetFromEnv checks that IsolationOSPriority takes its
+// worker count from GOMAXPROCS as the operator set it, not from NumCPU:
+// with GOMAXPROCS=1 in the environment, New gets 1 worker and raises
+// GOMAXPROCS to 2, and Close sets 1 again. The environment variable is
+// read at process start, so the check runs in a child process.
+func TestOSPriorityBudgetFromEnv(t *testing.T) {
+	if os.Getenv(budgetChildEnv) != "" {
+		checkBudgetInChild(t)
+		return
+	}
+	if err := probeOSPriority(defaultOSPolicy); err != nil {
+		t.Skipf("thread priorities cannot be lowered here: %v", err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOSPriorityBudgetFromEnv$", "-test.v")
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1", budgetChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "budget checked") {
+		t.Fatalf("child with GOMAXPROCS=1: %v\n%s", err, out)
+	}
+}
+
+func checkBudgetInChild(t *testing.T) {
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Fatalf("GOMAXPROCS at start = %d, want 1 from the environment", got)
+	}
+	s, err := New(WithIsolation(IsolationOSPriority))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Workers(); got != 1 {
+		t.Errorf("Workers = %d, want 1 (GOMAXPROCS=1), not NumCPU %d", got, runtime.NumCPU())
+	}
+	if got := runtime.GOMAXPROCS(0); got != 2 {
+		t.Errorf("GOMAXPROCS while open = %d, want 2 (1 worker + 1 spare)", got)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Errorf("GOMAXPROCS after Close = %d, want 1 again", got)
+	}
+	t.Log("budget checked")
+}
+
+// TestOSPriorityRestoresProgramsGOMAXPROCS checks the restore when the
+// program had set GOMAXPROCS itself: the runtime's default would differ,
+// so Close sets the program's value again instead of the default.
+func TestOSPriorityRestoresProgramsGOMAXPROCS(t *testing.T) {
+	if err := probeOSPriority(defaultOSPolicy); err != nil {
+		t.Skipf("thread priorities cannot be lowered here: %v", err)
+	}
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs 2 CPUs so that 1 is not the default")
+	}
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	s, err := New(WithIsolation(IsolationOSPriority))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Workers(); got != 1 {
+		t.Errorf("Workers = %d, want 1 (the program's GOMAXPROCS)", got)
+	}
+	s.Close(context.Background())
+	if got := runtime.GOMAXPROCS(0); got != 1 {
+		t.Errorf("GOMAXPROCS after Close = %d, want the program's 1", got)
+	}
 }

@@ -111,14 +111,23 @@ type groupCounters struct {
 // out-of-range option makes New return an error naming it and its range.
 //
 // The isolation mode (DefaultIsolation unless WithIsolation says otherwise)
-// chooses the worker count: GOMAXPROCS for IsolationNone, ReserveWorkers
-// of GOMAXPROCS for IsolationReserve, NumCPU for IsolationOSPriority.
+// chooses the worker count from the CPU budget, which is GOMAXPROCS as the
+// runtime or the program set it (since Go 1.25, the cgroup CPU limit when
+// the GOMAXPROCS environment variable is unset): the budget for
+// IsolationNone and IsolationOSPriority, ReserveWorkers of it for
+// IsolationReserve.
 //
 // Process-wide change: IsolationOSPriority raises GOMAXPROCS to the worker
 // count plus one (spareProcs) so that the rest of the program always finds
 // a free P. It is the only process-wide change cpusched makes; it happens
 // here, is shared by every Scheduler in that mode, and is undone when the
-// last of them is closed (both are logged to WithLogger's logger). New also
+// last of them is closed (both are logged to WithLogger's logger). Like any
+// runtime.GOMAXPROCS call, the raise turns off the runtime's automatic
+// GOMAXPROCS updates (which follow a changing cgroup limit) while such a
+// Scheduler is open; the restore hands the runtime's default back
+// (runtime.SetDefaultGOMAXPROCS) when the value found was the default, and
+// sets the number found otherwise (the environment variable or the
+// program's own call). New also
 // starts a throwaway thread to check that thread priorities can be lowered;
 // if they cannot, it falls back to IsolationReserve, logs a warning and
 // Stats.Isolation says so.
@@ -139,7 +148,7 @@ func New(opts ...Option) (*Scheduler, error) {
 				cfg.slice = DefaultSlice
 			}
 			if !cfg.explicitWorkers {
-				cfg.workers = ReserveWorkers(runtime.GOMAXPROCS(0))
+				cfg.workers = ReserveWorkers(procsBudget())
 			}
 		}
 	}
