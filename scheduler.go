@@ -58,6 +58,7 @@ type Scheduler struct {
 	mu           sync.Mutex
 	closed       bool
 	killing      bool // Close gave up waiting: every task must unwind
+	releasing    bool // releaseWhenDrained's goroutine was started
 	queues       [numQueues]classQueue
 	nqueued      int     // tasks in the heaps, in every state
 	waitingNew   int     // queued tasks that never started (the queue limit counts these)
@@ -653,14 +654,13 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	s.blocked--
 	t.avgWait = ewma(t.avgWait, waited)
 	t.since = now // from now on it waits for a slot
-	if s.killing {
-		t.preempt.Or(preemptCancel)
-	}
-	if t.preempt.Load()&preemptCancel != 0 {
+	if t.preempt.Load()&preemptCancel != 0 && !s.killing {
 		t.qidx = qExit
 	}
 	s.activateTask(t, false)
-	if len(s.running) < s.workers && s.nqueued == 0 {
+	if s.killing || len(s.running) < s.workers && s.nqueued == 0 {
+		// Once Close gave up, a task back from Blocking gets a slot at
+		// once, even past Workers, to return (startLocked cancels it).
 		s.startLocked(t, now)
 		s.mu.Unlock()
 		return
@@ -883,13 +883,30 @@ func (s *Scheduler) groupStatsLocked(name string) *groupCounters {
 }
 
 // Close stops the scheduler: from now on Run and Go return ErrClosed.
-// Queued and running tasks go on until they end or ctx ends; then the rest
-// are cancelled: queued ones are removed (their Run or Wait returns
-// ErrClosed), running ones see their Context cancelled and Checkpoint
-// return ErrClosed, and Close waits for them to return. Close returns when
-// every task has ended and the monitor goroutine has exited: nil if all
-// ended on their own, ctx's error otherwise. It may be called more than
-// once. Calling it from inside a task deadlocks: Close waits for that task.
+// Queued and running tasks go on until they end or ctx ends. If they all
+// end first, Close releases what the scheduler holds (the monitor
+// goroutine, the idle worker threads of IsolationOSPriority, the raised
+// GOMAXPROCS) and returns nil.
+//
+// If ctx ends first, Close cancels everything and returns ctx's error at
+// once, as http.Server.Shutdown does, without waiting for the tasks:
+// queued tasks are removed (their Run or Wait returns ErrClosed); tasks
+// parked at a Checkpoint get their slot back first so they can return;
+// running tasks, and tasks inside Blocking once fn returns, see their
+// Context cancelled (cause ErrClosed) and Checkpoint return ErrClosed.
+// What is still running after such a Close: each task that has not yet
+// returned (on its Run caller's goroutine in IsolationNone and
+// IsolationReserve, on its own goroutine for Go, on a worker thread in
+// IsolationOSPriority), the monitor goroutine, and one goroutine waiting
+// for the last task to end. When it does, that goroutine releases the
+// monitor, the worker threads and GOMAXPROCS as above and exits; Stats
+// counts the stragglers as they end. To wait for that, call Close again
+// with a new ctx: it returns nil once everything is released, or that
+// ctx's error.
+//
+// Close may be called more than once and concurrently; each call waits
+// by its own ctx. Calling it from inside a task with a ctx that never
+// ends deadlocks: Close waits for that task.
 func (s *Scheduler) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.closed = true
@@ -897,14 +914,40 @@ func (s *Scheduler) Close(ctx context.Context) error {
 		s.closeDrained()
 	}
 	s.mu.Unlock()
-	var err error
 	select {
-	case <-s.drained:
-	case <-ctx.Done():
-		err = ctx.Err()
-		s.killAll()
-		<-s.drained
+	case <-s.drained: // preferred when ctx has ended too
+	default:
+		select {
+		case <-s.drained:
+		case <-ctx.Done():
+			s.killAll()
+			s.releaseWhenDrained()
+			return ctx.Err()
+		}
 	}
+	s.release()
+	return nil
+}
+
+// releaseWhenDrained starts, once, the goroutine that releases the
+// scheduler when the last straggler of a Close that gave up has ended.
+func (s *Scheduler) releaseWhenDrained() {
+	s.mu.Lock()
+	started := s.releasing
+	s.releasing = true
+	s.mu.Unlock()
+	if !started {
+		go func() {
+			<-s.drained
+			s.release()
+		}()
+	}
+}
+
+// release stops the monitor and the OS-priority workers and restores
+// GOMAXPROCS, once every task has ended. Concurrent callers return when it
+// is done.
+func (s *Scheduler) release() {
 	s.closeOnce.Do(func() {
 		s.kill()
 		if s.monitorStop != nil {
@@ -913,7 +956,6 @@ func (s *Scheduler) Close(ctx context.Context) error {
 		}
 		s.stopOSWorkers()
 	})
-	return err
 }
 
 // killAll cancels every task: queued ones are removed, the others are asked
@@ -942,18 +984,22 @@ func (s *Scheduler) killAll() {
 		s.stats.canceled++
 		s.endLocked(t)
 	}
-	for _, t := range parked {
-		t.preempt.Or(preemptCancel)
-		if t.qidx != qExit {
-			s.moveToExit(t)
-		}
-	}
 	for _, t := range s.running {
 		t.preempt.Or(preemptCancel)
+	}
+	// Parked tasks get a slot now, even past Workers: they only need to
+	// return, and must not wait behind a task that never does.
+	now := s.clock.Now()
+	for _, t := range parked {
+		s.dequeueTask(t)
+		s.startLocked(t, now) // sets preemptCancel: s.killing
 	}
 	s.mu.Unlock()
 	for _, t := range removed {
 		s.notifyRemoved(t, ErrClosed)
+	}
+	for _, t := range parked {
+		s.resume(t, false)
 	}
 }
 
