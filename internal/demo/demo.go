@@ -3,7 +3,9 @@
 // /stats and /debug/pprof, for `cpusched serve` and the benchmark.
 //
 // Endpoints (GET or HEAD; other methods get 405 with an Allow header, unknown
-// paths 404, bad parameters 400 with a one-line reason):
+// paths 404, bad parameters 400 with a one-line reason, and a path not in
+// canonical form, such as //delay or /a/../delay, 307 to the clean path, as
+// net/http's ServeMux answers):
 //
 //	/delay?d=1ms     sleep d (1us..10s) on a goroutine the handler waits for
 //	/delay1ms        the same with d=1ms (cpuworker's path)
