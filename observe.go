@@ -22,16 +22,20 @@ const (
 
 // taskLabels returns t's pprof labels.
 func taskLabels(t *Task) pprof.LabelSet {
-	if t.gstats.name == "" {
+	if t.groupName == "" {
 		return pprof.Labels(LabelClass, t.class().String())
 	}
-	return pprof.Labels(LabelClass, t.class().String(), LabelGroup, t.gstats.name)
+	return pprof.Labels(LabelClass, t.class().String(), LabelGroup, t.groupName)
 }
 
-// prepareLabelsLocked makes, once per class and group, the context whose
-// labels the goroutines running such tasks take: with it, setting them
-// costs a pointer store instead of an allocation.
+// prepareLabelsLocked makes, once per class and tracked group, the context
+// whose labels the goroutines running such tasks take: with it, setting
+// them costs a pointer store instead of an allocation. Tasks of untracked
+// groups (see SetGroupWeight) make theirs in setLabels.
 func (s *Scheduler) prepareLabelsLocked(t *Task) {
+	if t.gstats == &s.otherGroups {
+		return
+	}
 	if t.gstats.labels[t.classID] == nil {
 		t.gstats.labels[t.classID] = pprof.WithLabels(context.Background(), taskLabels(t))
 	}
@@ -53,9 +57,14 @@ func (t *Task) setLabels() (restore context.Context) {
 		pprof.SetGoroutineLabels(pprof.WithLabels(t.ctx, taskLabels(t)))
 		return t.ctx
 	}
-	// The labels context was made when t was accepted, before t could
-	// reach this goroutine, and is never changed after.
-	pprof.SetGoroutineLabels(t.gstats.labels[t.classID])
+	// A tracked group's labels context was made when t was accepted,
+	// before t could reach this goroutine, and is never changed after;
+	// the other groups' counters never get one.
+	labels := t.gstats.labels[t.classID]
+	if labels == nil {
+		labels = pprof.WithLabels(context.Background(), taskLabels(t))
+	}
+	pprof.SetGoroutineLabels(labels)
 	return context.Background()
 }
 

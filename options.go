@@ -411,12 +411,15 @@ func WithNice(n int) TaskOption {
 	})
 }
 
+// maxGroupLen bounds a group name, in bytes.
+const maxGroupLen = 256
+
 // WithGroup puts the task in a group (default ""). Groups share the CPU by
 // their weights (SetGroupWeight) before their tasks share the group's part.
 func WithGroup(name string) TaskOption {
 	return taskOptionFunc(func(tc *taskConfig) error {
-		if len(name) > 256 {
-			return fmt.Errorf("cpusched: WithGroup: name is %d bytes, must be at most 256", len(name))
+		if len(name) > maxGroupLen {
+			return fmt.Errorf("cpusched: WithGroup: name is %d bytes, must be at most %d", len(name), maxGroupLen)
 		}
 		tc.group = name
 		return nil

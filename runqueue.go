@@ -88,8 +88,8 @@ type groupNode struct {
 // classQueue holds the groups with active tasks of one class.
 type classQueue struct {
 	groups eevdfQueue
-	byName map[string]*groupNode
-	queued int // tasks queued in this class
+	byName map[string]*groupNode // active groups, and idle tracked ones
+	queued int                   // tasks queued in this class
 }
 
 func (s *Scheduler) initQueues() {
@@ -118,11 +118,11 @@ func (s *Scheduler) requestSlice(t *Task, first bool) int64 {
 // never run.
 func (s *Scheduler) activateTask(t *Task, first bool) {
 	cq := &s.queues[t.qidx]
-	g := cq.byName[t.gstats.name]
+	g := cq.byName[t.groupName]
 	if g == nil {
-		g = &groupNode{name: t.gstats.name, class: cq, tasks: newEEVDFQueue()}
-		g.entity = entity{weight: groupWeight(s.groupWeightLocked(t.gstats.name)), heapIdx: -1, group: g}
-		cq.byName[t.gstats.name] = g
+		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue()}
+		g.entity = entity{weight: groupWeight(s.groupWeightLocked(t.groupName)), heapIdx: -1, group: g}
+		cq.byName[t.groupName] = g
 	}
 	if g.active == 0 {
 		sl := int64(s.cfg.slice)
@@ -151,9 +151,15 @@ func (s *Scheduler) deactivateTask(t *Task) {
 	g.tasks.deactivate(&t.ent)
 	g.active--
 	if g.active == 0 {
-		// The node stays in byName (as the group's counters do) so that a
-		// group that comes and goes with each task costs no allocation.
 		g.class.groups.deactivate(&g.entity)
+		if s.groups[g.name] == nil {
+			// Not tracked (see SetGroupWeight): free the node, and with it
+			// the group's lag, so that memory does not grow with the
+			// number of group names. A tracked group's node stays, so a
+			// group that comes and goes with each task costs no
+			// allocation and keeps its lag.
+			delete(g.class.byName, g.name)
+		}
 	}
 	t.group = nil
 }

@@ -55,24 +55,29 @@ type Scheduler struct {
 	killCtx context.Context // cancelled when Close stops waiting
 	kill    context.CancelFunc
 
-	mu           sync.Mutex
-	closed       bool
-	killing      bool // Close gave up waiting: every task must unwind
-	releasing    bool // releaseWhenDrained's goroutine was started
-	queues       [numQueues]classQueue
-	nqueued      int     // tasks in the heaps, in every state
-	waitingNew   int     // queued tasks that never started (the queue limit counts these)
-	blocked      int     // tasks inside Blocking
-	running      []*Task // tasks holding a slot
-	live         int     // accepted tasks not yet ended
-	drained      chan struct{}
-	groupWeights map[string]int
-	groups       map[string]*groupCounters
-	watches      map[<-chan struct{}]*ctxWatch
-	periodStart  int64
-	periodUsed   [numQueues]int64
-	stats        counters
-	watching     bool // the monitor is watching slices
+	mu         sync.Mutex
+	closed     bool
+	killing    bool // Close gave up waiting: every task must unwind
+	releasing  bool // releaseWhenDrained's goroutine was started
+	queues     [numQueues]classQueue
+	nqueued    int     // tasks in the heaps, in every state
+	waitingNew int     // queued tasks that never started (the queue limit counts these)
+	blocked    int     // tasks inside Blocking
+	running    []*Task // tasks holding a slot
+	live       int     // accepted tasks not yet ended
+	drained    chan struct{}
+	// groups holds the tracked groups: the default group "" and every
+	// group named by SetGroupWeight, with their weights and counters, kept
+	// while idle. Other groups share otherGroups' counters, and their run
+	// queue nodes are freed when their last task ends (deactivateTask), so
+	// memory does not grow with the number of distinct group names.
+	groups      map[string]*groupCounters
+	otherGroups groupCounters
+	watches     map[<-chan struct{}]*ctxWatch
+	periodStart int64
+	periodUsed  [numQueues]int64
+	stats       counters
+	watching    bool // the monitor is watching slices
 
 	osMode       bool // IsolationOSPriority is in effect
 	osIdle       []*osWorker
@@ -97,8 +102,11 @@ type counters struct {
 	classWaits, classRuns                                                 [numClasses]Histogram
 }
 
+// groupCounters are the Stats of a tracked group, or of all the other
+// groups together (Scheduler.otherGroups).
 type groupCounters struct {
 	name             string
+	weight           int // SetGroupWeight's, or DefaultGroupWeight
 	submitted, ended uint64
 	runTime          int64
 	waits, runs      Histogram
@@ -154,14 +162,13 @@ func New(opts ...Option) (*Scheduler, error) {
 		}
 	}
 	s := &Scheduler{
-		cfg:          cfg,
-		clock:        cfg.clock,
-		workers:      cfg.workers,
-		drained:      make(chan struct{}),
-		groupWeights: map[string]int{},
-		groups:       map[string]*groupCounters{},
-		running:      make([]*Task, 0, cfg.workers),
-		log:          logger,
+		cfg:     cfg,
+		clock:   cfg.clock,
+		workers: cfg.workers,
+		drained: make(chan struct{}),
+		groups:  map[string]*groupCounters{"": {weight: DefaultGroupWeight}},
+		running: make([]*Task, 0, cfg.workers),
+		log:     logger,
 	}
 	if cfg.isolation == IsolationOSPriority {
 		s.osMode = true
@@ -312,14 +319,15 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 		return nil, "", errors.New("cpusched: ctx is nil")
 	}
 	t = &Task{
-		s:       s,
-		fn:      fn,
-		ctx:     ctx,
-		classID: int8(tc.class),
-		qidx:    int8(queueOf(tc.class)),
-		isGo:    isGo,
-		slice:   int64(tc.slice),
-		runIdx:  -1,
+		s:         s,
+		fn:        fn,
+		ctx:       ctx,
+		classID:   int8(tc.class),
+		qidx:      int8(queueOf(tc.class)),
+		isGo:      isGo,
+		slice:     int64(tc.slice),
+		groupName: tc.group,
+		runIdx:    -1,
 	}
 	if t.slice == 0 {
 		t.slice = int64(s.cfg.slice)
@@ -356,7 +364,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 	free := len(s.running) < s.workers && s.nqueued == 0
 	s.stats.submitted++
 	s.stats.classSubmitted[t.classID]++
-	t.gstats = s.groupStatsLocked(group)
+	t.gstats = s.groupStatsLocked(t.groupName)
 	t.gstats.submitted++
 	s.prepareLabelsLocked(t)
 	s.live++
@@ -846,13 +854,31 @@ func (s *Scheduler) moveToExit(t *Task) {
 // SetGroupWeight sets the weight of a group, 1..10000 (default 100): groups
 // share the slot time in proportion to their weights, whatever their task
 // counts. It applies at once, also to tasks already queued or running.
+//
+// It also makes the group tracked: its weight, its place in the run queue
+// (its lag) and its own entry in Stats.Groups are kept while it has no
+// task. A group that SetGroupWeight never named is freed when its last
+// task ends, and its tasks are counted with the other such groups in
+// Stats.OtherGroups, so a program may name a group per tenant or per user
+// without its memory or its metrics growing with the number of names. Name
+// the groups you want to see apart (bounded label values, as Prometheus'
+// guidance on cardinality asks) with SetGroupWeight, at their default
+// weight if need be; their statistics count from that call on.
 func (s *Scheduler) SetGroupWeight(group string, weight int) error {
 	if weight < MinGroupWeight || weight > MaxGroupWeight {
 		return fmt.Errorf("cpusched: SetGroupWeight(%q, %d): weight must be in %d..%d", group, weight, MinGroupWeight, MaxGroupWeight)
 	}
+	if len(group) > maxGroupLen {
+		return fmt.Errorf("cpusched: SetGroupWeight: group name is %d bytes, must be at most %d", len(group), maxGroupLen)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.groupWeights[group] = weight
+	gc := s.groups[group]
+	if gc == nil {
+		gc = &groupCounters{name: group}
+		s.groups[group] = gc
+	}
+	gc.weight = weight
 	w := groupWeight(weight)
 	for i := range s.queues {
 		cq := &s.queues[i]
@@ -866,20 +892,20 @@ func (s *Scheduler) SetGroupWeight(group string, weight int) error {
 	return nil
 }
 
+// groupWeightLocked returns the weight of the named group.
 func (s *Scheduler) groupWeightLocked(name string) int {
-	if w, ok := s.groupWeights[name]; ok {
-		return w
+	if g := s.groups[name]; g != nil {
+		return g.weight
 	}
 	return DefaultGroupWeight
 }
 
+// groupStatsLocked returns the counters a task of the named group adds to.
 func (s *Scheduler) groupStatsLocked(name string) *groupCounters {
-	g := s.groups[name]
-	if g == nil {
-		g = &groupCounters{name: name}
-		s.groups[name] = g
+	if g := s.groups[name]; g != nil {
+		return g
 	}
-	return g
+	return &s.otherGroups
 }
 
 // Close stops the scheduler: from now on Run and Go return ErrClosed.

@@ -35,7 +35,13 @@ type Stats struct {
 	RunTime      time.Duration // total slot time used by tasks
 
 	Classes [numClasses]ClassStats // indexed by Class
-	Groups  map[string]GroupStats  // every group that has had a task
+	// Groups has the tracked groups: the default group "" and every group
+	// named by SetGroupWeight (counted from that call on), idle or not.
+	Groups map[string]GroupStats
+	// OtherGroups counts the tasks of every other group together, so that
+	// the snapshot's size does not grow with the number of group names.
+	// Its Weight is DefaultGroupWeight, the weight of each such group.
+	OtherGroups GroupStats
 }
 
 // ClassStats are the counters of one class.
@@ -131,7 +137,14 @@ func (s *Scheduler) Stats() Stats {
 		st.Classes[i] = ClassStats{Submitted: c.classSubmitted[i], RunTime: time.Duration(c.classRunTime[i]), QueueWaits: c.classWaits[i], RunTimes: c.classRuns[i]}
 	}
 	for name, g := range s.groups {
-		st.Groups[name] = GroupStats{Weight: s.groupWeightLocked(name), Submitted: g.submitted, Ended: g.ended, RunTime: time.Duration(g.runTime), QueueWaits: g.waits, RunTimes: g.runs}
+		st.Groups[name] = g.snapshot()
 	}
+	st.OtherGroups = s.otherGroups.snapshot()
+	st.OtherGroups.Weight = DefaultGroupWeight
 	return st
+}
+
+// snapshot returns g's counters as GroupStats.
+func (g *groupCounters) snapshot() GroupStats {
+	return GroupStats{Weight: g.weight, Submitted: g.submitted, Ended: g.ended, RunTime: time.Duration(g.runTime), QueueWaits: g.waits, RunTimes: g.runs}
 }

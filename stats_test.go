@@ -3,7 +3,9 @@ package cpusched
 import (
 	"context"
 	"errors"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +60,7 @@ func checkHistograms(t interface{ Fatalf(string, ...any) }, st Stats) {
 		runs += c.RunTimes.Count()
 		runSum += c.RunTimes.Sum
 	}
-	for _, g := range st.Groups {
+	for _, g := range append(slices.Collect(maps.Values(st.Groups)), st.OtherGroups) {
 		gwaits += g.QueueWaits.Count()
 		gruns += g.RunTimes.Count()
 		gRunSum += g.RunTimes.Sum
@@ -75,6 +77,11 @@ func checkHistograms(t interface{ Fatalf(string, ...any) }, st Stats) {
 func TestStatsHistograms(t *testing.T) {
 	clk := newFakeClock()
 	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	for _, g := range []string{"a", "b"} { // tracked: their own GroupStats
+		if err := s.SetGroupWeight(g, DefaultGroupWeight); err != nil {
+			t.Fatal(err)
+		}
+	}
 	release, h := holdSlot(t, s, WithGroup("a"))
 	clk.Advance(int64(3 * time.Millisecond)) // the holder runs 3 ms
 	queued, err := s.Go(context.Background(), func(*Task) error {

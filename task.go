@@ -56,10 +56,11 @@ type Task struct {
 	watch                *ctxWatch
 	watchPrev, watchNext *Task
 
-	ent    entity
-	group  *groupNode
-	gstats *groupCounters // the group's name and counters, set when accepted
-	trace  *taskTrace     // set when runtime/trace was on as it was accepted
+	ent       entity
+	groupName string         // WithGroup's
+	group     *groupNode     // its group's run queue node while active
+	gstats    *groupCounters // the counters it adds to, set when accepted
+	trace     *taskTrace     // set when runtime/trace was on as it was accepted
 
 	slice    int64 // ns
 	sliceEnd int64 // when the current slice ends

@@ -341,6 +341,9 @@ func TestDeadlineWhileQueued(t *testing.T) {
 
 func TestTaskOptions(t *testing.T) {
 	s := newScheduler(t)
+	if err := s.SetGroupWeight("alice", cpusched.DefaultGroupWeight); err != nil { // tracked; static is not
+		t.Fatal(err)
+	}
 	logger, logs := logBuffer()
 	next := new(ok)
 	h := Handler(s, next,
@@ -374,7 +377,7 @@ func TestTaskOptions(t *testing.T) {
 		name      string
 		got, want uint64
 	}{
-		{"group static", st.Groups["static"].Submitted, 1},
+		{"group static (untracked)", st.OtherGroups.Submitted, 1},
 		{"group alice", st.Groups["alice"].Submitted, 2},
 		{"class batch", st.Classes[cpusched.ClassBatch].Submitted, 3},
 		{"handler calls", uint64(next.calls.Load()), 3},

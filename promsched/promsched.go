@@ -49,9 +49,14 @@
 // two labels partition the same tasks twice: summing a metric over both
 // would count every task twice. The class label takes the four values of
 // cpusched.Class.String (normal, realtime, batch, idle), always all four; the
-// group label the name of every group that has had a task. The default group
-// is named "", and Prometheus treats an empty label value as no label, so its
-// series carry no group label (select them with group="").
+// group label the name of every tracked group: the default group and each
+// group named by cpusched's SetGroupWeight. The tasks of all the other groups
+// are counted together under group="(other)" (OtherGroups) once there is one,
+// so the number of series does not grow with the number of group names a
+// program uses (Prometheus' advice: bound the values of every label). A
+// tracked group named "(other)" itself would be added into that series. The
+// default group is named "", and Prometheus treats an empty label value as
+// no label, so its series carry no group label (select them with group="").
 //
 // To export several schedulers from one registry, register each collector
 // through prometheus.WrapRegistererWith with a distinguishing label;
@@ -60,6 +65,7 @@ package promsched
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	"maps"
 
 	"github.com/cpusched/cpusched"
 )
@@ -187,7 +193,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- c.histogram(c.classQueueWaits, &cs.QueueWaits, class)
 		ch <- c.histogram(c.classRunTimes, &cs.RunTimes, class)
 	}
-	for group, gs := range st.Groups {
+	groups := st.Groups
+	if st.OtherGroups.Submitted > 0 {
+		groups = maps.Clone(st.Groups)
+		groups[OtherGroups] = mergeGroups(groups[OtherGroups], st.OtherGroups)
+	}
+	for group, gs := range groups {
 		gauge(c.groupWeight, float64(gs.Weight), group)
 		counter(c.groupSubmitted, float64(gs.Submitted), group)
 		counter(c.groupEnded, float64(gs.Ended), group)
@@ -195,6 +206,25 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- c.histogram(c.groupQueueWaits, &gs.QueueWaits, group)
 		ch <- c.histogram(c.groupRunTimes, &gs.RunTimes, group)
 	}
+}
+
+// OtherGroups is the group label value of the series that count the tasks
+// of every untracked group together (cpusched.Stats.OtherGroups).
+const OtherGroups = "(other)"
+
+// mergeGroups adds b's counts to a's; the weight is b's.
+func mergeGroups(a, b cpusched.GroupStats) cpusched.GroupStats {
+	a.Weight = b.Weight
+	a.Submitted += b.Submitted
+	a.Ended += b.Ended
+	a.RunTime += b.RunTime
+	for _, h := range []struct{ dst, src *cpusched.Histogram }{{&a.QueueWaits, &b.QueueWaits}, {&a.RunTimes, &b.RunTimes}} {
+		for i := range h.dst.Counts {
+			h.dst.Counts[i] += h.src.Counts[i]
+		}
+		h.dst.Sum += h.src.Sum
+	}
+	return a
 }
 
 // histogram converts h, whose counts are per bucket, to a Prometheus

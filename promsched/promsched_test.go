@@ -3,6 +3,7 @@ package promsched
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os/exec"
 	"strings"
@@ -37,7 +38,8 @@ func newScheduler(t testing.TB) *cpusched.Scheduler {
 // knownState brings s (one slot) to a state whose counters are known:
 // one task of each outcome, one rejected, one running in group gold (class
 // batch, until release is closed) and one queued behind it in group free
-// (class idle). Groups: "" has 2 tasks, gold 2 (weight 300), free 2.
+// (class idle). Groups: "" has 2 tasks, gold 2 (weight 300), free 2; free
+// is untracked (no SetGroupWeight), so it is exported as group="(other)".
 func knownState(t *testing.T, s *cpusched.Scheduler) (release chan struct{}, queued *cpusched.Handle) {
 	t.Helper()
 	ctx := context.Background()
@@ -138,17 +140,17 @@ cpusched_class_tasks_submitted_total{class="realtime"} 0
 # HELP cpusched_group_weight The group's weight: groups share slot time in proportion to it.
 # TYPE cpusched_group_weight gauge
 cpusched_group_weight{group=""} 100
-cpusched_group_weight{group="free"} 100
+cpusched_group_weight{group="(other)"} 100
 cpusched_group_weight{group="gold"} 300
 # HELP cpusched_group_tasks_submitted_total Tasks the scheduler accepted, by group.
 # TYPE cpusched_group_tasks_submitted_total counter
 cpusched_group_tasks_submitted_total{group=""} 2
-cpusched_group_tasks_submitted_total{group="free"} 2
+cpusched_group_tasks_submitted_total{group="(other)"} 2
 cpusched_group_tasks_submitted_total{group="gold"} 2
 # HELP cpusched_group_tasks_ended_total Tasks that ended, whatever their outcome, by group.
 # TYPE cpusched_group_tasks_ended_total counter
 cpusched_group_tasks_ended_total{group=""} 2
-cpusched_group_tasks_ended_total{group="free"} 1
+cpusched_group_tasks_ended_total{group="(other)"} 1
 cpusched_group_tasks_ended_total{group="gold"} 1
 `
 	names := []string{
@@ -177,10 +179,10 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 		{"cpusched_class_task_run_seconds", "normal", 3},
 		{"cpusched_class_task_run_seconds", "batch", 0},
 		{"cpusched_group_queue_wait_seconds", "gold", 2},
-		{"cpusched_group_queue_wait_seconds", "free", 1},
+		{"cpusched_group_queue_wait_seconds", OtherGroups, 1},
 		{"cpusched_group_queue_wait_seconds", "", 1},
 		{"cpusched_group_task_run_seconds", "gold", 1},
-		{"cpusched_group_task_run_seconds", "free", 1},
+		{"cpusched_group_task_run_seconds", OtherGroups, 1},
 		{"cpusched_group_task_run_seconds", "", 1},
 	}
 	for _, tc := range counts {
@@ -212,6 +214,9 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 func TestHistogramsCumulative(t *testing.T) {
 	s := newScheduler(t)
 	const perGroup = 25
+	if err := s.SetGroupWeight("a", cpusched.DefaultGroupWeight); err != nil { // tracked; b is not
+		t.Fatal(err)
+	}
 	var handles []*cpusched.Handle
 	for _, group := range []string{"a", "b"} {
 		for i := range perGroup {
@@ -245,9 +250,9 @@ func TestHistogramsCumulative(t *testing.T) {
 		{"cpusched_class_queue_wait_seconds", "normal", 2 * perGroup},
 		{"cpusched_class_task_run_seconds", "normal", 2 * perGroup},
 		{"cpusched_group_queue_wait_seconds", "a", perGroup},
-		{"cpusched_group_queue_wait_seconds", "b", perGroup},
+		{"cpusched_group_queue_wait_seconds", OtherGroups, perGroup},
 		{"cpusched_group_task_run_seconds", "a", perGroup},
-		{"cpusched_group_task_run_seconds", "b", perGroup},
+		{"cpusched_group_task_run_seconds", OtherGroups, perGroup},
 	}
 	for _, tc := range tests {
 		m := find(families, tc.metric, tc.label)
@@ -299,6 +304,9 @@ func TestLint(t *testing.T) {
 
 func TestCollectAndCount(t *testing.T) {
 	s := newScheduler(t)
+	if err := s.SetGroupWeight("a", cpusched.DefaultGroupWeight); err != nil { // tracked; b is not
+		t.Fatal(err)
+	}
 	for _, g := range []string{"", "a", "b"} {
 		if err := s.Run(context.Background(), func(*cpusched.Task) error { return nil }, cpusched.WithGroup(g)); err != nil {
 			t.Fatal(err)
@@ -309,7 +317,7 @@ func TestCollectAndCount(t *testing.T) {
 		names []string
 		want  int
 	}{
-		{nil, 16 + 4*4 + 3*6}, // scheduler-wide, 4 per class, 6 per group
+		{nil, 16 + 4*4 + 3*6}, // scheduler-wide, 4 per class, 6 per group ("", a, (other))
 		{[]string{"cpusched_tasks_ended_total"}, 4},
 		{[]string{"cpusched_isolation_info"}, 1},
 		{[]string{"cpusched_class_queue_wait_seconds", "cpusched_class_task_run_seconds"}, 8},
@@ -412,4 +420,19 @@ func value(m *dto.Metric) float64 {
 		return m.GetCounter().GetValue()
 	}
 	return m.GetGauge().GetValue()
+}
+
+// TestSeriesBoundedByTrackedGroups checks that the number of series does
+// not grow with the number of group names: 10,000 one-task groups that
+// SetGroupWeight never named are one group="(other)" series per metric.
+func TestSeriesBoundedByTrackedGroups(t *testing.T) {
+	s := newScheduler(t)
+	for i := range 10_000 {
+		if err := s.Run(context.Background(), func(*cpusched.Task) error { return nil }, cpusched.WithGroup(fmt.Sprint("user-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := testutil.CollectAndCount(NewCollector(s), "cpusched_group_tasks_submitted_total"), 2; got != want {
+		t.Errorf("group series after 10,000 group names: got %d, want %d (\"\" and (other))", got, want)
+	}
 }

@@ -55,8 +55,9 @@ type SchedulerStats struct {
 	QueueWaitMS    float64               `json:"queue_wait_ms"`
 	MaxQueueWaitMS float64               `json:"max_queue_wait_ms"`
 	RunTimeMS      float64               `json:"run_time_ms"`
-	Classes        map[string]ClassStats `json:"classes"` // by class name
-	Groups         map[string]GroupStats `json:"groups"`  // by group name ("" for none)
+	Classes        map[string]ClassStats `json:"classes"`      // by class name
+	Groups         map[string]GroupStats `json:"groups"`       // tracked groups by name ("" for none): see cpusched.Stats.Groups
+	OtherGroups    GroupStats            `json:"other_groups"` // every other group's tasks together
 }
 
 // ClassStats is cpusched.ClassStats for JSON.
@@ -176,9 +177,14 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 		st.Classes[cpusched.Class(i).String()] = ClassStats{Submitted: cs.Submitted, RunTimeMS: ms(cs.RunTime)}
 	}
 	for name, g := range c.Groups {
-		st.Groups[name] = GroupStats{Weight: g.Weight, Submitted: g.Submitted, Ended: g.Ended, RunTimeMS: ms(g.RunTime)}
+		st.Groups[name] = groupStats(g)
 	}
+	st.OtherGroups = groupStats(c.OtherGroups)
 	return st
+}
+
+func groupStats(g cpusched.GroupStats) GroupStats {
+	return GroupStats{Weight: g.Weight, Submitted: g.Submitted, Ended: g.Ended, RunTimeMS: ms(g.RunTime)}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,145 @@
+package cpusched
+
+import (
+	"context"
+	"github.com/cpusched/cpusched/internal/israce"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// groupNodes returns the number of run-queue group nodes, all classes.
+func groupNodes(s *Scheduler) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for i := range s.queues {
+		n += len(s.queues[i].byName)
+	}
+	return n
+}
+
+// distinctGroups runs n one-task groups through s, from 4 goroutines so
+// that some queue behind others, and returns what the heap grew by after a
+// GC (negative when it shrank).
+func distinctGroups(t testing.TB, s *Scheduler, n int) (heapGrowth int64) {
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	var wg sync.WaitGroup
+	const submitters = 4
+	for w := range submitters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += submitters {
+				class := Class(i % 4)
+				if err := s.Run(context.Background(), emptyTask, WithGroup("tenant-"+strconv.Itoa(i)), WithClass(class)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	return int64(m1.HeapAlloc) - int64(m0.HeapAlloc)
+}
+
+// TestDistinctGroupsDoNotGrowMemory pins a leak: every distinct group name
+// was kept forever with its run-queue nodes, counters and histograms
+// (300,000 one-task groups grew the heap by 270 MB and made Stats take
+// 445 ms). Untracked groups are now freed when their last task ends and
+// counted together in Stats.OtherGroups. 1,000,000 groups (100,000 with
+// -short or -race) must grow the heap by at most 32 MB; BenchmarkStatsAfterManyGroups
+// times Stats after them.
+func TestDistinctGroupsDoNotGrowMemory(t *testing.T) {
+	n := 1_000_000
+	if testing.Short() || israce.Enabled {
+		n = 100_000
+	}
+	s := newTestScheduler(t, WithIsolation(IsolationNone), WithWorkers(2))
+	if err := s.SetGroupWeight("gold", 300); err != nil {
+		t.Fatal(err)
+	}
+	grew := distinctGroups(t, s, n)
+	t.Logf("%d one-task groups: heap grew by %.1f MB", n, float64(grew)/(1<<20))
+	if grew > 32<<20 {
+		t.Errorf("%d one-task groups grew the heap by %.1f MB, want at most 32 MB", n, float64(grew)/(1<<20))
+	}
+	if got := groupNodes(s); got > 2*numQueues {
+		t.Errorf("%d run-queue group nodes left, want only the tracked groups' (\"\" and gold)", got)
+	}
+	st := s.Stats()
+	if len(st.Groups) != 2 {
+		t.Errorf("Stats.Groups has %d entries, want 2 (\"\" and gold)", len(st.Groups))
+	}
+	if st.OtherGroups.Submitted != uint64(n) || st.OtherGroups.Ended != uint64(n) {
+		t.Errorf("OtherGroups: submitted %d, ended %d; want %d each", st.OtherGroups.Submitted, st.OtherGroups.Ended, n)
+	}
+	checkHistograms(t, st)
+}
+
+// TestTrackedGroupKeepsStateWhileIdle checks that a group named by
+// SetGroupWeight keeps its weight, its run-queue node (and so its lag) and
+// its statistics while it has no task, and that an untracked group's
+// tasks are counted in OtherGroups.
+func TestTrackedGroupKeepsStateWhileIdle(t *testing.T) {
+	s := newTestScheduler(t, WithWorkers(1))
+	if err := s.SetGroupWeight("gold", 300); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := s.Run(context.Background(), emptyTask, WithGroup("gold")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Run(context.Background(), emptyTask, WithGroup("once")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	gold, once := s.queues[qFair].byName["gold"], s.queues[qFair].byName["once"]
+	s.mu.Unlock()
+	if gold == nil || gold.weight != groupWeight(300) {
+		t.Errorf("idle tracked group's node = %+v, want kept with weight %d", gold, groupWeight(300))
+	}
+	if once != nil {
+		t.Errorf("idle untracked group's node was kept: %+v", once)
+	}
+	st := s.Stats()
+	g, ok := st.Groups["gold"]
+	if !ok || g.Weight != 300 || g.Submitted != 2 || g.Ended != 2 || g.RunTimes.Count() != 2 {
+		t.Errorf("Groups[gold] = %+v (present %v), want weight 300, 2 submitted, 2 ended, 2 run times", g, ok)
+	}
+	if _, ok := st.Groups["once"]; ok {
+		t.Error("an untracked group has its own entry in Stats.Groups")
+	}
+	if o := st.OtherGroups; o.Submitted != 2 || o.Weight != DefaultGroupWeight {
+		t.Errorf("OtherGroups = %+v, want 2 submitted at weight %d", o, DefaultGroupWeight)
+	}
+	// Tracking starts with SetGroupWeight, also for a group seen before.
+	if err := s.SetGroupWeight("once", DefaultGroupWeight); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(context.Background(), emptyTask, WithGroup("once")); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Stats().Groups["once"].Submitted; got != 1 {
+		t.Errorf("Groups[once].Submitted after SetGroupWeight = %d, want 1 (counted from the call on)", got)
+	}
+	checkHistograms(t, s.Stats())
+}
+
+// BenchmarkStatsAfterManyGroups times Stats after 1,000,000 distinct
+// one-task groups have come and gone (it took 445 ms after 300,000 when
+// every group was kept).
+func BenchmarkStatsAfterManyGroups(b *testing.B) {
+	s := benchScheduler(b, WithIsolation(IsolationNone), WithWorkers(2))
+	distinctGroups(b, s, 1_000_000)
+	b.ResetTimer()
+	for b.Loop() {
+		_ = s.Stats()
+	}
+}
