@@ -11,6 +11,69 @@ import (
 	"time"
 )
 
+// The task lifecycle: the mechanism around the run queue (runqueue.go has
+// the policy).
+//
+// Vocabulary. A slot is one of Workers places to run; a task holding one
+// is in s.running. Who runs fn: the Run caller's goroutine in
+// IsolationNone and IsolationReserve; for Go, a goroutine started when the
+// task first gets a slot (runGo, which runs the next never-started Go task
+// too); in IsolationOSPriority, for Run and Go alike, a worker goroutine
+// locked to a low-priority thread (osmode.go). That goroutine is "the
+// task's goroutine" below.
+//
+// States (Task.state) and who moves a task between them, always under s.mu:
+//
+//	new      -> queued    submit, no free slot (the caller of Run or Go)
+//	new      -> running   submit, a free slot (the caller)
+//	new      -> done      submit, ctx already ended (the caller)
+//	queued   -> running   startLocked, by whoever frees a slot: finish,
+//	                      yield, block (the goroutine of the task that
+//	                      gives the slot up)
+//	queued   -> done      cancelQueued (the Run caller, ctx ended),
+//	                      contextDone (the ctx's AfterFunc), killAll (Close)
+//	running  -> parked    yield, at a Checkpoint (the task's goroutine)
+//	running  -> blocking  block, entering Blocking (the task's goroutine)
+//	running  -> done      finish, fn returned or panicked (the task's goroutine)
+//	parked   -> running   startLocked, by whoever frees a slot, or killAll
+//	blocking -> running   unblock, a free slot or Close gave up (the task's goroutine)
+//	blocking -> parked    unblock, no free slot (the task's goroutine)
+//
+// A parked task whose ctx ends moves to the exit queue (contextDone) so it
+// gets the next slot and can return. The goroutine that moves a task to
+// running hands it the slot after unlocking: resume sends on Task.wake, or
+// starts the task's goroutine (spawn) if it never ran and is a Go task or
+// an IsolationOSPriority task.
+//
+// Locking and ownership. s.mu guards the Scheduler's mutable fields and
+// every Task field except these:
+//   - Set before submit publishes the task and never changed after: s, ctx,
+//     classID, slice, isGo, callerWaits, groupName, trace, handle.done.
+//     Read without the lock.
+//   - preempt: atomic. Bits are set by anyone (the monitor, preemptFor,
+//     contextDone, killAll); cleared only under s.mu on the slot holder's
+//     paths (startLocked, yield, block). Checkpoint loads it without the lock.
+//   - taskCtx: atomic pointer, made once by Context.
+//   - wake: made once under s.mu by the goroutine that first makes the task
+//     wait for a slot (submit, for a queued Run task that runs on its
+//     caller; yield or unblock otherwise), received on only by the task's
+//     goroutine, sent on by the goroutine that gives it a slot (or that
+//     removed a queued Run task), after unlocking. The Run caller in IsolationOSPriority never touches it: it
+//     waits on handle.done.
+//   - handle.err: written by the goroutine that ends the task, before it
+//     closes handle.done or sends on wake; read after that by the waiter.
+//   - fn: read by the task's goroutine; set to nil by whoever ends the
+//     task, once no one else can reach it.
+//   - The accounting fields (since, runTime, waited, burst, avgBurst,
+//     avgWait) are written under s.mu, by the task's own goroutine while it
+//     holds a slot or is in Blocking, and by startLocked when it gets one;
+//     the task's goroutine may read them without the lock (Waited), since
+//     nothing else writes them while it runs.
+//
+// The Scheduler's cfg, clock, workers, osMode, log, killCtx, drained and
+// the monitor's channels are set in New and never changed; restoreProcs is
+// called once, from release (closeOnce).
+
 // Errors returned by the Scheduler.
 var (
 	// ErrClosed is returned for work submitted after Close, and for queued

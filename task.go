@@ -13,6 +13,9 @@ const (
 	preemptCancel             // the task's context ended, or Close gave up waiting
 )
 
+// taskState is where a task is in its lifecycle; the lifecycle comment at
+// the top of scheduler.go says who moves it between states, and which
+// goroutine owns which field in each.
 type taskState uint8
 
 const (
