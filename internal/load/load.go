@@ -392,19 +392,31 @@ func (r *runner) closedLoop(ctx context.Context, s *shard) {
 }
 
 // dueOffset returns when request i of an open-loop run at rate falls due,
-// relative to the start of the run.
+// relative to the start of the run. An offset beyond what a Duration holds
+// (request 1 at 1e-10 requests/s) is the longest Duration, past any run's
+// end: converted as it is, it would overflow to a negative offset, due at
+// once.
 func dueOffset(i int64, rate float64) time.Duration {
-	return time.Duration(float64(i) * float64(time.Second) / rate)
+	d := float64(i) * float64(time.Second) / rate
+	if d >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return time.Duration(d)
 }
 
 // dueBefore returns how many requests of an open-loop run at rate fall due
-// before offset t, with the same rounding as openLoop.
+// before offset t, with the same rounding as openLoop; math.MaxInt64 when
+// more do than an int64 counts (rates of about 1e18 requests/s and more).
 func dueBefore(t time.Duration, rate float64) int64 {
-	n := int64(math.Ceil(t.Seconds() * rate))
+	estimate := math.Ceil(t.Seconds() * rate)
+	if estimate >= math.MaxInt64 {
+		return math.MaxInt64
+	}
+	n := int64(estimate)
 	for n > 0 && dueOffset(n-1, rate) >= t {
 		n--
 	}
-	for dueOffset(n, rate) < t {
+	for n < math.MaxInt64 && dueOffset(n, rate) < t {
 		n++
 	}
 	return n
