@@ -17,6 +17,10 @@
 // measured window, so requests still in flight at the window's end count for
 // the work they did. Between steps the previous step's load is cancelled and
 // Run waits until the server has stopped working on it.
+//
+// With CPUQuota set, each server runs in a cgroup of its own with that CPU
+// bandwidth limit (see cgroup.go), and each row records the cgroup's
+// throttling over the measured window.
 package bench
 
 import (
@@ -26,6 +30,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,7 +112,9 @@ type Config struct {
 	// server must print "listening on http://HOST:PORT" on stdout.
 	ServerCmd []string
 	// Modes are the isolation modes to measure, by name, in order; nil means
-	// every mode of cpusched.IsolationModes.
+	// every mode of cpusched.IsolationModes. "MODE:N" measures MODE with N
+	// workers (overriding Workers for that server), so that one mode can be
+	// measured beside itself with another worker count: "ospriority,ospriority:1".
 	Modes []string
 	// Step is the measured length of each step (MinStep..MaxStep).
 	Step time.Duration
@@ -127,6 +134,12 @@ type Config struct {
 	// -workers and -slice, overriding each mode's own choice.
 	Workers int
 	Slice   time.Duration
+	// CPUQuota, when non-zero, runs every server in a cgroup of its own
+	// limited to this many CPUs (MinCPUQuota..runtime.NumCPU()), with a
+	// 100 ms period: cpu.max on cgroup v2, cpu.cfs_quota_us on v1. Linux
+	// only, and it needs the right to make cgroups (root); Run reports
+	// ErrCPUQuota otherwise. The load generator stays outside.
+	CPUQuota float64
 	// Quick is recorded in the report's config; the caller sets Step and
 	// Warmup for a quick run (QuickStep, QuickWarmup).
 	Quick bool
@@ -155,8 +168,8 @@ func (c Config) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, m := range c.Modes {
-		if _, err := cpusched.ParseIsolation(m); err != nil {
-			return fmt.Errorf("bench: Modes (-modes): unknown isolation mode %q (valid: %s)", m, strings.Join(AllModes(), ", "))
+		if _, _, err := parseModeSpec(m); err != nil {
+			return fmt.Errorf("bench: Modes (-modes): %w", err)
 		}
 		if seen[m] {
 			return fmt.Errorf("bench: Modes (-modes): mode %q given twice", m)
@@ -180,8 +193,27 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: Workers (-workers) must be 0 (each mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, c.Workers)
 	case c.Slice != 0 && (c.Slice < cpusched.MinSlice || c.Slice > cpusched.MaxSlice):
 		return fmt.Errorf("bench: Slice (-slice) must be 0 (each mode's default) or in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, c.Slice)
+	case c.CPUQuota != 0 && !(c.CPUQuota >= MinCPUQuota && c.CPUQuota <= float64(runtime.NumCPU())):
+		return fmt.Errorf("bench: CPUQuota (-cpu-quota) must be 0 (no quota) or in %g..%d CPUs, got %g", MinCPUQuota, runtime.NumCPU(), c.CPUQuota)
 	}
 	return nil
+}
+
+// parseModeSpec parses an item of Config.Modes, "MODE" or "MODE:N", into
+// the mode's name and its worker count (0 for "MODE").
+func parseModeSpec(spec string) (mode string, workers int, err error) {
+	mode, n, hasWorkers := strings.Cut(spec, ":")
+	if _, err := cpusched.ParseIsolation(mode); err != nil {
+		return "", 0, fmt.Errorf("unknown isolation mode %q (valid: %s; MODE:N for N workers)", spec, strings.Join(AllModes(), ", "))
+	}
+	if !hasWorkers {
+		return mode, 0, nil
+	}
+	workers, err = strconv.Atoi(n)
+	if err != nil || workers < cpusched.MinWorkers || workers > cpusched.MaxWorkers {
+		return "", 0, fmt.Errorf("%q: the worker count after the colon must be in %d..%d", spec, cpusched.MinWorkers, cpusched.MaxWorkers)
+	}
+	return mode, workers, nil
 }
 
 // AllModes returns the names of every isolation mode this build supports,
@@ -206,19 +238,30 @@ func (c Config) modes() []string {
 // the first error: a server that fails to start, a failed /stats read, or
 // ctx.Err() when ctx is cancelled (Ctrl-C). An invalid cfg returns
 // (nil, error) and starts nothing. On every return the server processes it
-// started have exited (SIGTERM, then SIGKILL after a grace period).
+// started have exited (SIGTERM, then SIGKILL after a grace period), and
+// the cgroups it made for CPUQuota are removed. With CPUQuota set, Run
+// first checks that the servers can run under it; if they cannot, it
+// returns (nil, an error wrapping ErrCPUQuota) and starts nothing.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	rep := &Report{Machine: machineInfo(), Config: reportConfig(cfg)}
+	var cgroups *cgroupFS
+	if cfg.CPUQuota > 0 {
+		var err error
+		if cgroups, err = openCPUQuota(cfg.CPUQuota); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		rep.Config.Cgroup = cgroups.String()
+	}
 	modes := cfg.modes()
 	steps := Steps()
 	prog := newTracker(cfg, len(modes)*len(steps))
 	defer cfg.Progress.Done()
 	for mi, mode := range modes {
 		prog.set("%s (mode %d/%d): starting the server", mode, mi+1, len(modes))
-		rows, srvInfo, err := runMode(ctx, cfg, mode, func(step string, si int, phase string) {
+		rows, srvInfo, err := runMode(ctx, cfg, cgroups, mode, func(step string, si int, phase string) {
 			prog.set("%s (mode %d/%d) %s (step %d/%d): %s", mode, mi+1, len(modes), step, si+1, len(steps), phase)
 		}, prog.stepDone)
 		rep.Results = append(rep.Results, rows...)
@@ -267,36 +310,52 @@ func (t *tracker) stepDone() {
 	t.mu.Unlock()
 }
 
-// runMode measures every step of one mode on a fresh server. It returns the
-// rows measured, the server's description ("mode: ...") and the first error.
-func runMode(ctx context.Context, cfg Config, mode string, phase func(step string, i int, what string), stepDone func()) ([]Result, string, error) {
+// runMode measures every step of one mode (a Config.Modes item) on a fresh
+// server, in a new cgroup of cgroups unless that is nil. It returns the rows
+// measured, the server's description ("mode: ...") and the first error.
+func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, phase func(step string, i int, what string), stepDone func()) (rows []Result, info string, err error) {
+	mode, workers, _ := parseModeSpec(spec) // Validate has checked it
+	if workers == 0 {
+		workers = cfg.Workers
+	}
 	args := append(slices.Clone(cfg.ServerCmd[1:]), "-addr", "127.0.0.1:0", "-isolation", mode)
 	if cfg.GC {
 		args = append(args, "-gc")
 	}
-	if cfg.Workers > 0 {
-		args = append(args, "-workers", strconv.Itoa(cfg.Workers))
+	if workers > 0 {
+		args = append(args, "-workers", strconv.Itoa(workers))
 	}
 	if cfg.Slice > 0 {
 		args = append(args, "-slice", cfg.Slice.String())
 	}
-	srv, err := startServer(ctx, cfg.ServerCmd[0], args)
+	var cg *cpuCgroup
+	if cgroups != nil {
+		if cg, err = cgroups.create(nextCgroupName(), cfg.CPUQuota); err != nil {
+			return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
+		}
+		// Runs after srv.stop below has reaped the server.
+		defer func() {
+			if rmErr := cg.remove(); rmErr != nil {
+				err = errors.Join(err, fmt.Errorf("bench: mode %s: %w", spec, rmErr))
+			}
+		}()
+	}
+	srv, err := startServer(ctx, cg, cfg.ServerCmd[0], args)
 	if err != nil {
-		return nil, "", fmt.Errorf("bench: mode %s: %w", mode, err)
+		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
 	}
 	defer srv.stop()
-	info := mode + ": " + srv.banner
+	info = spec + ": " + srv.banner
 
-	m := newMeter(cfg, srv.url)
+	m := newMeter(cfg, srv.url, cg)
 	defer m.close()
-	var rows []Result
 	for i, step := range Steps() {
-		r, err := m.step(ctx, mode, step, func(what string) { phase(step, i, what) })
+		r, err := m.step(ctx, spec, step, func(what string) { phase(step, i, what) })
 		if err != nil {
 			if ctx.Err() != nil {
 				err = ctx.Err()
 			}
-			return rows, info, fmt.Errorf("bench: mode %s, step %s: %w", mode, step, err)
+			return rows, info, fmt.Errorf("bench: mode %s, step %s: %w", spec, step, err)
 		}
 		rows = append(rows, r)
 		stepDone()
@@ -316,9 +375,10 @@ type meter struct {
 	probeClient, hogClient, smallClient *http.Client
 	statsClient                         *http.Client
 	sys                                 *sysstat.Reader
+	cgroup                              *cpuCgroup // the server's, or nil
 }
 
-func newMeter(cfg Config, base string) *meter {
+func newMeter(cfg Config, base string, cg *cpuCgroup) *meter {
 	sys, _ := sysstat.NewReader("") // nil on systems without /proc: no CPU busy %
 	return &meter{
 		cfg:         cfg,
@@ -328,6 +388,7 @@ func newMeter(cfg Config, base string) *meter {
 		smallClient: newClient(cfg.SmallConcurrency),
 		statsClient: &http.Client{Timeout: 30 * time.Second},
 		sys:         sys,
+		cgroup:      cg,
 	}
 }
 
@@ -448,6 +509,9 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 		res.CPUBusyPct = &busy
 	}
 	res.GCStopMaxMs = gcStopMax(after.stats)
+	if m.cgroup != nil {
+		res.CgroupCPU = after.cgroup.since(before.cgroup)
+	}
 
 	// Stop the load and let the server finish what it was doing, so that
 	// the next step starts from a quiet server.
@@ -489,10 +553,11 @@ func runProbeAndSmall(ctx context.Context, probeCfg, smallCfg load.Config, small
 
 // sample is the state read at one end of a measured window.
 type sample struct {
-	when  time.Time
-	stats serverStats
-	sys   sysstat.System
-	sysOK bool
+	when   time.Time
+	stats  serverStats
+	sys    sysstat.System
+	sysOK  bool
+	cgroup cpuStat // the server cgroup's, if any
 }
 
 func (m *meter) sample(ctx context.Context) (sample, error) {
@@ -501,6 +566,12 @@ func (m *meter) sample(ctx context.Context) (sample, error) {
 		var err error
 		s.sys, err = m.sys.Sample()
 		s.sysOK = err == nil
+	}
+	if m.cgroup != nil {
+		var err error
+		if s.cgroup, err = m.cgroup.readStat(); err != nil {
+			return s, fmt.Errorf("reading the server cgroup's cpu.stat: %w", err)
+		}
 	}
 	st, err := fetchStats(ctx, m.statsClient, m.base)
 	if err != nil {

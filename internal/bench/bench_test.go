@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +31,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(cgroupChildEnv) != "" {
+		runCgroupChild() // TestChildSeesCPUQuota's child; exits
+	}
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "bench-test-")
 	if err != nil {
@@ -79,6 +83,17 @@ func TestValidate(t *testing.T) {
 		{"rate too high", func(c *Config) { c.ProbeRate = 20000 }, "ProbeRate (-probe-rate) must be in 1..10000"},
 		{"hog zero", func(c *Config) { c.HogConcurrency = 0 }, "HogConcurrency (-hog-c) must be in 1..1000, got 0"},
 		{"small too many", func(c *Config) { c.SmallConcurrency = 1001 }, "SmallConcurrency (-small-c) must be in 1..1000, got 1001"},
+		{"mode with workers", func(c *Config) { c.Modes = []string{"none", "none:1", "reserve:3"} }, ""},
+		{"mode with zero workers", func(c *Config) { c.Modes = []string{"none:0"} }, `Modes (-modes): "none:0": the worker count after the colon must be in 1..1024`},
+		{"mode with bad workers", func(c *Config) { c.Modes = []string{"none:x"} }, `"none:x": the worker count after the colon must be in 1..1024`},
+		{"unknown mode with workers", func(c *Config) { c.Modes = []string{"turbo:1"} }, `unknown isolation mode "turbo:1"`},
+		{"mode with workers twice", func(c *Config) { c.Modes = []string{"none:1", "none:1"} }, `mode "none:1" given twice`},
+		{"quota smallest", func(c *Config) { c.CPUQuota = MinCPUQuota }, ""},
+		{"quota all CPUs", func(c *Config) { c.CPUQuota = float64(runtime.NumCPU()) }, ""},
+		{"quota too small", func(c *Config) { c.CPUQuota = 0.05 }, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.." + strconv.Itoa(runtime.NumCPU()) + " CPUs, got 0.05"},
+		{"quota negative", func(c *Config) { c.CPUQuota = -1 }, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.."},
+		{"quota too large", func(c *Config) { c.CPUQuota = float64(runtime.NumCPU()) + 0.5 }, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.."},
+		{"quota NaN", func(c *Config) { c.CPUQuota = math.NaN() }, "got NaN"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -402,7 +417,7 @@ func TestStartServerFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, err := startServer(context.Background(), "sh", []string{"-c", tt.script})
+			srv, err := startServer(context.Background(), nil, "sh", []string{"-c", tt.script})
 			if err == nil {
 				srv.stop()
 				t.Fatal("got nil error, want one")

@@ -39,6 +39,11 @@ type ReportConfig struct {
 	GCStopNote       string   `json:"gc_stop_max_note"`
 	Workers          int      `json:"workers,omitempty"`  // -workers given to every server; 0: each mode's own
 	SliceMs          float64  `json:"slice_ms,omitempty"` // -slice given to every server; 0: each mode's own
+	// CPUQuota is each server's cgroup CPU limit in CPUs (-cpu-quota); 0:
+	// none. Cgroup says where the cgroups were made, e.g.
+	// "cgroup v1 /sys/fs/cgroup/cpu".
+	CPUQuota float64 `json:"cpu_quota,omitempty"`
+	Cgroup   string  `json:"cgroup,omitempty"`
 
 	Warmup time.Duration `json:"-"` // unmeasured lead-in of every step
 }
@@ -55,6 +60,7 @@ func reportConfig(c Config) ReportConfig {
 		GCStopNote:       GCStopNote,
 		Workers:          c.Workers,
 		SliceMs:          float64(c.Slice) / 1e6,
+		CPUQuota:         c.CPUQuota,
 		Warmup:           c.Warmup,
 	}
 }
@@ -73,6 +79,9 @@ type Result struct {
 	CPUBusyPct *float64 `json:"cpu_busy_pct"`
 	// GCStopMaxMs: see GCStopNote.
 	GCStopMaxMs *float64 `json:"gc_stop_max_ms"`
+	// CgroupCPU is the server cgroup's throttling over the measured window;
+	// absent without a CPU quota.
+	CgroupCPU *CgroupCPUStat `json:"cgroup_cpu_stat,omitempty"`
 }
 
 // ProbeResult is the 1 ms probe's outcome: achieved rate, latency from each
@@ -169,6 +178,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	ew.printf("config:  steps of %v after %v warm-up%s; probe %s open loop %g/s; hog %s c=%d; small %s c=%d; server garbage %s\n",
 		seconds(c.StepS), c.Warmup, quick, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, pathSmall, c.SmallConcurrency, gc)
+	if c.CPUQuota > 0 {
+		ew.printf("quota:   every server in its own cgroup limited to %g CPUs (%d us per %d us period; %s); the load generator outside\n",
+			c.CPUQuota, quotaUs(c.CPUQuota), cfsPeriodUs, c.Cgroup)
+	}
 	if len(r.Servers) > 0 {
 		ew.printf("servers: %s\n", strings.Join(r.Servers, "; "))
 	}
@@ -210,7 +223,29 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if lines := r.findings(); len(lines) > 0 {
 		ew.printf("\n%s", strings.Join(lines, ""))
 	}
+	if lines := r.throttling(); len(lines) > 0 {
+		ew.printf("\ncgroup throttling per measured window (cpu.stat: throttled periods/periods, throttled time summed over CPUs):\n%s", strings.Join(lines, ""))
+	}
 	return ew.err
+}
+
+// throttling returns one line per mode with rows that have cgroup
+// accounting: each step's throttled periods and time.
+func (r *Report) throttling() []string {
+	var lines []string
+	for _, mode := range r.Config.Modes {
+		var parts []string
+		for _, step := range Steps() {
+			if row := r.find(mode, step); row != nil && row.CgroupCPU != nil {
+				cs := row.CgroupCPU
+				parts = append(parts, fmt.Sprintf("%s %d/%d %s ms", step, cs.Throttled, cs.Periods, report.Num(math.Round(cs.ThrottledMs))))
+			}
+		}
+		if len(parts) > 0 {
+			lines = append(lines, mode+": "+strings.Join(parts, ", ")+"\n")
+		}
+	}
+	return lines
 }
 
 // findings returns one line per mode that has an idle and a hog-direct row:

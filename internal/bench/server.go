@@ -43,7 +43,11 @@ type child struct {
 // pipe and stderr kept (its last maxStderr bytes) for error messages. On
 // Linux the child also gets SIGKILL if this process dies first.
 func startChild(name string, args ...string) (*child, error) {
-	cmd := exec.Command(name, args...)
+	return startCmd(exec.Command(name, args...))
+}
+
+// startCmd is startChild for a command built by the caller.
+func startCmd(cmd *exec.Cmd) (*child, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	setDeathSignal(cmd.SysProcAttr)
 	c := &child{cmd: cmd, stderr: &tailBuffer{max: maxStderr}, exited: make(chan struct{})}
@@ -142,11 +146,17 @@ type server struct {
 	banner string // what the server said about itself: "isolation=none workers=2 gomaxprocs=2"
 }
 
-// startServer runs name with args, reads its "listening on URL" line and
-// waits until GET URL/stats answers 200, within startTimeout. On failure the
-// process is stopped and the error includes its stderr.
-func startServer(ctx context.Context, name string, args []string) (*server, error) {
-	c, err := startChild(name, args...)
+// startServer runs name with args, inside cgroup g unless g is nil, reads
+// its "listening on URL" line and waits until GET URL/stats answers 200,
+// within startTimeout. On failure the process is stopped and the error
+// includes its stderr.
+func startServer(ctx context.Context, g *cpuCgroup, name string, args []string) (*server, error) {
+	cmd := exec.Command(name, args...)
+	if g != nil {
+		sh, shArgs := g.inCgroup(name, args)
+		cmd = exec.Command(sh, shArgs...)
+	}
+	c, err := startCmd(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("starting the server %s: %w", name, err)
 	}

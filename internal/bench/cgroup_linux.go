@@ -1,0 +1,58 @@
+//go:build linux
+
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// cgroupMount is where the cgroup file systems are mounted; tests point it
+// at a fake tree.
+var cgroupMount = "/sys/fs/cgroup"
+
+// openCPUQuota finds the cpu controller under cgroupMount, removes the
+// cgroups that killed benchmarks left behind, and checks that a cgroup
+// limited to cpus CPUs can be made and entered. Its error wraps
+// ErrCPUQuota and says why.
+func openCPUQuota(cpus float64) (*cgroupFS, error) {
+	fs, err := findCgroupFS(cgroupMount)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCPUQuota, err)
+	}
+	removeStaleCgroups(fs)
+	if err := fs.check(cpus); err != nil {
+		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
+			err = fmt.Errorf("%v (-cpu-quota needs root, or a cgroup delegated to this user, on a writable cgroup mount)", err)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrCPUQuota, fs, err)
+	}
+	return fs, nil
+}
+
+// removeStaleCgroups removes the cgroups named by a benchmark process that
+// no longer exists (killed before it could remove them). A cgroup that
+// still holds a process stays (rmdir fails).
+func removeStaleCgroups(fs *cgroupFS) {
+	entries, err := os.ReadDir(fs.dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), cgroupNamePrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid == os.Getpid() || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue
+		}
+		_ = fs.rmdir(filepath.Join(fs.dir, e.Name()))
+	}
+}
