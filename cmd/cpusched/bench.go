@@ -5,15 +5,19 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/cpusched/cpusched"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
+	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/internal/bench"
 	"github.com/cpusched/cpusched/internal/report"
 )
+
+// benchRun is bench.Run; tests replace it.
+var benchRun = bench.Run
 
 // runBench is `cpusched bench`: for each isolation mode it starts
 // `cpusched serve` as a child process and measures the 1 ms endpoint idle,
@@ -24,7 +28,7 @@ import (
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("bench", stderr)
 	step := fs.Duration("step", bench.DefaultStep, fmt.Sprintf("measured length of each step (%v..%v); default %v, or %v with -quick", bench.MinStep, bench.MaxStep, bench.DefaultStep, bench.QuickStep(len(bench.AllModes()))))
-	modes := fs.String("modes", strings.Join(bench.AllModes(), ","), "comma-separated isolation modes to measure, in order")
+	modes := fs.String("modes", strings.Join(bench.AllModes(), ","), "comma-separated isolation modes to measure, in order; MODE:N runs MODE with N workers (e.g. ospriority,ospriority:1)")
 	probeRate := fs.Float64("probe-rate", bench.DefaultProbeRate, fmt.Sprintf("open-loop rate of the /delay1ms probe, requests/s (1..%d)", bench.MaxProbeRate))
 	hogC := fs.Int("hog-c", bench.DefaultHogConcurrency, fmt.Sprintf("concurrency of the CPU-heavy /checksum load (1..%d)", bench.MaxConcurrency))
 	smallC := fs.Int("small-c", bench.DefaultSmallConcurrency, fmt.Sprintf("concurrency of the small-task load (1..%d)", bench.MaxConcurrency))
@@ -34,6 +38,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 30 s")
 	workers := fs.Int("workers", 0, fmt.Sprintf("pass -workers to every server (%d..%d); 0 lets each mode choose", cpusched.MinWorkers, cpusched.MaxWorkers))
 	slice := fs.Duration("slice", 0, fmt.Sprintf("pass -slice to every server (%v..%v); 0 lets each mode choose", cpusched.MinSlice, cpusched.MaxSlice))
+	cpuQuota := fs.Float64("cpu-quota", 0, fmt.Sprintf("run every server in its own cgroup limited to this many CPUs (%g..%d; Linux, root); 0: no limit", bench.MinCPUQuota, runtime.NumCPU()))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched bench [flags]")
 		fs.PrintDefaults()
@@ -53,6 +58,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallConcurrency = *probeRate, *hogC, *smallC
 	cfg.GC, cfg.Quick = *gc, *quick
 	cfg.Workers, cfg.Slice = *workers, *slice
+	cfg.CPUQuota = *cpuQuota
 	cfg.Step = *step
 	if *quick {
 		cfg.Warmup = bench.QuickWarmup
@@ -71,7 +77,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg.Progress = report.NewProgress(stderr)
 
-	rep, runErr := bench.Run(ctx, cfg)
+	rep, runErr := benchRun(ctx, cfg)
+	if errors.Is(runErr, bench.ErrCPUQuota) {
+		// Found before anything was measured: the flag cannot work here.
+		return usagef("-cpu-quota %g: %s", cfg.CPUQuota, strings.TrimPrefix(runErr.Error(), "bench: "))
+	}
 	if runErr != nil {
 		// main already says "cpusched bench:".
 		runErr = errors.New(strings.TrimPrefix(runErr.Error(), "bench: "))

@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -28,11 +32,34 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"rate zero", []string{"-probe-rate", "0"}, "ProbeRate (-probe-rate) must be in 1..10000"},
 		{"hog zero", []string{"-hog-c", "0"}, "HogConcurrency (-hog-c) must be in 1..1000, got 0"},
 		{"small too many", []string{"-small-c", "5000"}, "SmallConcurrency (-small-c) must be in 1..1000, got 5000"},
+		{"mode with zero workers", []string{"-modes", "ospriority:0"}, `Modes (-modes): "ospriority:0": the worker count after the colon must be in 1..1024`},
+		{"quota too small", []string{"-cpu-quota", "0.01"}, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.." + strconv.Itoa(runtime.NumCPU()) + " CPUs, got 0.01"},
+		{"quota above the CPUs", []string{"-cpu-quota", strconv.Itoa(runtime.NumCPU() + 1)}, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.."},
+		{"quota negative", []string{"-cpu-quota", "-1"}, "CPUQuota (-cpu-quota) must be 0 (no quota)"},
+		{"quota NaN", []string{"-cpu-quota", "NaN"}, "got NaN"},
+		{"quota not a number", []string{"-cpu-quota", "half"}, `invalid value "half" for flag -cpu-quota`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkUsageError(t, append([]string{"bench"}, tt.args...), tt.wantErr)
 		})
+	}
+}
+
+// TestBenchCPUQuotaUnavailable: when bench.Run finds that the servers
+// cannot run under the quota here (no cgroups, not root), bench exits with
+// a usage error that says why, and measures nothing.
+func TestBenchCPUQuotaUnavailable(t *testing.T) {
+	defer func(run func(context.Context, bench.Config) (*bench.Report, error)) { benchRun = run }(benchRun)
+	var got bench.Config
+	benchRun = func(_ context.Context, cfg bench.Config) (*bench.Report, error) {
+		got = cfg
+		return nil, fmt.Errorf("bench: %w: cgroup v2 /sys/fs/cgroup: creating the cgroup: permission denied", bench.ErrCPUQuota)
+	}
+	checkUsageError(t, []string{"bench", "-cpu-quota", "1.5"},
+		"cpusched bench: -cpu-quota 1.5: cannot run the servers under a CPU quota: cgroup v2 /sys/fs/cgroup: creating the cgroup: permission denied\n")
+	if got.CPUQuota != 1.5 {
+		t.Errorf("bench.Run got CPUQuota %v, want 1.5", got.CPUQuota)
 	}
 }
 
