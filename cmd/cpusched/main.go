@@ -31,6 +31,7 @@ var commands = []command{
 	{"serve", "run the demo HTTP server", runServe},
 	{"load", "drive an HTTP URL with closed- or open-loop load", runLoad},
 	{"bench", "measure the demo server's 1 ms endpoint under CPU load, mode beside mode", runBench},
+	{"soak", "drive the demo server with a hostile mix for a long time and check it does not leak", runSoak},
 	{"lab", "reproduce the scheduling experiments behind cpusched", runLab},
 	{"lab-child", "(internal) one measured workload of a lab experiment", runLabChild},
 }
