@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -117,21 +119,45 @@ func FuzzLoadArgs(f *testing.F) {
 	})
 }
 
-// FuzzServeArgs: `cpusched serve` with random arguments, always on
-// 127.0.0.1:0 (an -addr=127.0.0.1:0 after them wins over any other),
-// exits 0 after serving until its context ends or 2 with a message naming
-// the bad flag.
+// FuzzServeArgs: `cpusched serve` with random arguments, and a random
+// -addr that cannot bind anything but 127.0.0.1:0 (after them, so it wins
+// over any other), exits 0 after serving until its context ends or 2 with
+// a message naming the bad flag.
 func FuzzServeArgs(f *testing.F) {
 	for _, args := range []string{"", "-isolation\nnone", "-isolation\nturbo", "-isolation\n", "-workers\n0", "-workers\n1025",
 		"-workers\n-1", "-slice\n49us", "-slice\n100ms", "-slice\n-1ms", "-isolation\nospriority\n-workers\n3\n-slice\n4ms",
 		"-gc", "-gc=maybe", "now", "--\n-workers", "-h"} {
-		f.Add(args)
+		f.Add(args, "127.0.0.1:0")
+	}
+	for _, addr := range []string{"foo", "127.0.0.1", "127.0.0.1:99999", "127.0.0.1:-1", "localhost:x", "[::1", ":"} {
+		f.Add("", addr)
 	}
 	flags := flagMention(f, "serve")
-	f.Fuzz(func(t *testing.T, input string) {
-		args := append(fuzzArgs(input), "-addr=127.0.0.1:0")
+	f.Fuzz(func(t *testing.T, input, addr string) {
+		if !harmlessAddr(addr) {
+			addr = "127.0.0.1:0"
+		}
+		args := append(fuzzArgs(input), "-addr="+addr)
 		fuzzCommand(t, "serve", flags, args, 0, 2)
 	})
+}
+
+// harmlessAddr reports whether listening on addr binds nothing, or only
+// an ephemeral port of a loopback address: addr is not host:port, or its
+// host is loopback and its port is 0, out of range or no port at all.
+func harmlessAddr(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return true
+	}
+	if host != "127.0.0.1" && host != "::1" && host != "localhost" {
+		return false
+	}
+	if n, err := strconv.Atoi(port); err == nil {
+		return n <= 0 || n > 65535
+	}
+	_, err = net.LookupPort("tcp", port) // a service name (/etc/services) binds its port
+	return err != nil
 }
 
 // FuzzBenchArgs: `cpusched bench` with random arguments exits 2 with a

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 
 	"github.com/cpusched/cpusched"
@@ -50,6 +51,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usagef("-workers must be 0 (the mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, *workers)
 	case *slice != 0 && (*slice < cpusched.MinSlice || *slice > cpusched.MaxSlice):
 		return usagef("-slice must be in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, *slice)
+	}
+	// A malformed address is the command line's fault (exit 2); one that
+	// cannot be bound (in use, a host not here) is found by listening.
+	_, port, err := net.SplitHostPort(*addr)
+	if err != nil {
+		return usagef("-addr must be host:port (port 0 picks a free port), got %q", *addr)
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return usagef("-addr: the port must be 0..65535 or a service name, got %q", port)
 	}
 	// The scheduler's few events (mode, GOMAXPROCS raised and restored,
 	// fallback) go to stderr, as they did before WithLogger existed.

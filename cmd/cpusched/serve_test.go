@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -27,6 +28,12 @@ func TestServeUsageErrors(t *testing.T) {
 		{"slice too short", []string{"-slice", "1us"}, "-slice must be in 50µs..100ms, got 1µs"},
 		{"slice too long", []string{"-slice", "1s"}, "-slice must be in 50µs..100ms"},
 		{"gc with value", []string{"-gc=maybe"}, "invalid boolean value"},
+		// FuzzServeArgs found these exiting 1 with net.Listen's error, which
+		// did not name the flag.
+		{"addr without port", []string{"-addr", "localhost"}, `-addr must be host:port (port 0 picks a free port), got "localhost"`},
+		{"addr port negative", []string{"-addr", "127.0.0.1:-1"}, `-addr: the port must be 0..65535 or a service name, got "-1"`},
+		{"addr port too big", []string{"-addr", "127.0.0.1:65536"}, `got "65536"`},
+		{"addr unknown service", []string{"-addr", "127.0.0.1:nosuchservice"}, `got "nosuchservice"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,10 +44,15 @@ func TestServeUsageErrors(t *testing.T) {
 
 func TestServeListenFailure(t *testing.T) {
 	verifyNoLeaks(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
 	var stdout, stderr bytes.Buffer
-	code := dispatch(context.Background(), []string{"serve", "-addr", "127.0.0.1:-1"}, &stdout, &stderr)
-	if code != 1 || stdout.Len() != 0 {
-		t.Errorf("got exit status %d, stdout %q; want 1 and nothing", code, stdout.String())
+	code := dispatch(context.Background(), []string{"serve", "-addr", taken.Addr().String()}, &stdout, &stderr)
+	if code != 1 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "address already in use") {
+		t.Errorf("got exit status %d, stdout %q, stderr %q; want 1, nothing and the listen error", code, stdout.String(), stderr.String())
 	}
 }
 
