@@ -39,7 +39,7 @@ func TestSoakHelpStatesTheRule(t *testing.T) {
 	if code := dispatch(context.Background(), []string{"soak", "-h"}, &stdout, &stderr); code != 0 {
 		t.Errorf("soak -h: got exit %d, want 0", code)
 	}
-	for _, want := range []string{"usage: cpusched soak", "Pass rule: after a warm-up", "-d duration", "-json"} {
+	for _, want := range []string{"usage: cpusched soak", "Pass rule: the run is cut into 10 equal windows", "-d duration", "-json"} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("soak -h: got %q, want it to contain %q", stderr.String(), want)
 		}

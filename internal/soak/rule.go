@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -13,29 +14,31 @@ const (
 	// WarmupFraction is the start of the run whose samples are ignored:
 	// heaps, pools and connection counts grow to their working size.
 	WarmupFraction = 0.10
-	// WindowFraction is the length of the reference window (right after
-	// the warm-up) and of the final window (the end of the run).
-	WindowFraction = 0.10
-	// MinWindowSamples is the fewest samples a window holds: a shorter
-	// window is extended with the next (reference) or previous (final)
-	// samples.
+	// Windows is the number of equal windows the run is cut into for the
+	// rule; the first is the warm-up, the second the reference, the last
+	// the final window.
+	Windows = 10
+	// MinWindowSamples is the fewest samples the reference and final
+	// windows hold: a shorter one is extended with the next (reference) or
+	// previous (final) samples.
 	MinWindowSamples = 3
-	// RSSTolerance is how far RSS may move from its reference, either way.
+	// RSSTolerance is how far a window's median RSS may be from the
+	// reference, either way.
 	RSSTolerance = 0.15
 	// GoroutineSlack and FDSlack are the absolute slack of the flatness
-	// checks; the slack is this or SlackFraction of the reference window's
-	// maximum, whichever is larger.
-	GoroutineSlack = 20
-	FDSlack        = 10
+	// checks; the slack is this or SlackFraction of the reference
+	// window's median, whichever is larger.
+	GoroutineSlack = 10
+	FDSlack        = 8
 	SlackFraction  = 0.10
 )
 
 // RuleText states the pass rule in words, for the report.
-const RuleText = "after a warm-up of the first 10% of the run: " +
-	"RSS stays within ±15% of its reference, the median of the reference window (the next 10% of the run, at least 3 samples), at every sample; " +
-	"goroutines and fds are flat: the final window's maximum (the last 10%, at least 3 samples) is at most the reference window's maximum plus a slack " +
-	"(goroutines max(20, 10%), fds max(10, 10%)), and the medians of the four quarters after the warm-up do not rise at every step by more than half the slack in all; " +
-	"every /metrics scrape succeeds"
+const RuleText = "the run is cut into 10 equal windows; the first is a warm-up and is ignored. " +
+	"RSS: the median of every later window is within ±15% of the reference, the median of the second window (the first after the warm-up, at least 3 samples). " +
+	"Goroutines and fds are flat: the median of the last window (at least 3 samples) is at most the reference window's median plus a slack " +
+	"(goroutines max(10, 10%), fds max(8, 10%)), and the medians of the four quarters after the warm-up do not rise at every step, by half the slack or more in all. " +
+	"Every /metrics scrape succeeds, every request gets an expected outcome, and the server exits cleanly on SIGTERM"
 
 // Check is the verdict on one quantity.
 type Check struct {
@@ -45,31 +48,37 @@ type Check struct {
 }
 
 // Rule applies the pass rule to samples of a run of length duration (their
-// times T in seconds from the run's start):
+// times T in seconds from the run's start). The run is cut into Windows
+// (10) windows of equal length:
 //
-//   - Warm-up: samples with T < 10% of duration are ignored.
-//   - Reference window: samples with T in [10%, 20%) of duration, extended
-//     to the first MinWindowSamples after the warm-up if it has fewer.
-//     Final window: samples with T >= 90% of duration, extended to the last
-//     MinWindowSamples.
-//   - RSS: its reference is the median of the reference window; every
-//     sample after the warm-up is within ±RSSTolerance (15%) of it.
-//   - Goroutines and fds are flat: with slack = max(GoroutineSlack (20) or
-//     FDSlack (10), 10% of the reference window's maximum), the final
-//     window's maximum is at most the reference window's maximum + slack
-//     (maxima, because the number of requests in flight makes both swing
-//     from sample to sample), and there is no sustained upward trend: the
-//     medians of the four quarters of the post-warm-up samples do not rise
-//     at every step by slack/2 or more in all.
+//   - Warm-up: the first window's samples (T < 10% of duration) are
+//     ignored.
+//   - Reference: the second window, extended to the first
+//     MinWindowSamples (3) samples after the warm-up if it has fewer.
+//     Final: the last window, extended to the last 3 samples.
+//   - RSS: its reference is the reference window's median; the median of
+//     every later window (each 10% of the run) is within ±RSSTolerance
+//     (15%) of it. Medians, not single samples: a leak raises them all
+//     from some window on, while a burst of requests in flight (a stall
+//     of the machine piles them up) raises a few samples.
+//   - Goroutines and fds are flat: with slack = max(GoroutineSlack (10) or
+//     FDSlack (8), 10% of the reference median), the final window's median
+//     is at most the reference median + slack, and there is no sustained
+//     upward trend: the medians of the four quarters of the post-warm-up
+//     samples do not rise at every step by slack/2 or more in all. Medians
+//     again, as the number of requests in flight makes both swing from
+//     sample to sample (goroutines 14..58 in one healthy run).
 //   - Every /metrics scrape succeeded (a failed one has no goroutine count).
 //
-// It returns one Check per quantity; the run passes if all pass. Fewer than
-// 2*MinWindowSamples samples after the warm-up fail every check.
+// It returns one Check per quantity, with the figures it compared; the run
+// passes if all pass. Fewer than 2*MinWindowSamples samples after the
+// warm-up fail every check.
 func Rule(samples []Sample, duration time.Duration) []Check {
 	d := duration.Seconds()
+	window := func(s Sample) int { return min(Windows-1, int(s.T*Windows/d)) }
 	var post []Sample
 	for _, s := range samples {
-		if s.T >= WarmupFraction*d {
+		if window(s) > 0 {
 			post = append(post, s)
 		}
 	}
@@ -78,16 +87,24 @@ func Rule(samples []Sample, duration time.Duration) []Check {
 		return []Check{{"rss", false, msg}, {"goroutines", false, msg}, {"fds", false, msg}, {"scrapes", false, msg}}
 	}
 	refEnd := 0
-	for refEnd < len(post) && post[refEnd].T < (WarmupFraction+WindowFraction)*d {
+	for refEnd < len(post) && window(post[refEnd]) == 1 {
 		refEnd++
 	}
 	refEnd = max(refEnd, MinWindowSamples)
 	finalStart := len(post)
-	for finalStart > 0 && post[finalStart-1].T >= (1-WindowFraction)*d {
+	for finalStart > 0 && window(post[finalStart-1]) == Windows-1 {
 		finalStart--
 	}
 	finalStart = min(finalStart, len(post)-MinWindowSamples)
 	ref, final := post[:refEnd], post[finalStart:]
+	// The later windows of the RSS rule: 3..Windows, each as it is.
+	var later [][]Sample
+	for _, s := range post[refEnd:] {
+		if n := len(later); n == 0 || window(later[n-1][0]) != window(s) {
+			later = append(later, nil)
+		}
+		later[len(later)-1] = append(later[len(later)-1], s)
+	}
 
 	var scraped []Sample
 	failed := 0
@@ -98,7 +115,7 @@ func Rule(samples []Sample, duration time.Duration) []Check {
 		}
 		scraped = append(scraped, s)
 	}
-	checks := []Check{rssCheck(post, ref)}
+	checks := []Check{rssCheck(post, ref, later)}
 	checks = append(checks,
 		flatCheck("goroutines", GoroutineSlack, scraped, okOnly(ref), okOnly(final), func(s Sample) float64 { return float64(s.Goroutines) }),
 		flatCheck("fds", FDSlack, post, ref, final, func(s Sample) float64 { return float64(s.FDs) }),
@@ -118,24 +135,33 @@ func okOnly(samples []Sample) []Sample {
 	return slices.DeleteFunc(slices.Clone(samples), func(s Sample) bool { return s.ScrapeError != "" })
 }
 
-func rssCheck(post, ref []Sample) Check {
+// rssCheck compares the median RSS of each later window with the
+// reference window's.
+func rssCheck(post, ref []Sample, later [][]Sample) Check {
 	mb := func(s Sample) float64 { return float64(s.RSSBytes) / (1 << 20) }
 	refMB := median(values(ref, mb))
-	lo, hi := math.Inf(1), math.Inf(-1)
-	var loT, hiT float64
-	for _, s := range post {
-		if v := mb(s); v < lo {
-			lo, loT = v, s.T
+	pass := refMB > 0
+	lo, hi := refMB, refMB
+	loAt, hiAt := span(ref), span(ref)
+	for _, w := range later {
+		m := median(values(w, mb))
+		if m < lo {
+			lo, loAt = m, span(w)
 		}
-		if v := mb(s); v > hi {
-			hi, hiT = v, s.T
+		if m > hi {
+			hi, hiAt = m, span(w)
 		}
+		pass = pass && m >= (1-RSSTolerance)*refMB && m <= (1+RSSTolerance)*refMB
 	}
-	loPct, hiPct := 100*(lo/refMB-1), 100*(hi/refMB-1)
-	pass := refMB > 0 && lo >= (1-RSSTolerance)*refMB && hi <= (1+RSSTolerance)*refMB
+	peak := slices.MaxFunc(post, func(a, b Sample) int { return cmp.Compare(a.RSSBytes, b.RSSBytes) })
 	return Check{Name: "rss", Pass: pass, Detail: fmt.Sprintf(
-		"reference %.1f MB (median of %s..%s s); after the warm-up %.1f MB (%+.1f%%, at %s s) to %.1f MB (%+.1f%%, at %s s); limit ±%.0f%%",
-		refMB, fmtT(ref[0].T), fmtT(ref[len(ref)-1].T), lo, loPct, fmtT(loT), hi, hiPct, fmtT(hiT), 100*RSSTolerance)}
+		"reference %.1f MB (median of %s s); window medians %.1f MB (%+.1f%%, %s s) to %.1f MB (%+.1f%%, %s s), limit ±%.0f%%; highest sample %.1f MB at %s s",
+		refMB, span(ref), lo, 100*(lo/refMB-1), loAt, hi, 100*(hi/refMB-1), hiAt, 100*RSSTolerance, mb(peak), fmtT(peak.T))}
+}
+
+// span writes the time range of samples: "60..119".
+func span(samples []Sample) string {
+	return fmtT(samples[0].T) + ".." + fmtT(samples[len(samples)-1].T)
 }
 
 // flatCheck applies the flatness rule to one quantity: post holds the
@@ -144,26 +170,30 @@ func flatCheck(name string, absSlack float64, post, ref, final []Sample, value f
 	if len(ref) == 0 || len(final) == 0 || len(post) < 4 {
 		return Check{Name: name, Pass: false, Detail: "too few samples with a value"}
 	}
-	refMax, finalMax := slices.Max(values(ref, value)), slices.Max(values(final, value))
-	slack := math.Max(absSlack, math.Round(SlackFraction*refMax))
+	refMed, finalMed := median(values(ref, value)), median(values(final, value))
+	slack := math.Max(absSlack, math.Round(SlackFraction*refMed))
 	var q [4]float64
 	for i := range q {
 		q[i] = median(values(post[i*len(post)/4:(i+1)*len(post)/4], value))
 	}
 	rising := q[0] < q[1] && q[1] < q[2] && q[2] < q[3] && q[3]-q[0] >= slack/2
-	grew := finalMax > refMax+slack
-	detail := fmt.Sprintf("max of the last 10%% %.0f vs %.0f after the warm-up (limit %.0f); quarter medians %.0f %.0f %.0f %.0f",
-		finalMax, refMax, refMax+slack, q[0], q[1], q[2], q[3])
+	grew := finalMed > refMed+slack
+	detail := fmt.Sprintf("median %s in the last window (%s s) vs %s in the reference (limit %s); quarter medians %s %s %s %s; max %s vs %s",
+		num(finalMed), span(final), num(refMed), num(refMed+slack), num(q[0]), num(q[1]), num(q[2]), num(q[3]),
+		num(slices.Max(values(final, value))), num(slices.Max(values(ref, value))))
 	switch {
 	case grew && rising:
 		detail += ": grew, and rose steadily"
 	case grew:
 		detail += ": grew"
 	case rising:
-		detail += fmt.Sprintf(": rose steadily, by %.0f in all (limit %.0f)", q[3]-q[0], slack/2)
+		detail += fmt.Sprintf(": rose steadily, by %s in all (limit %s)", num(q[3]-q[0]), num(slack/2))
 	}
 	return Check{Name: name, Pass: !grew && !rising, Detail: detail}
 }
+
+// num writes a count or a median of counts: "15", "15.5".
+func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 // fmtT writes a sample's time in seconds to a tenth, without trailing
 // zeros: "12", "1.5".
