@@ -24,7 +24,7 @@ type Stats struct {
 	Queued  int // accepted, not yet started
 	Running int // started, not yet ended
 
-	Active  int // tasks holding a slot now
+	Active  int // tasks holding a slot now: at most Workers, except after a Close that gave up (cancelled tasks get a slot at once to unwind)
 	Blocked int // tasks inside Blocking now
 	Workers int // worker slots
 
