@@ -82,7 +82,8 @@ func (m Isolation) String() string {
 	return fmt.Sprintf("Isolation(%d)", int(m))
 }
 
-// ParseIsolation returns the mode named s ("reserve" or "none").
+// ParseIsolation returns the mode named s: "reserve", "none" or, where
+// IsolationModes lists it, "ospriority".
 func ParseIsolation(s string) (Isolation, error) {
 	for _, m := range isolationModes {
 		if m.String() == s {

@@ -24,7 +24,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	conc := fs.Int("c", load.DefaultConcurrency, fmt.Sprintf("connections (1..%d): closed loop workers, open loop max requests in flight", load.MaxConcurrency))
 	requests := fs.Int("n", 0, "closed loop: total requests (>= 1); give exactly one of -n or -d")
 	duration := fs.Duration("d", 0, "run for this long (> 0, e.g. 10s); give exactly one of -n or -d")
-	rate := fs.Float64("rate", 0, "open loop: requests per second (> 0, needs -d); latency counts from each request's due time")
+	rate := fs.Float64("rate", 0, fmt.Sprintf("open loop: requests per second (0 < rate <= %g, needs -d); latency counts from each request's due time", float64(load.MaxRate)))
 	timeout := fs.Duration("timeout", load.DefaultTimeout, "per-request timeout (> 0)")
 	method := fs.String("m", "GET", "HTTP method")
 	allowRemote := fs.Bool("allow-remote", false, "allow a URL whose host is not a loopback address")
@@ -54,8 +54,8 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("give exactly one of -n or -d, not both")
 	case !set["n"] && !set["d"]:
 		return usagef("give exactly one of -n COUNT or -d DURATION")
-	case set["rate"] && !(*rate > 0):
-		return usagef("-rate must be > 0 requests/s, got %v", *rate)
+	case set["rate"] && !(*rate > 0 && *rate <= load.MaxRate):
+		return usagef("-rate must be in (0, %g] requests/s, got %v", float64(load.MaxRate), *rate)
 	case *rate > 0 && !set["d"]:
 		return usagef("-rate needs -d DURATION (open loop runs for a time, not a count)")
 	case *timeout <= 0:

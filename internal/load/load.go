@@ -53,6 +53,9 @@ const (
 	DefaultConcurrency = 10
 	// MaxConcurrency is the largest Concurrency that Validate accepts.
 	MaxConcurrency = 10000
+	// MaxRate bounds Config.Rate (-rate), requests/s: far above what one
+	// loopback server answers, low enough that every due time is exact.
+	MaxRate = 1e6
 	// DefaultTimeout is the per-request timeout used when Config.Timeout is 0.
 	DefaultTimeout = 10 * time.Second
 )
@@ -145,8 +148,8 @@ func (c Config) Validate() error {
 	if c.Requests == 0 && c.Duration == 0 {
 		return errors.New("load: give exactly one of Requests (-n >= 1) or Duration (-d > 0)")
 	}
-	if math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0 {
-		return fmt.Errorf("load: Rate (-rate) must be > 0 requests/s (or 0 for closed loop), got %v", c.Rate)
+	if math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0 || c.Rate > MaxRate {
+		return fmt.Errorf("load: Rate (-rate) must be in (0, %g] requests/s (or 0 for closed loop), got %v", float64(MaxRate), c.Rate)
 	}
 	if c.Rate > 0 && c.Duration == 0 {
 		return errors.New("load: Rate (-rate) needs Duration (-d > 0); open loop runs for a time, not a count")

@@ -284,7 +284,8 @@ func TestValidate(t *testing.T) {
 		{"drain closed loop", func(c *Config) { c.Drain = true }, "Drain needs Rate (-rate > 0)"},
 		{"drain open loop", func(c *Config) { c.Requests, c.Duration, c.Rate, c.Drain = 0, time.Second, 50, true }, ""},
 		{"rate without duration", func(c *Config) { c.Rate = 10 }, "Rate (-rate) needs Duration (-d > 0)"},
-		{"rate negative", func(c *Config) { c.Requests, c.Duration, c.Rate = 0, time.Second, -1 }, "Rate (-rate) must be > 0"},
+		{"rate negative", func(c *Config) { c.Requests, c.Duration, c.Rate = 0, time.Second, -1 }, "Rate (-rate) must be in (0, 1e+06]"},
+		{"rate too high", func(c *Config) { c.Requests, c.Duration, c.Rate = 0, time.Second, 1e300 }, "Rate (-rate) must be in (0, 1e+06] requests/s (or 0 for closed loop), got 1e+300"},
 		{"timeout negative", func(c *Config) { c.Timeout = -time.Second }, "Timeout (-timeout) must be > 0"},
 	}
 	for _, tt := range tests {
