@@ -30,6 +30,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -347,7 +348,7 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, ph
 	defer srv.stop()
 	info = spec + ": " + srv.banner
 
-	m := newMeter(cfg, srv.url, cg)
+	m := newMeter(cfg, srv.url, cg, srv.cmd.Process.Pid)
 	defer m.close()
 	for i, step := range Steps() {
 		r, err := m.step(ctx, spec, step, func(what string) { phase(step, i, what) })
@@ -376,9 +377,10 @@ type meter struct {
 	statsClient                         *http.Client
 	sys                                 *sysstat.Reader
 	cgroup                              *cpuCgroup // the server's, or nil
+	serverPID                           int
 }
 
-func newMeter(cfg Config, base string, cg *cpuCgroup) *meter {
+func newMeter(cfg Config, base string, cg *cpuCgroup, serverPID int) *meter {
 	sys, _ := sysstat.NewReader("") // nil on systems without /proc: no CPU busy %
 	return &meter{
 		cfg:         cfg,
@@ -389,6 +391,7 @@ func newMeter(cfg Config, base string, cg *cpuCgroup) *meter {
 		statsClient: &http.Client{Timeout: 30 * time.Second},
 		sys:         sys,
 		cgroup:      cg,
+		serverPID:   serverPID,
 	}
 }
 
@@ -510,7 +513,7 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 	}
 	res.GCStopMaxMs = gcStopMax(after.stats)
 	if m.cgroup != nil {
-		res.CgroupCPU = after.cgroup.since(before.cgroup)
+		res.CgroupCPU = after.cgroup.since(before.cgroup, after.when.Sub(before.when))
 	}
 
 	// Stop the load and let the server finish what it was doing, so that
@@ -571,6 +574,13 @@ func (m *meter) sample(ctx context.Context) (sample, error) {
 		var err error
 		if s.cgroup, err = m.cgroup.readStat(); err != nil {
 			return s, fmt.Errorf("reading the server cgroup's cpu.stat: %w", err)
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.serverPID))
+		if err == nil {
+			s.cgroup.serverCPU, err = parseProcCPUTime(stat)
+		}
+		if err != nil {
+			return s, fmt.Errorf("reading the server's CPU time: %w", err)
 		}
 	}
 	st, err := fetchStats(ctx, m.statsClient, m.base)

@@ -230,12 +230,18 @@ type CgroupCPUStat struct {
 	// ThrottledMs is the time the cgroup's run queues spent throttled,
 	// summed over the CPUs (throttled_time on v1, throttled_usec on v2).
 	ThrottledMs float64 `json:"throttled_ms"`
+	// ServerCPUs is the CPU time the server process used over the window
+	// divided by the window's length (/proc/PID/stat, 10 ms ticks): how
+	// much of the quota it used.
+	ServerCPUs float64 `json:"server_cpus"`
 }
 
-// cpuStat is one reading of a cgroup's cpu.stat.
+// cpuStat is one reading of a cgroup's cpu.stat, with the server process's
+// CPU time.
 type cpuStat struct {
 	periods, throttled int64
 	throttledTime      time.Duration
+	serverCPU          time.Duration
 }
 
 // readStat reads g's cpu.stat.
@@ -279,11 +285,37 @@ func parseCPUStat(data []byte) (cpuStat, error) {
 	return s, nil
 }
 
-// since returns the accounting from earlier to s.
-func (s cpuStat) since(earlier cpuStat) *CgroupCPUStat {
-	return &CgroupCPUStat{
+// since returns the accounting from earlier to s, window apart.
+func (s cpuStat) since(earlier cpuStat, window time.Duration) *CgroupCPUStat {
+	cs := &CgroupCPUStat{
 		Periods:     s.periods - earlier.periods,
 		Throttled:   s.throttled - earlier.throttled,
 		ThrottledMs: float64(s.throttledTime-earlier.throttledTime) / 1e6,
 	}
+	if window > 0 {
+		cs.ServerCPUs = (s.serverCPU - earlier.serverCPU).Seconds() / window.Seconds()
+	}
+	return cs
+}
+
+// parseProcCPUTime returns the user plus system CPU time in a /proc/PID/stat
+// line, whose ticks are USER_HZ, 100 per second on Linux.
+func parseProcCPUTime(stat []byte) (time.Duration, error) {
+	// "pid (comm) state ppid ...": comm may hold spaces; the fields after
+	// the last ')' start with the state, field 3; utime and stime are 14
+	// and 15.
+	i := bytes.LastIndexByte(stat, ')')
+	fields := strings.Fields(string(stat[i+1:]))
+	if i < 0 || len(fields) < 13 {
+		return 0, fmt.Errorf("malformed /proc/PID/stat: %q", stat)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("malformed /proc/PID/stat: %q", stat)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }

@@ -230,8 +230,9 @@ func TestParseCPUStat(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		got := *s.since(cpuStat{periods: 5, throttled: 10, throttledTime: 250 * time.Millisecond})
-		if want := (CgroupCPUStat{Periods: 70, Throttled: 60, ThrottledMs: 1500}); got != want {
+		s.serverCPU = 3 * time.Second
+		got := *s.since(cpuStat{periods: 5, throttled: 10, throttledTime: 250 * time.Millisecond, serverCPU: 2 * time.Second}, 2*time.Second)
+		if want := (CgroupCPUStat{Periods: 70, Throttled: 60, ThrottledMs: 1500, ServerCPUs: 0.5}); got != want {
 			t.Errorf("%s: got %+v, want %+v", name, got, want)
 		}
 	}
@@ -284,7 +285,7 @@ func TestReportWithCPUQuota(t *testing.T) {
 	rep := handMadeReport()
 	rep.Config.CPUQuota, rep.Config.Cgroup = 1.5, "cgroup v1 /sys/fs/cgroup/cpu"
 	for i := range rep.Results {
-		rep.Results[i].CgroupCPU = &CgroupCPUStat{Periods: 70, Throttled: int64(10 * i), ThrottledMs: 1234.4 * float64(i)}
+		rep.Results[i].CgroupCPU = &CgroupCPUStat{Periods: 70, Throttled: int64(10 * i), ThrottledMs: 1234.4 * float64(i), ServerCPUs: 0.5 * float64(i)}
 	}
 
 	var buf bytes.Buffer
@@ -293,7 +294,7 @@ func TestReportWithCPUQuota(t *testing.T) {
 	}
 	for _, want := range []string{
 		"quota:   every server in its own cgroup limited to 1.5 CPUs (150000 us per 100000 us period; cgroup v1 /sys/fs/cgroup/cpu); the load generator outside\n",
-		"none: idle 0/70 0 ms, hog-direct 10/70 1,234 ms, hog-sched 20/70 2,469 ms, hog-sched+small 30/70 3,703 ms\n",
+		"none: idle 0/70 0 ms (0.00 CPUs), hog-direct 10/70 1,234 ms (0.50 CPUs), hog-sched 20/70 2,469 ms (1.00 CPUs), hog-sched+small 30/70 3,703 ms (1.50 CPUs)\n",
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table output lacks %q; got:\n%s", want, buf.String())
@@ -315,7 +316,22 @@ func TestReportWithCPUQuota(t *testing.T) {
 		t.Errorf("config: got cpu_quota %v, cgroup %v; want 1.5 and the cgroup", doc.Config["cpu_quota"], doc.Config["cgroup"])
 	}
 	got, _ := doc.Results[1]["cgroup_cpu_stat"].(map[string]any)
-	if want := map[string]any{"nr_periods": 70.0, "nr_throttled": 10.0, "throttled_ms": 1234.4}; !reflect.DeepEqual(got, want) {
+	if want := map[string]any{"nr_periods": 70.0, "nr_throttled": 10.0, "throttled_ms": 1234.4, "server_cpus": 0.5}; !reflect.DeepEqual(got, want) {
 		t.Errorf("cgroup_cpu_stat: got %v, want %v", got, want)
+	}
+}
+
+func TestParseProcCPUTime(t *testing.T) {
+	// utime 150 and stime 25 ticks: 1.75 s; the command name has a space
+	// and a parenthesis.
+	stat := "4242 (cpu sched) x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 150 25 0 0 20 0 9 0 100 1000000 500\n"
+	got, err := parseProcCPUTime([]byte(stat))
+	if err != nil || got != 1750*time.Millisecond {
+		t.Errorf("got (%v, %v), want 1.75s", got, err)
+	}
+	for _, bad := range []string{"", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 abc 25 0"} {
+		if _, err := parseProcCPUTime([]byte(bad)); err == nil {
+			t.Errorf("parseProcCPUTime(%q): got nil error, want one", bad)
+		}
 	}
 }

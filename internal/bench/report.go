@@ -224,7 +224,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		ew.printf("\n%s", strings.Join(lines, ""))
 	}
 	if lines := r.throttling(); len(lines) > 0 {
-		ew.printf("\ncgroup throttling per measured window (cpu.stat: throttled periods/periods, throttled time summed over CPUs):\n%s", strings.Join(lines, ""))
+		ew.printf("\ncgroup throttling per measured window (cpu.stat: throttled periods/periods, throttled time summed over CPUs; the server's CPU use):\n%s", strings.Join(lines, ""))
 	}
 	return ew.err
 }
@@ -238,7 +238,7 @@ func (r *Report) throttling() []string {
 		for _, step := range Steps() {
 			if row := r.find(mode, step); row != nil && row.CgroupCPU != nil {
 				cs := row.CgroupCPU
-				parts = append(parts, fmt.Sprintf("%s %d/%d %s ms", step, cs.Throttled, cs.Periods, report.Num(math.Round(cs.ThrottledMs))))
+				parts = append(parts, fmt.Sprintf("%s %d/%d %s ms (%.2f CPUs)", step, cs.Throttled, cs.Periods, report.Num(math.Round(cs.ThrottledMs)), cs.ServerCPUs))
 			}
 		}
 		if len(parts) > 0 {
