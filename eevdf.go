@@ -8,28 +8,42 @@ package cpusched
 //     comes from its nice level, a group's from its cpu.weight-like setting.
 //   - vruntime: the entity's run time scaled by nice0Weight/weight, so that
 //     entities that got their fair share have equal vruntimes.
-//   - V (vclock): the queue's virtual time. It advances by
-//     delta*nice0Weight/sum(weights of active entities) whenever an active
-//     entity runs for delta: the vruntime an entity would have had it got
-//     exactly its share (the EEVDF paper's V(t), dV/dt = 1/sum(w)).
+//   - V: the queue's virtual time, the weighted average of the vruntimes
+//     of its active entities, as the kernel's avg_vruntime: the vruntime an
+//     entity would have had it got exactly its share. Running for delta
+//     moves V by delta*nice0Weight/sum(weights) (the EEVDF paper's dV/dt =
+//     1/sum(w)); entities joining or leaving move it too, which is what
+//     makes the lag of all active entities sum to zero.
 //   - lag: V - vruntime, the service an entity is owed (positive) or has
 //     had in advance (negative). An entity is eligible when its lag >= 0.
-//   - virtual deadline: vruntime + slice*nice0Weight/weight, set when the
-//     entity asks for a new slice. EEVDF runs the eligible entity with the
-//     earliest deadline, so a short slice means an earlier deadline (lower
-//     latency), not more CPU.
+//   - request: the slice an entity asks for; its virtual deadline is
+//     vruntime + request*nice0Weight/weight. EEVDF runs the eligible entity
+//     with the earliest deadline, so a short request means an earlier
+//     deadline (lower latency), not more CPU. When the entity's vruntime
+//     reaches its deadline, the request is used up and a new deadline is set
+//     (as the kernel's update_deadline), however the run time came: in one
+//     stretch or in pieces between preemptions.
 //
 // An entity is active while it is queued or running; only queued entities
 // are in the heaps. When it stops being active (it finished, or went into
-// Blocking) its lag is kept, clamped, and it is placed at V - lag when it
-// comes back: a task that slept cannot bank unlimited credit, and one that
-// ran ahead cannot be punished for longer than the clamp.
+// Blocking) its lag is kept, clamped, and it is placed back so that it has
+// that lag again once it is counted in V (place). A task that slept cannot
+// bank unlimited credit, and one that ran ahead cannot be punished for
+// longer than the clamp.
 //
-// The eligible set is kept as two heaps: ready (eligible, by deadline) and
-// later (not yet eligible, by vruntime). V only grows, so entities move only
-// from later to ready, at pick time. An entity whose vruntime grows while it
-// sits in ready (a group whose other task is running) stays there until it
-// is picked; that is the one place we trade exactness for O(log n).
+// Why V must be the average. An earlier version kept V as a clock that only
+// moved with run time: an entity joining with credit (a new task starts a
+// slice ahead) then added to the total lag for good, since nothing charged
+// it back, and after many arrivals the waiting entities had piled up lag
+// (up to the clamp), so their deadlines beat those of new short requests.
+// With V as the average, credit given to one entity is paid by the others.
+//
+// The eligible set is kept as two heaps: ready (by deadline) and later (by
+// vruntime). V can go back when an entity with credit joins, so at pick
+// time ready's top is moved back to later while it is not eligible, and
+// later's top to ready while it is; then ready's top is the eligible entity
+// with the earliest deadline (the heaps may hold others in the wrong heap
+// below their tops, which does not change the answer).
 
 const nice0Weight = 1024
 
@@ -64,6 +78,7 @@ type entity struct {
 	weight   int64
 	vruntime int64
 	deadline int64
+	vrequest int64 // the current request, scaled: deadline - vruntime when it was set
 	lag      int64 // kept while inactive
 	heapIdx  int32 // index in ready or later; -1 when in neither
 	inReady  bool
@@ -79,48 +94,149 @@ func scaleVirtual(d, weight int64) int64 {
 }
 
 // eevdfQueue orders the entities of one level.
+//
+// V is kept as base + weightedSum/weightSum, where weightedSum is the sum
+// of weight*(vruntime-base) over the active entities (the kernel's
+// avg_vruntime, with base as its zero point): each term is bounded by the
+// lag clamp and a request, so base follows V (rebase) to keep the sum far
+// from overflowing.
 type eevdfQueue struct {
-	vclock    int64
-	weightSum int64 // of active entities
-	ready     entityHeap
-	later     entityHeap
+	base        int64
+	weightedSum int64 // of weight*(vruntime-base), active entities
+	weightSum   int64 // of active entities
+	idleV       int64 // V when the last active entity left
+	ready       entityHeap
+	later       entityHeap
 }
 
 func newEEVDFQueue() eevdfQueue {
 	return eevdfQueue{ready: entityHeap{byDeadline: true}}
 }
 
-// activate makes e active: placed at V minus its kept lag (clamped to
-// lagClampSlices of slice), with a fresh deadline for vslice.
-func (q *eevdfQueue) activate(e *entity, slice int64, vslice int64) {
+// V returns the queue's virtual time.
+func (q *eevdfQueue) V() int64 {
+	if q.weightSum == 0 {
+		return q.idleV
+	}
+	// Floor division, so that V never exceeds the vruntime of a lone entity.
+	return q.base + floorDiv(q.weightedSum, q.weightSum)
+}
+
+func floorDiv(a, b int64) int64 {
+	d := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		d--
+	}
+	return d
+}
+
+// rebaseAt bounds how far base may fall behind V, in virtual ns, before
+// the sum is moved: weights are at most about 1e5 (group weight 10000), so
+// terms stay below 1e5*(1e9 + lag clamp + request) and thousands of them
+// below the int64 range.
+const rebaseAt = int64(1e9)
+
+// add counts e, at its current vruntime, in V.
+func (q *eevdfQueue) add(e *entity) {
+	if q.weightSum == 0 {
+		q.base, q.weightedSum = q.idleV, 0
+	}
 	q.weightSum += e.weight
+	q.weightedSum += e.weight * (e.vruntime - q.base)
+}
+
+// sub takes e out of V.
+func (q *eevdfQueue) sub(e *entity) {
+	v := q.V()
+	q.weightSum -= e.weight
+	q.weightedSum -= e.weight * (e.vruntime - q.base)
+	if q.weightSum == 0 {
+		q.idleV = v
+	}
+}
+
+// activate makes e active with its kept lag, clamped to lagClampSlices of
+// slice, and a request of vrequest (scaled).
+//
+// Placement is the kernel's place_entity: joining at V - lag would pull V
+// back by lag*w/(W+w) and leave e with only lag*W/(W+w), so e is placed at
+// V - lag*(W+w)/W, which leaves it exactly lag once it is counted.
+func (q *eevdfQueue) activate(e *entity, slice int64, vrequest int64) {
 	limit := lagClampSlices * scaleVirtual(slice, e.weight)
 	lag := min(max(e.lag, -limit), limit)
-	e.vruntime = q.vclock - lag
-	e.deadline = e.vruntime + vslice
+	if q.weightSum > 0 {
+		lag = lag * (q.weightSum + e.weight) / q.weightSum
+	} else {
+		lag = 0 // alone: V is its own vruntime, lag means nothing
+	}
+	e.vruntime = q.V() - lag
+	e.vrequest = vrequest
+	e.deadline = e.vruntime + vrequest
 	e.lag = 0
+	q.add(e)
 }
 
 // deactivate makes e inactive and keeps its lag. e must not be in a heap.
 func (q *eevdfQueue) deactivate(e *entity) {
-	q.weightSum -= e.weight
-	e.lag = q.vclock - e.vruntime
+	e.lag = q.V() - e.vruntime
+	q.sub(e)
 }
 
-// account charges delta nanoseconds of run time to active entity e.
-func (q *eevdfQueue) account(e *entity, delta int64) {
-	e.vruntime += scaleVirtual(delta, e.weight)
-	if q.weightSum > 0 {
-		q.vclock += delta * nice0Weight / q.weightSum
+// reweight changes active entity e's weight, keeping its lag and the
+// virtual time left to its deadline in wall-clock terms, as the kernel's
+// reweight_entity. e must not be in a heap.
+func (q *eevdfQueue) reweight(e *entity, weight int64) {
+	v := q.V()
+	lag := (v - e.vruntime) * e.weight / weight
+	left := (e.deadline - e.vruntime) * e.weight / weight
+	q.sub(e)
+	e.vrequest = e.vrequest * e.weight / weight
+	e.weight = weight
+	e.vruntime = v - lag
+	e.deadline = e.vruntime + left
+	q.add(e)
+}
+
+// account charges delta nanoseconds of run time to active entity e. It
+// reports whether e's vruntime reached its deadline; the caller then gives
+// it a new request (renew).
+func (q *eevdfQueue) account(e *entity, delta int64) (requestDone bool) {
+	dv := scaleVirtual(delta, e.weight)
+	e.vruntime += dv
+	q.weightedSum += e.weight * dv
+	if q.weightSum > 0 && q.weightedSum > rebaseAt*q.weightSum {
+		// Move base up to V (rebaseAt); the terms shrink by weight*rebaseAt.
+		q.base += rebaseAt
+		q.weightedSum -= rebaseAt * q.weightSum
 	}
-	if e.heapIdx >= 0 && !e.inReady {
+	if e.heapIdx >= 0 {
+		q.fix(e)
+	}
+	return e.vruntime >= e.deadline
+}
+
+// renew gives active entity e a new request of vrequest (scaled) from its
+// current vruntime.
+func (q *eevdfQueue) renew(e *entity, vrequest int64) {
+	e.vrequest = vrequest
+	e.deadline = e.vruntime + vrequest
+	if e.heapIdx >= 0 {
+		q.fix(e)
+	}
+}
+
+// fix restores the heap order after e's vruntime or deadline changed.
+func (q *eevdfQueue) fix(e *entity) {
+	if e.inReady {
+		q.ready.fix(e)
+	} else {
 		q.later.fix(e)
 	}
 }
 
 // push queues active entity e.
 func (q *eevdfQueue) push(e *entity) {
-	if e.vruntime <= q.vclock {
+	if e.vruntime <= q.V() {
 		e.inReady = true
 		q.ready.push(e)
 	} else {
@@ -138,11 +254,21 @@ func (q *eevdfQueue) remove(e *entity) {
 	}
 }
 
+// eligible reports whether e's lag is >= 0.
+func (q *eevdfQueue) eligible(e *entity) bool { return e.vruntime <= q.V() }
+
 // peek returns the entity EEVDF would run next, or nil: the eligible one with
 // the earliest deadline, or, if none is eligible, the one with the least
-// vruntime (it is the closest to eligible; in exact EEVDF one always is).
+// vruntime (the closest to eligible; with V the average of the active
+// entities, one always is unless the others are running).
 func (q *eevdfQueue) peek() *entity {
-	for len(q.later.items) > 0 && q.later.items[0].vruntime <= q.vclock {
+	v := q.V()
+	for len(q.ready.items) > 0 && q.ready.items[0].vruntime > v {
+		e := q.ready.pop()
+		e.inReady = false
+		q.later.push(e)
+	}
+	for len(q.later.items) > 0 && q.later.items[0].vruntime <= v {
 		e := q.later.pop()
 		e.inReady = true
 		q.ready.push(e)

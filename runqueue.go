@@ -136,9 +136,9 @@ func (s *Scheduler) activateTask(t *Task, first bool) {
 		// its short first request puts its deadline before those of the
 		// CPU-heavy tasks already waiting: a small task finishes within
 		// about two slices of arriving (the one running must end its slice
-		// first). It cannot starve them: V advances while new tasks run,
-		// and a waiting task whose lag passes 1.75 slices has the earlier
-		// deadline again.
+		// first). The credit is paid by the other active tasks, whose lag
+		// falls as V (their average) moves, so arrivals cannot pile up lag
+		// in the waiting tasks (see eevdf.go).
 		t.ent.lag = scaleVirtual(t.slice, t.ent.weight)
 	}
 	g.tasks.activate(&t.ent, t.slice, scaleVirtual(req, t.ent.weight))
@@ -198,8 +198,15 @@ func (s *Scheduler) account(t *Task, now int64) {
 	t.burst += delta
 	t.runTime += delta
 	g := t.group
-	g.tasks.account(&t.ent, delta)
-	g.class.groups.account(&g.entity, delta)
+	if g.tasks.account(&t.ent, delta) {
+		// The request is used up, in one stretch or in pieces between
+		// preemptions: ask for a new one (a new deadline).
+		g.tasks.renew(&t.ent, scaleVirtual(s.requestSlice(t, false), t.ent.weight))
+		t.longRunner = true
+	}
+	if g.class.groups.account(&g.entity, delta) {
+		g.class.groups.renew(&g.entity, scaleVirtual(int64(s.cfg.slice), g.weight))
+	}
 	s.rollPeriod(now)
 	s.periodUsed[t.qidx] += delta
 	s.stats.runTime += delta
@@ -261,13 +268,16 @@ func (s *Scheduler) pick(now int64) *Task {
 	g := ge.group
 	t := g.tasks.peek().task
 	s.dequeueTask(t)
-	// The group used one request: give it a new deadline so the next pick
-	// in this class weighs the other groups again.
-	sl := int64(s.cfg.slice)
-	g.deadline = g.vruntime + scaleVirtual(sl, g.weight)
-	if g.heapIdx >= 0 {
-		cq.groups.remove(&g.entity)
-		cq.groups.push(&g.entity)
-	}
 	return t
+}
+
+// sliceLeft is the wall-clock time t may run before its vruntime reaches
+// its deadline: the rest of its current request, which a preemption in
+// the middle does not renew.
+func (s *Scheduler) sliceLeft(t *Task) int64 {
+	left := (t.ent.deadline - t.ent.vruntime) * t.ent.weight / nice0Weight
+	if left <= 0 {
+		left = s.requestSlice(t, false)
+	}
+	return max(left, int64(MinSlice))
 }

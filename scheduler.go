@@ -487,12 +487,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.runIdx = int32(len(s.running))
 	s.running = append(s.running, t)
 	t.since = now
-	slice := t.slice
-	if first {
-		slice = s.requestSlice(t, true)
-	}
-	t.sliceEnd = now + slice
-	t.longRunner = !first
+	t.sliceEnd = now + s.sliceLeft(t)
 	t.preempt.And(preemptCancel)
 	if s.killing || t.ctx.Err() != nil {
 		// Close gave up, or the context ended unseen (a Run that waited
@@ -660,13 +655,10 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
-	s.account(t, now)
+	s.account(t, now) // renews the deadline when the request is used up
 	t.preempt.And(preemptCancel)
 	if now >= t.sliceEnd {
-		// The slice is used up: ask for a new one (a new deadline).
-		t.ent.deadline = t.ent.vruntime + scaleVirtual(s.requestSlice(t, false), t.ent.weight)
-		t.sliceEnd = now + t.slice
-		t.longRunner = true
+		t.sliceEnd = now + s.sliceLeft(t)
 	}
 	if s.nqueued == 0 {
 		s.mu.Unlock()
@@ -945,10 +937,20 @@ func (s *Scheduler) SetGroupWeight(group string, weight int) error {
 	w := groupWeight(weight)
 	for i := range s.queues {
 		cq := &s.queues[i]
-		if g := cq.byName[group]; g != nil {
-			if g.active > 0 { // an inactive group's weight is not in the sum
-				cq.groups.weightSum += w - g.weight
+		g := cq.byName[group]
+		switch {
+		case g == nil || g.weight == w:
+		case g.active > 0:
+			queued := g.heapIdx >= 0
+			if queued {
+				cq.groups.remove(&g.entity)
 			}
+			cq.groups.reweight(&g.entity, w)
+			if queued {
+				cq.groups.push(&g.entity)
+			}
+		default: // inactive: not in V; keep its lag in wall-clock terms
+			g.lag = g.lag * g.weight / w
 			g.weight = w
 		}
 	}
