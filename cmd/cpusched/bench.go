@@ -31,7 +31,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	modes := fs.String("modes", strings.Join(bench.AllModes(), ","), "comma-separated isolation modes to measure, in order; MODE:N runs MODE with N workers (e.g. ospriority,ospriority:1)")
 	probeRate := fs.Float64("probe-rate", bench.DefaultProbeRate, fmt.Sprintf("open-loop rate of the /delay1ms probe, requests/s (1..%d)", bench.MaxProbeRate))
 	hogC := fs.Int("hog-c", bench.DefaultHogConcurrency, fmt.Sprintf("concurrency of the CPU-heavy /checksum load (1..%d)", bench.MaxConcurrency))
-	smallC := fs.Int("small-c", bench.DefaultSmallConcurrency, fmt.Sprintf("concurrency of the small-task load (1..%d)", bench.MaxConcurrency))
+	smallRate := fs.Float64("small-rate", bench.DefaultSmallRate, fmt.Sprintf("open-loop rate of the small requests, scheduled and direct each, requests/s (1..%d)", bench.MaxSmallRate))
 	gc := fs.Bool("gc", false, "pass -gc to the server: garbage per probe request, so the collector is always busy")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json and DIR/bench.png (probe latency plot)")
@@ -55,7 +55,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg := bench.DefaultConfig(exe, "serve")
 	cfg.Modes = splitModes(*modes)
-	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallConcurrency = *probeRate, *hogC, *smallC
+	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate = *probeRate, *hogC, *smallRate
 	cfg.GC, cfg.Quick = *gc, *quick
 	cfg.Workers, cfg.Slice = *workers, *slice
 	cfg.CPUQuota = *cpuQuota

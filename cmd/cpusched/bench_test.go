@@ -31,7 +31,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"step zero with quick", []string{"-quick", "-step", "0s"}, "Step (-step) must be in 100ms..10m0s"},
 		{"rate zero", []string{"-probe-rate", "0"}, "ProbeRate (-probe-rate) must be in 1..10000"},
 		{"hog zero", []string{"-hog-c", "0"}, "HogConcurrency (-hog-c) must be in 1..1000, got 0"},
-		{"small too many", []string{"-small-c", "5000"}, "SmallConcurrency (-small-c) must be in 1..1000, got 5000"},
+		{"small rate too high", []string{"-small-rate", "20000"}, "SmallRate (-small-rate) must be in 1..10000 requests/s, got 20000"},
 		{"mode with zero workers", []string{"-modes", "ospriority:0"}, `Modes (-modes): "ospriority:0": the worker count after the colon must be in 1..1024`},
 		{"quota too small", []string{"-cpu-quota", "0.01"}, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.." + strconv.Itoa(runtime.NumCPU()) + " CPUs, got 0.01"},
 		{"quota above the CPUs", []string{"-cpu-quota", strconv.Itoa(runtime.NumCPU() + 1)}, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.."},
@@ -83,7 +83,7 @@ func TestBenchOutputs(t *testing.T) {
 	v := 50.0
 	rep := &bench.Report{
 		Machine: bench.Machine{CPU: "Test CPU", CPUs: 2, GOMAXPROCS: 2, Go: "go1.26", OS: "linux/amd64"},
-		Config:  bench.ReportConfig{StepS: 1, ProbeRate: 200, HogConcurrency: 10, SmallConcurrency: 4, Modes: []string{"none"}},
+		Config:  bench.ReportConfig{StepS: 1, ProbeRate: 200, HogConcurrency: 10, SmallRate: 200, Modes: []string{"none"}},
 		Results: []bench.Result{
 			{Mode: "none", Step: bench.StepIdle, Probe: &bench.ProbeResult{RPS: 200, P50Ms: 1, P99Ms: 2, P999Ms: 3, MaxMs: 4}},
 			{Mode: "none", Step: bench.StepHogSched, Probe: &bench.ProbeResult{RPS: 200, P50Ms: 1, P99Ms: 5, P999Ms: 6, MaxMs: 7},

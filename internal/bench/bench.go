@@ -10,9 +10,15 @@
 //	idle             the probe alone: open loop at ProbeRate on /delay1ms
 //	hog-direct       + closed loop of HogConcurrency on /checksum?sched=0
 //	hog-sched        the same CPU load through cpusched (/checksum?sched=1)
-//	hog-sched+small  + closed loop of SmallConcurrency on /checksum?n=10&sched=1
+//	hog-sched+small  + open loop at SmallRate on /checksum?n=10&sched=1, and
+//	                 the same small requests at the same rate with sched=0
 //
-// The probe's latency counts from each request's due time (see package load).
+// The probe's and the small requests' latencies count from each request's
+// due time (see package load). The small requests run directly (sched=0)
+// are the floor: what this machine gives a small request under this load
+// without cpusched. The scheduled ones also report their task's Task.Waited
+// (the demo's Cpusched-Waited-Ns header): the queueing delay the scheduler
+// itself added.
 // CPU-heavy throughput is the server's own count of CRC32 passes over the
 // measured window, so requests still in flight at the window's end count for
 // the work they did. Between steps the previous step's load is cancelled and
@@ -38,7 +44,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/demo"
 	"github.com/cpusched/cpusched/internal/load"
 	"github.com/cpusched/cpusched/internal/report"
 	"github.com/cpusched/cpusched/internal/sysstat"
@@ -46,12 +55,12 @@ import (
 
 // Defaults and limits of Config.
 const (
-	DefaultStep             = 7 * time.Second
-	DefaultWarmup           = 500 * time.Millisecond
-	DefaultSettle           = 200 * time.Millisecond
-	DefaultProbeRate        = 200
-	DefaultHogConcurrency   = 10
-	DefaultSmallConcurrency = 4
+	DefaultStep           = 7 * time.Second
+	DefaultWarmup         = 500 * time.Millisecond
+	DefaultSettle         = 200 * time.Millisecond
+	DefaultProbeRate      = 200
+	DefaultHogConcurrency = 10
+	DefaultSmallRate      = 200
 
 	// QuickWarmup is the warm-up of a -quick run.
 	QuickWarmup = 250 * time.Millisecond
@@ -61,6 +70,7 @@ const (
 	MaxWarmup      = time.Minute
 	MaxSettle      = 10 * time.Second
 	MaxProbeRate   = 10000
+	MaxSmallRate   = 10000
 	MaxConcurrency = 1000
 )
 
@@ -83,11 +93,12 @@ func Steps() []string {
 
 // The demo server's endpoints.
 const (
-	pathProbe     = "/delay1ms"
-	pathHogDirect = "/checksum?sched=0"
-	pathHogSched  = "/checksum?sched=1"
-	pathSmall     = "/checksum?n=10&sched=1"
-	pathStats     = "/stats"
+	pathProbe       = "/delay1ms"
+	pathHogDirect   = "/checksum?sched=0"
+	pathHogSched    = "/checksum?sched=1"
+	pathSmall       = "/checksum?n=10&sched=1"
+	pathSmallDirect = "/checksum?n=10&sched=0"
+	pathStats       = "/stats"
 )
 
 // QuickStep returns the step length of a -quick run over modes isolation
@@ -127,8 +138,9 @@ type Config struct {
 	ProbeRate float64
 	// HogConcurrency is the CPU-heavy closed loop's concurrency (1..MaxConcurrency).
 	HogConcurrency int
-	// SmallConcurrency is the small-task closed loop's concurrency (1..MaxConcurrency).
-	SmallConcurrency int
+	// SmallRate is the open-loop rate of the small requests, in requests/s
+	// (1..MaxSmallRate), for each of the scheduled and the direct ones.
+	SmallRate float64
 	// GC passes -gc to the server (garbage per probe request).
 	GC bool
 	// Workers and Slice, when non-zero, are passed to every server as
@@ -151,13 +163,13 @@ type Config struct {
 // DefaultConfig returns the default configuration for serverCmd.
 func DefaultConfig(serverCmd ...string) Config {
 	return Config{
-		ServerCmd:        serverCmd,
-		Step:             DefaultStep,
-		Warmup:           DefaultWarmup,
-		Settle:           DefaultSettle,
-		ProbeRate:        DefaultProbeRate,
-		HogConcurrency:   DefaultHogConcurrency,
-		SmallConcurrency: DefaultSmallConcurrency,
+		ServerCmd:      serverCmd,
+		Step:           DefaultStep,
+		Warmup:         DefaultWarmup,
+		Settle:         DefaultSettle,
+		ProbeRate:      DefaultProbeRate,
+		HogConcurrency: DefaultHogConcurrency,
+		SmallRate:      DefaultSmallRate,
 	}
 }
 
@@ -188,8 +200,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: ProbeRate (-probe-rate) must be in 1..%d requests/s, got %v", MaxProbeRate, c.ProbeRate)
 	case c.HogConcurrency < 1 || c.HogConcurrency > MaxConcurrency:
 		return fmt.Errorf("bench: HogConcurrency (-hog-c) must be in 1..%d, got %d", MaxConcurrency, c.HogConcurrency)
-	case c.SmallConcurrency < 1 || c.SmallConcurrency > MaxConcurrency:
-		return fmt.Errorf("bench: SmallConcurrency (-small-c) must be in 1..%d, got %d", MaxConcurrency, c.SmallConcurrency)
+	case math.IsNaN(c.SmallRate) || c.SmallRate < 1 || c.SmallRate > MaxSmallRate:
+		return fmt.Errorf("bench: SmallRate (-small-rate) must be in 1..%d requests/s, got %v", MaxSmallRate, c.SmallRate)
 	case c.Workers != 0 && (c.Workers < cpusched.MinWorkers || c.Workers > cpusched.MaxWorkers):
 		return fmt.Errorf("bench: Workers (-workers) must be 0 (each mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, c.Workers)
 	case c.Slice != 0 && (c.Slice < cpusched.MinSlice || c.Slice > cpusched.MaxSlice):
@@ -374,7 +386,7 @@ type meter struct {
 	cfg                                 Config
 	base                                string
 	probeClient, hogClient, smallClient *http.Client
-	statsClient                         *http.Client
+	smallDirectClient, statsClient      *http.Client
 	sys                                 *sysstat.Reader
 	cgroup                              *cpuCgroup // the server's, or nil
 	serverPID                           int
@@ -383,20 +395,21 @@ type meter struct {
 func newMeter(cfg Config, base string, cg *cpuCgroup, serverPID int) *meter {
 	sys, _ := sysstat.NewReader("") // nil on systems without /proc: no CPU busy %
 	return &meter{
-		cfg:         cfg,
-		base:        base,
-		probeClient: newClient(probeConcurrency(cfg.ProbeRate)),
-		hogClient:   newClient(cfg.HogConcurrency),
-		smallClient: newClient(cfg.SmallConcurrency),
-		statsClient: &http.Client{Timeout: 30 * time.Second},
-		sys:         sys,
-		cgroup:      cg,
-		serverPID:   serverPID,
+		cfg:               cfg,
+		base:              base,
+		probeClient:       newClient(probeConcurrency(cfg.ProbeRate)),
+		hogClient:         newClient(cfg.HogConcurrency),
+		smallClient:       newClient(probeConcurrency(cfg.SmallRate)),
+		smallDirectClient: newClient(probeConcurrency(cfg.SmallRate)),
+		statsClient:       &http.Client{Timeout: 30 * time.Second},
+		sys:               sys,
+		cgroup:            cg,
+		serverPID:         serverPID,
 	}
 }
 
 func (m *meter) close() {
-	for _, c := range []*http.Client{m.probeClient, m.hogClient, m.smallClient, m.statsClient} {
+	for _, c := range []*http.Client{m.probeClient, m.hogClient, m.smallClient, m.smallDirectClient, m.statsClient} {
 		c.CloseIdleConnections()
 	}
 }
@@ -464,14 +477,20 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 		Client: m.probeClient,
 	}
 	smallCfg := load.Config{
-		URL: m.base + pathSmall, Concurrency: cfg.SmallConcurrency, Timeout: hogTimeout, Client: m.smallClient,
+		URL: m.base + pathSmall, Concurrency: probeConcurrency(cfg.SmallRate), Rate: cfg.SmallRate,
+		Timeout: hogTimeout, Client: m.smallClient,
+	}
+	smallDirectCfg := smallCfg
+	smallDirectCfg.URL, smallDirectCfg.Client = m.base+pathSmallDirect, m.smallDirectClient
+	var smallCfgs []load.Config
+	if small {
+		smallCfgs = []load.Config{smallCfg, smallDirectCfg}
 	}
 
 	// Warm-up: the same loads, unmeasured.
 	if cfg.Warmup > 0 {
 		phase("warm-up")
-		probeCfg.Duration, smallCfg.Duration = cfg.Warmup, cfg.Warmup
-		if _, _, err := runProbeAndSmall(loadCtx, probeCfg, smallCfg, small); err != nil {
+		if _, _, err := runProbeAndSmall(loadCtx, probeCfg, smallCfgs, cfg.Warmup); err != nil {
 			return res, err
 		}
 	}
@@ -482,11 +501,18 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 	if err != nil {
 		return res, err
 	}
-	probeCfg.Duration, smallCfg.Duration = cfg.Step, cfg.Step
-	// Every probe request due in the window counts, however late it ends:
-	// the slowest are the ones still in flight when the window closes.
+	// Every probe or small request due in the window counts, however late
+	// it ends: the slowest are the ones still in flight when the window
+	// closes.
 	probeCfg.Drain = true
-	probeRes, smallRes, err := runProbeAndSmall(loadCtx, probeCfg, smallCfg, small)
+	waited := newWaitedRecorder()
+	for i := range smallCfgs {
+		smallCfgs[i].Drain = true
+	}
+	if small {
+		smallCfgs[0].OnResponse = waited.record
+	}
+	probeRes, smallRes, err := runProbeAndSmall(loadCtx, probeCfg, smallCfgs, cfg.Step)
 	if err != nil {
 		return res, err
 	}
@@ -504,8 +530,9 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 		res.Hog = &HogResult{PassesPerS: after.passesPerSecondSince(before)}
 	}
 	if small {
-		ss := smallRes.Summary()
-		res.Small = &SmallResult{P50Ms: ss.P50Ms, P99Ms: ss.P99Ms}
+		res.Small = smallResult(smallRes[0])
+		res.Small.WaitedP50Ms, res.Small.WaitedP99Ms, res.Small.WaitedMaxMs = waited.percentiles()
+		res.SmallDirect = smallResult(smallRes[1])
 	}
 	if m.sys != nil && before.sysOK && after.sysOK {
 		busy := after.sys.Since(before.sys).Busy
@@ -532,26 +559,67 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 	return res, nil
 }
 
-// runProbeAndSmall runs the probe and, if small, the small-task loop side by
-// side for their Durations and returns their results. A load that cannot
-// run at all (bad config) or ctx's cancellation is an error.
-func runProbeAndSmall(ctx context.Context, probeCfg, smallCfg load.Config, small bool) (*load.Result, *load.Result, error) {
-	var smallRes *load.Result
-	var smallErr error
+// runProbeAndSmall runs the probe and the small loads side by side for d
+// and returns their results. A load that cannot run at all (bad config) or
+// ctx's cancellation is an error.
+func runProbeAndSmall(ctx context.Context, probeCfg load.Config, smallCfgs []load.Config, d time.Duration) (*load.Result, []*load.Result, error) {
+	smallRes := make([]*load.Result, len(smallCfgs))
+	smallErrs := make([]error, len(smallCfgs))
 	var wg sync.WaitGroup
-	if small {
+	for i, c := range smallCfgs {
+		c.Duration = d
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			smallRes, smallErr = load.Run(ctx, smallCfg)
+			smallRes[i], smallErrs[i] = load.Run(ctx, c)
 		}()
 	}
+	probeCfg.Duration = d
 	probeRes, probeErr := load.Run(ctx, probeCfg)
 	wg.Wait()
-	if err := errors.Join(probeErr, smallErr); err != nil {
+	if err := errors.Join(append(smallErrs, probeErr)...); err != nil {
 		return nil, nil, err
 	}
 	return probeRes, smallRes, nil
+}
+
+// smallResult summarizes one small load.
+func smallResult(r *load.Result) *SmallResult {
+	s := r.Summary()
+	return &SmallResult{RPS: s.RPS, P50Ms: s.P50Ms, P99Ms: s.P99Ms, P999Ms: s.P999Ms, MaxMs: s.MaxMs, Errors: s.Failed + s.Non2xx}
+}
+
+// waitedRecorder collects the scheduled small requests' Task.Waited from
+// the demo's response header.
+type waitedRecorder struct {
+	mu   sync.Mutex
+	hist *hdrhistogram.Histogram // microseconds
+}
+
+func newWaitedRecorder() *waitedRecorder {
+	return &waitedRecorder{hist: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
+}
+
+func (w *waitedRecorder) record(h http.Header) {
+	ns, err := strconv.ParseInt(h.Get(demo.WaitedHeader), 10, 64)
+	if err != nil || ns < 0 {
+		return // not a scheduled response (a 503, say)
+	}
+	w.mu.Lock()
+	_ = w.hist.RecordValue(max(1, ns/1e3))
+	w.mu.Unlock()
+}
+
+// percentiles returns the p50, p99 and max of the recorded waits in ms, or
+// nils when none was recorded.
+func (w *waitedRecorder) percentiles() (p50, p99, maxMs *float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.hist.TotalCount() == 0 {
+		return nil, nil, nil
+	}
+	ms := func(us int64) *float64 { v := float64(us) / 1e3; return &v }
+	return ms(w.hist.ValueAtQuantile(50)), ms(w.hist.ValueAtQuantile(99)), ms(w.hist.Max())
 }
 
 // sample is the state read at one end of a measured window.

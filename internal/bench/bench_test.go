@@ -82,7 +82,7 @@ func TestValidate(t *testing.T) {
 		{"rate NaN", func(c *Config) { c.ProbeRate = math.NaN() }, "ProbeRate (-probe-rate) must be in 1..10000"},
 		{"rate too high", func(c *Config) { c.ProbeRate = 20000 }, "ProbeRate (-probe-rate) must be in 1..10000"},
 		{"hog zero", func(c *Config) { c.HogConcurrency = 0 }, "HogConcurrency (-hog-c) must be in 1..1000, got 0"},
-		{"small too many", func(c *Config) { c.SmallConcurrency = 1001 }, "SmallConcurrency (-small-c) must be in 1..1000, got 1001"},
+		{"small rate too high", func(c *Config) { c.SmallRate = 10001 }, "SmallRate (-small-rate) must be in 1..10000 requests/s, got 10001"},
 		{"mode with workers", func(c *Config) { c.Modes = []string{"none", "none:1", "reserve:3"} }, ""},
 		{"mode with zero workers", func(c *Config) { c.Modes = []string{"none:0"} }, `Modes (-modes): "none:0": the worker count after the colon must be in 1..1024`},
 		{"mode with bad workers", func(c *Config) { c.Modes = []string{"none:x"} }, `"none:x": the worker count after the colon must be in 1..1024`},
@@ -165,8 +165,9 @@ func handMadeReport() *Report {
 			{Mode: "none", Step: StepHogSched, Probe: &ProbeResult{RPS: 200, P50Ms: 1.3, P99Ms: 3, P999Ms: 4, MaxMs: 5},
 				Hog: &HogResult{PassesPerS: 150000}, CPUBusyPct: ptr(60), GCStopMaxMs: ptr(0.5)},
 			{Mode: "none", Step: StepHogSchedSm, Probe: &ProbeResult{RPS: 200, P50Ms: 1.4, P99Ms: 4, P999Ms: 5, MaxMs: 6},
-				Hog: &HogResult{PassesPerS: 120000}, Small: &SmallResult{P50Ms: 1.5, P99Ms: 11},
-				CPUBusyPct: nil, GCStopMaxMs: ptr(0.9)},
+				Hog: &HogResult{PassesPerS: 120000}, Small: &SmallResult{RPS: 200, P50Ms: 1.5, P99Ms: 11, P999Ms: 12, MaxMs: 13, WaitedP50Ms: ptr(0.1), WaitedP99Ms: ptr(1.25), WaitedMaxMs: ptr(2)},
+				SmallDirect: &SmallResult{RPS: 200, P50Ms: 1, P99Ms: 8, P999Ms: 9, MaxMs: 10},
+				CPUBusyPct:  nil, GCStopMaxMs: ptr(0.9)},
 		},
 	}
 	rep.fillPctOfDirect()
@@ -192,13 +193,14 @@ func TestWriteJSONShape(t *testing.T) {
 		t.Fatalf("got invalid JSON %v:\n%s", err, buf.String())
 	}
 	wantKeys := map[string][]string{
-		"":        {"config", "machine", "results"},
-		"machine": {"cpu", "cpus", "go", "gomaxprocs", "kernel", "os"},
-		"config":  {"gc", "gc_stop_max_note", "hog_concurrency", "modes", "probe_rate", "quick", "small_concurrency", "step_s"},
-		"row":     {"cpu_busy_pct", "gc_stop_max_ms", "hog", "mode", "probe", "small", "step"},
-		"probe":   {"errors", "max_ms", "p50_ms", "p999_ms", "p99_ms", "rps"},
-		"hog":     {"passes_per_s", "pct_of_direct"},
-		"small":   {"p50_ms", "p99_ms"},
+		"":             {"config", "machine", "results"},
+		"machine":      {"cpu", "cpus", "go", "gomaxprocs", "kernel", "os"},
+		"config":       {"gc", "gc_stop_max_note", "hog_concurrency", "modes", "probe_rate", "quick", "small_rate", "step_s"},
+		"row":          {"cpu_busy_pct", "gc_stop_max_ms", "hog", "mode", "probe", "small", "small_direct", "step"},
+		"probe":        {"errors", "max_ms", "p50_ms", "p999_ms", "p99_ms", "rps"},
+		"hog":          {"passes_per_s", "pct_of_direct"},
+		"small":        {"errors", "max_ms", "p50_ms", "p999_ms", "p99_ms", "rps", "waited_max_ms", "waited_p50_ms", "waited_p99_ms"},
+		"small_direct": {"errors", "max_ms", "p50_ms", "p999_ms", "p99_ms", "rps"},
 	}
 	check := func(what string, m map[string]any) {
 		t.Helper()
@@ -225,10 +227,12 @@ func TestWriteJSONShape(t *testing.T) {
 		} else if ok {
 			check("hog", hog)
 		}
-		if small, ok := row["small"].(map[string]any); ok != wantSmall {
-			t.Errorf("row %d (%s): got small %v, want present=%v (null otherwise)", i, step, row["small"], wantSmall)
-		} else if ok {
-			check("small", small)
+		for _, key := range []string{"small", "small_direct"} {
+			if small, ok := row[key].(map[string]any); ok != wantSmall {
+				t.Errorf("row %d (%s): got %s %v, want present=%v (null otherwise)", i, step, key, row[key], wantSmall)
+			} else if ok {
+				check(key, small)
+			}
 		}
 	}
 	// pct_of_direct of hog-sched: 150000/300000.
@@ -261,6 +265,7 @@ func TestWriteTable(t *testing.T) {
 		"probe errors (failed or non-2xx responses): 2 in all",
 		"none: probe p99 1.50 ms idle, 150 ms under the direct CPU load (100x higher than idle), " +
 			"3.00 ms with that load through cpusched (50.0x lower than hog-direct) at 50% of its throughput\n",
+		"none: small requests p99 11.0 ms through cpusched, 8.00 ms run directly at the same rate (1.38x higher than direct); the scheduler's own wait p99 1.25 ms\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table output lacks %q; got:\n%s", want, out)
@@ -268,15 +273,15 @@ func TestWriteTable(t *testing.T) {
 	}
 	// The rows, by their fields ("-" where a step has no such load).
 	wantRows := [][]string{
-		{"none", "idle", "1.20", "1.50", "2.00", "3.00", "200", "-", "-", "-", "-", "5.0%", "0"},
-		{"none", "hog-direct", "100", "150", "200", "250", "190", "300,000", "100%", "-", "-", "100%", "0.500"},
-		{"none", "hog-sched", "1.30", "3.00", "4.00", "5.00", "200", "150,000", "50%", "-", "-", "60%", "0.500"},
-		{"none", "hog-sched+small", "1.40", "4.00", "5.00", "6.00", "200", "120,000", "40%", "1.50", "11.0", "-", "0.900"},
+		{"none", "idle", "1.20", "1.50", "2.00", "3.00", "200", "-", "-", "-", "-", "-", "-", "5.0%", "0"},
+		{"none", "hog-direct", "100", "150", "200", "250", "190", "300,000", "100%", "-", "-", "-", "-", "100%", "0.500"},
+		{"none", "hog-sched", "1.30", "3.00", "4.00", "5.00", "200", "150,000", "50%", "-", "-", "-", "-", "60%", "0.500"},
+		{"none", "hog-sched+small", "1.40", "4.00", "5.00", "6.00", "200", "120,000", "40%", "1.50", "11.0", "8.00", "1.25", "-", "0.900"},
 	}
 	var gotRows [][]string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 13 && f[0] == "none" {
+		if len(f) == 15 && f[0] == "none" {
 			gotRows = append(gotRows, f)
 		}
 	}
@@ -444,7 +449,7 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg := DefaultConfig(cpuschedBin, "serve")
 	cfg.Modes = []string{AllModes()[len(AllModes())-1]}
 	cfg.Step, cfg.Warmup, cfg.Settle = 300*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
-	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallConcurrency = 100, 4, 2
+	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate = 100, 4, 50
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
@@ -482,6 +487,12 @@ func TestRunEndToEnd(t *testing.T) {
 		}
 		if (row.Small != nil) != (row.Step == StepHogSchedSm) {
 			t.Errorf("row %d: got small %+v, want present only in %s", i, row.Small, StepHogSchedSm)
+		}
+		if (row.SmallDirect != nil) != (row.Step == StepHogSchedSm) {
+			t.Errorf("row %d: got small_direct %+v, want present only in %s", i, row.SmallDirect, StepHogSchedSm)
+		}
+		if row.Small != nil && (row.Small.WaitedP99Ms == nil || row.Small.RPS <= 0 || row.SmallDirect.RPS <= 0) {
+			t.Errorf("row %d: small %+v, small_direct %+v: want both answered and the scheduled ones' Task.Waited read", i, row.Small, row.SmallDirect)
 		}
 		if row.GCStopMaxMs == nil {
 			t.Errorf("row %d: got no gc_stop_max_ms, want the server's figure", i)

@@ -29,16 +29,16 @@ type Report struct {
 
 // ReportConfig is the configuration a report was measured with.
 type ReportConfig struct {
-	StepS            float64  `json:"step_s"`
-	ProbeRate        float64  `json:"probe_rate"`
-	HogConcurrency   int      `json:"hog_concurrency"`
-	SmallConcurrency int      `json:"small_concurrency"`
-	GC               bool     `json:"gc"`
-	Quick            bool     `json:"quick"`
-	Modes            []string `json:"modes"`
-	GCStopNote       string   `json:"gc_stop_max_note"`
-	Workers          int      `json:"workers,omitempty"`  // -workers given to every server; 0: each mode's own
-	SliceMs          float64  `json:"slice_ms,omitempty"` // -slice given to every server; 0: each mode's own
+	StepS          float64  `json:"step_s"`
+	ProbeRate      float64  `json:"probe_rate"`
+	HogConcurrency int      `json:"hog_concurrency"`
+	SmallRate      float64  `json:"small_rate"`
+	GC             bool     `json:"gc"`
+	Quick          bool     `json:"quick"`
+	Modes          []string `json:"modes"`
+	GCStopNote     string   `json:"gc_stop_max_note"`
+	Workers        int      `json:"workers,omitempty"`  // -workers given to every server; 0: each mode's own
+	SliceMs        float64  `json:"slice_ms,omitempty"` // -slice given to every server; 0: each mode's own
 	// CPUQuota is each server's cgroup CPU limit in CPUs (-cpu-quota); 0:
 	// none. Cgroup says where the cgroups were made, e.g.
 	// "cgroup v1 /sys/fs/cgroup/cpu".
@@ -50,18 +50,18 @@ type ReportConfig struct {
 
 func reportConfig(c Config) ReportConfig {
 	return ReportConfig{
-		StepS:            c.Step.Seconds(),
-		ProbeRate:        c.ProbeRate,
-		HogConcurrency:   c.HogConcurrency,
-		SmallConcurrency: c.SmallConcurrency,
-		GC:               c.GC,
-		Quick:            c.Quick,
-		Modes:            c.modes(),
-		GCStopNote:       GCStopNote,
-		Workers:          c.Workers,
-		SliceMs:          float64(c.Slice) / 1e6,
-		CPUQuota:         c.CPUQuota,
-		Warmup:           c.Warmup,
+		StepS:          c.Step.Seconds(),
+		ProbeRate:      c.ProbeRate,
+		HogConcurrency: c.HogConcurrency,
+		SmallRate:      c.SmallRate,
+		GC:             c.GC,
+		Quick:          c.Quick,
+		Modes:          c.modes(),
+		GCStopNote:     GCStopNote,
+		Workers:        c.Workers,
+		SliceMs:        float64(c.Slice) / 1e6,
+		CPUQuota:       c.CPUQuota,
+		Warmup:         c.Warmup,
 	}
 }
 
@@ -73,6 +73,9 @@ type Result struct {
 	Probe *ProbeResult `json:"probe"`
 	Hog   *HogResult   `json:"hog"`
 	Small *SmallResult `json:"small"`
+	// SmallDirect is the same small requests run directly (sched=0) at the
+	// same rate in the same step: the floor for Small.
+	SmallDirect *SmallResult `json:"small_direct"`
 	// CPUBusyPct is the whole machine's busy time over the measured window
 	// (100 = every CPU busy; it includes the load generator and anything
 	// else running); nil where /proc/stat cannot be read.
@@ -103,10 +106,20 @@ type HogResult struct {
 	PctOfDirect *float64 `json:"pct_of_direct"`
 }
 
-// SmallResult is the small tasks' latency.
+// SmallResult is the small requests' outcome: achieved rate, latency from
+// each request's due time, failed or non-2xx requests, and for the
+// scheduled ones the scheduler's own queueing delay (Task.Waited).
 type SmallResult struct {
-	P50Ms float64 `json:"p50_ms"`
-	P99Ms float64 `json:"p99_ms"`
+	RPS    float64 `json:"rps"`
+	P50Ms  float64 `json:"p50_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p999_ms"`
+	MaxMs  float64 `json:"max_ms"`
+	Errors int64   `json:"errors"`
+
+	WaitedP50Ms *float64 `json:"waited_p50_ms,omitempty"`
+	WaitedP99Ms *float64 `json:"waited_p99_ms,omitempty"`
+	WaitedMaxMs *float64 `json:"waited_max_ms,omitempty"`
 }
 
 // fillPctOfDirect sets every hog row's PctOfDirect from its mode's
@@ -176,8 +189,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.Quick {
 		quick = " (-quick)"
 	}
-	ew.printf("config:  steps of %v after %v warm-up%s; probe %s open loop %g/s; hog %s c=%d; small %s c=%d; server garbage %s\n",
-		seconds(c.StepS), c.Warmup, quick, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, pathSmall, c.SmallConcurrency, gc)
+	ew.printf("config:  steps of %v after %v warm-up%s; probe %s open loop %g/s; hog %s c=%d; small /checksum?n=10&sched=1 and sched=0 open loop %g/s each; server garbage %s\n",
+		seconds(c.StepS), c.Warmup, quick, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, c.SmallRate, gc)
 	if c.CPUQuota > 0 {
 		ew.printf("quota:   every server in its own cgroup limited to %g CPUs (%d us per %d us period; %s); the load generator outside\n",
 			c.CPUQuota, quotaUs(c.CPUQuota), cfsPeriodUs, c.Cgroup)
@@ -185,13 +198,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Servers) > 0 {
 		ew.printf("servers: %s\n", strings.Join(r.Servers, "; "))
 	}
-	ew.printf("probe latency in ms from each request's due time; small-task latency in ms; gc stw max in ms, cumulative per mode\n\n")
+	ew.printf("latencies in ms from each request's due time; small: scheduled, direct (sched=0, the floor), and the scheduler's own wait (Task.Waited); gc stw max in ms, cumulative per mode\n\n")
 	if ew.err != nil {
 		return ew.err
 	}
 
 	t := report.NewTable("mode", "step", "p50", "p99", "p99.9", "max", "probe/s",
-		"hog passes/s", "% of direct", "small p50", "small p99", "cpu busy", "gc stw max")
+		"hog passes/s", "% of direct", "small p50", "small p99", "direct p99", "waited p99", "cpu busy", "gc stw max")
 	var probeErrors int64
 	for _, row := range r.Results {
 		cells := []string{row.Mode, row.Step}
@@ -210,6 +223,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 			cells = append(cells, report.Ms(s.P50Ms), report.Ms(s.P99Ms))
 		} else {
 			cells = append(cells, "-", "-")
+		}
+		if s := row.SmallDirect; s != nil {
+			cells = append(cells, report.Ms(s.P99Ms))
+		} else {
+			cells = append(cells, "-")
+		}
+		if s := row.Small; s != nil {
+			cells = append(cells, msOrDash(s.WaitedP99Ms))
+		} else {
+			cells = append(cells, "-")
 		}
 		cells = append(cells, pctOrDash(row.CPUBusyPct), msOrDash(row.GCStopMaxMs))
 		t.Row(cells...)
@@ -268,6 +291,14 @@ func (r *Report) findings() []string {
 			}
 		}
 		lines = append(lines, s+"\n")
+		if sm := r.find(mode, StepHogSchedSm); sm != nil && sm.Small != nil && sm.SmallDirect != nil {
+			s := fmt.Sprintf("%s: small requests p99 %s ms through cpusched, %s ms run directly at the same rate (%s direct)",
+				mode, report.Ms(sm.Small.P99Ms), report.Ms(sm.SmallDirect.P99Ms), times(sm.Small.P99Ms, sm.SmallDirect.P99Ms))
+			if w := sm.Small.WaitedP99Ms; w != nil {
+				s += fmt.Sprintf("; the scheduler's own wait p99 %s ms", report.Ms(*w))
+			}
+			lines = append(lines, s+"\n")
+		}
 	}
 	return lines
 }

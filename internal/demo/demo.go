@@ -16,7 +16,8 @@
 //	                 a Checkpoint after every pass (sched=1, through
 //	                 httpsched: 503 with Retry-After once the scheduler is
 //	                 closed); the task options class, nice and group apply
-//	                 to sched=1
+//	                 to sched=1; a sched=1 answer carries the task's
+//	                 Task.Waited in its Cpusched-Waited-Ns header
 //	/checksumWithoutCpuWorker        = /checksum?sched=0 (cpuworker's path)
 //	/checksumWithCpuWorker           = /checksum?sched=1 (cpuworker's path)
 //	/checksumSmallTaskWithCpuWorker  = /checksum?sched=1&n=10 (cpuworker's path)
@@ -335,9 +336,18 @@ func checksumParamsFrom(ctx context.Context) *checksumParams {
 // that checksum parsed.
 func (s *Server) checksumScheduled(w http.ResponseWriter, r *http.Request) {
 	p := checksumParamsFrom(r.Context())
-	done, crc, err := s.checksumTask(httpsched.TaskFrom(r.Context()), p.passes)
+	task := httpsched.TaskFrom(r.Context())
+	done, crc, err := s.checksumTask(task, p.passes)
+	// The task ends right after this handler: its wait so far is all the
+	// queueing delay the scheduler added (cpusched bench reads it).
+	w.Header().Set(WaitedHeader, strconv.FormatInt(int64(task.Waited()), 10))
 	writeChecksum(w, *p, done, crc, err)
 }
+
+// WaitedHeader is the response header of a scheduled /checksum request
+// that carries its task's Task.Waited, in nanoseconds: the time it waited
+// for a worker slot, first and after each time it gave the slot up.
+const WaitedHeader = "Cpusched-Waited-Ns"
 
 // writeChecksum answers the outcome of p's passes: the JSON, or 503 if they
 // stopped early (the client is gone or the server stops).

@@ -115,6 +115,11 @@ type Config struct {
 	// needs Rate > 0.
 	Drain bool
 
+	// OnResponse, if set, is called with each complete response's header
+	// (after its body was read), from the goroutine that sent it: several
+	// at once under concurrency, so it must be safe for that.
+	OnResponse func(http.Header)
+
 	// Insecure skips TLS certificate verification in the client Run builds
 	// (for https on loopback with a self-signed certificate). It has no
 	// effect when Client is set.
@@ -493,6 +498,9 @@ func (r *runner) do(runCtx context.Context, s *shard, from time.Time) {
 	}
 	us := time.Since(from).Microseconds()
 	r.completed.Add(1)
+	if r.cfg.OnResponse != nil {
+		r.cfg.OnResponse(resp.Header)
+	}
 
 	s.mu.Lock()
 	if us > latencyMaxUs {
