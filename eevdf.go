@@ -254,9 +254,6 @@ func (q *eevdfQueue) remove(e *entity) {
 	}
 }
 
-// eligible reports whether e's lag is >= 0.
-func (q *eevdfQueue) eligible(e *entity) bool { return e.vruntime <= q.V() }
-
 // peek returns the entity EEVDF would run next, or nil: the eligible one with
 // the earliest deadline, or, if none is eligible, the one with the least
 // vruntime (the closest to eligible; with V the average of the active
