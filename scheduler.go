@@ -1052,9 +1052,14 @@ func (s *Scheduler) release() {
 // killAll cancels every task: queued ones are removed, the others are asked
 // to return.
 func (s *Scheduler) killAll() {
-	s.kill()
 	s.mu.Lock()
 	s.killing = true // tasks inside Blocking, or started from now on, see it in unblock and startLocked
+	// Cancel the tasks' contexts under the lock (kill's AfterFuncs run in
+	// their own goroutines), in the same critical section that empties the
+	// queue: a running task that returns as its context ends must not find
+	// a queued task to start before they are removed below, and a task whose
+	// Checkpoint fails must find its Context done.
+	s.kill()
 	var removed []*Task
 	var parked []*Task
 	for i := range s.queues {
