@@ -68,7 +68,7 @@ func niceWeight(nice int) int64 { return niceWeights[nice+20] }
 func groupWeight(w int) int64 { return int64(w) * nice0Weight / DefaultGroupWeight }
 
 // lagClampSlices bounds an entity's lag to this many of its slices either
-// way. Two slices, as design.md asks: a task back from a long Blocking call
+// way. Two slices: a task back from a long Blocking call
 // gets at most two slices of credit, enough to run first but not to shut the
 // others out.
 const lagClampSlices = 2

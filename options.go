@@ -251,7 +251,7 @@ func withoutMonitor() Option {
 const OSPrioritySlice = 10 * time.Millisecond
 
 // defaultOSPolicy is IsolationOSPriority's thread setting. SCHED_IDLE,
-// from design.md's prototype on a 2-core machine of this project's kind
+// from the prototype measured before this project started on a 2-core machine of this project's kind
 // (wrk p99 of /delay1ms under a CPU hog): SCHED_IDLE 2.08 ms, nice 19
 // 2.92 ms, nice 10 3.85 ms, reserve 4.60 ms; throughput 103%, 102%, 100%
 // and 53% of the unprotected run. With garbage collection busy all three

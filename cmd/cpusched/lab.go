@@ -31,8 +31,8 @@ type experiment struct {
 var experiments = map[string]experiment{
 	"switch":   {summary: "goroutine switching cost: busy, Gosched, channel and cpusched loops over GOMAXPROCS", run: runLabSwitch, child: childLabSwitch},
 	"priority": {summary: "nice, SCHED_BATCH/IDLE/RR and cpusched classes on contending CPU loops", run: runLabPriority, child: childLabPriority},
-	"sleep":    {summary: "the cost of sleeping: work-plus-wait loops with each way to wait (seeds.md s.4)", run: runLabSleep, child: childLabSleep},
-	"http":     {summary: "HTTP servers answering 1 MiB, one process each, under ab-style load (seeds.md s.5)", run: runLabHTTP, child: childLabHTTP},
+	"sleep":    {summary: "the cost of sleeping: work-plus-wait loops with each way to wait ('High CPU usage of scheduler?', LKML 2012)", run: runLabSleep, child: childLabSleep},
+	"http":     {summary: "HTTP servers answering 1 MiB, one process each, under ab-style load ('Benchmarking Go, Scala and Node.js', 2014)", run: runLabHTTP, child: childLabHTTP},
 }
 
 func labNames() string {

@@ -15,7 +15,7 @@ import (
 	"github.com/cpusched/cpusched/internal/report"
 )
 
-// httpSeed is the seed's table (seeds.md section 5, `ab -c 100 -n 10000`,
+// httpSeed is the seed's table ("Benchmarking Go, Scala and Node.js", 2014, `ab -c 100 -n 10000`,
 // same host, 2014): req/s, mean latency and peak RSS by server.
 var httpSeed = map[string]string{
 	"go":      "Go net/http 2,319 req/s, 43 ms, 8 MB",
@@ -127,7 +127,7 @@ func writeHTTPTable(w io.Writer, results []httplab.Result) {
 			report.Num(float64(s.Failed+s.Non2xx)), httpSeed[r.Server])
 	}
 	t.Write(w)
-	fmt.Fprintln(w, "\nseed: seeds.md s.5, `ab -c 100 -n 10000` on one host (2014); the Scala servers (Finagle, Spray) cannot be fetched here,")
+	fmt.Fprintln(w, "\nseed: 'Benchmarking Go, Scala and Node.js' (2014), `ab -c 100 -n 10000` on one host (2014); the Scala servers (Finagle, Spray) cannot be fetched here,")
 	fmt.Fprintf(w, "  so the JDK's built-in com.sun.net.httpserver stands in for a JVM server. Ours differ: %d cores running the\n", runtime.NumCPU())
 	fmt.Fprintln(w, "  load generator (Go, ~0.1 ms CPU more per request than ab) beside the server, and a different CPU, kernel and runtimes.")
 	fmt.Fprintln(w, "  peak RSS is VmHWM of the server process; failed counts transport failures plus non-2xx responses.")

@@ -23,7 +23,7 @@ import (
 // 80 s), child start-up and contention with other processes not counted.
 const sleepBudget = 75 * time.Second
 
-// sleepSeed is the seed's figures (seeds.md section 4, RHEL 6 with highres
+// sleepSeed is the seed's figures ("High CPU usage of scheduler?", LKML 2012, RHEL 6 with highres
 // timers, `test_sleep 1000 10000 300 4`): avg us per iteration by threads.
 var sleepSeed = map[int]string{4: "3,152 (sd 15)", 8: "4,408", 40: "9,057"}
 
@@ -150,7 +150,7 @@ func writeSleepTable(w io.Writer, cfg sleep.Config, results []sleep.CellResult) 
 			report.Ms(r.UserUs), report.Ms(r.SysUs), seed)
 	}
 	t.Write(w)
-	fmt.Fprintln(w, "\nseed (seeds.md s.4, RHEL 6 highres timers, `test_sleep 1000 10000 300 4`, threads sleeping in nanosleep/usleep):")
+	fmt.Fprintln(w, "\nseed ('High CPU usage of scheduler?', LKML 2012, RHEL 6 highres timers, `test_sleep 1000 10000 300 4`, threads sleeping in nanosleep/usleep):")
 	fmt.Fprintln(w, "  4 threads 3,152 us avg per iteration (stddev 15 us), 8 threads 4,408 us, 40 threads 9,057 us.")
 	fmt.Fprintln(w, "  Ours differ: our work per iteration is calibrated by this machine's CPU (see below), there 300 x 4 KiB took ~2.1 ms;")
 	fmt.Fprintf(w, "  and this machine has %d CPUs, so the work queues up once the threads outnumber them.\n", runtime.NumCPU())

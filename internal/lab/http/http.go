@@ -1,6 +1,6 @@
 // Package httplab runs HTTP servers that answer every request with the same
 // 1 MiB body, one at a time, each as its own process, and drives each with
-// cpusched's load generator (seeds.md section 5).
+// cpusched's load generator ("Benchmarking Go, Scala and Node.js", 2014).
 //
 // The Go servers are this binary re-executed as `cpusched lab-child http
 // NAME -addr 127.0.0.1:0` (Serve); the Node.js and JVM servers are written to

@@ -1,7 +1,7 @@
 // Package priority is `cpusched lab priority`: CPU loops contending for one
 // CPU under nice, SCHED_BATCH, SCHED_IDLE and SCHED_RR, the same with 1 ms
-// sleeps, and cpusched's classes and nice levels on one worker (seeds.md
-// section 3).
+// sleeps, and cpusched's classes and nice levels on one worker ("Trying
+// priorities", 2012).
 package priority
 
 import (

@@ -10,7 +10,7 @@ import (
 	"github.com/cpusched/cpusched/internal/report"
 )
 
-// seedCPU and seedSleep are the seed's figures (seeds.md section 3) for the
+// seedCPU and seedSleep are the seed's figures ("Trying priorities", 2012) for the
 // rows that match its setup.
 var seedCPU = map[string]string{
 	Normal: "22.0 s (3rd)",

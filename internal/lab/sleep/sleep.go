@@ -1,6 +1,6 @@
 // Package sleep measures the cost of sleeping: workers that do a fixed amount
-// of work and then wait, in a loop, with each of Go's ways to wait (seeds.md
-// section 4, the LKML "test_sleep" program).
+// of work and then wait, in a loop, with each of Go's ways to wait ("High
+// CPU usage of scheduler?", the LKML "test_sleep" program, 2012).
 //
 // One cell is a method x a thread count x a mode (plain goroutines or
 // goroutines locked to their OS threads). Each cell runs in its own child

@@ -10,7 +10,7 @@ import (
 	"github.com/cpusched/cpusched/internal/report"
 )
 
-// SeedFigures is the seed's own result (seeds.md section 1), printed under
+// SeedFigures is the seed's own result ("Goroutines don't scale", 2017), printed under
 // the table.
 const SeedFigures = `seed, 100 clients, 16 cores: busy 100% usr; gosched buf 0 ~17% usr, ~43% sys, ~39% iowait, ~700k cs/s;
   gosched buf 1000 ~99% usr; chan (either buffer) ~20% usr, ~42% sys, ~35-40% iowait, ~710k cs/s.

@@ -1,5 +1,5 @@
 // Package switchcost is `cpusched lab switch`: the cost of goroutine
-// switching (seeds.md section 1) over a sweep of GOMAXPROCS and buffers.
+// switching ("Goroutines don't scale", 2017) over a sweep of GOMAXPROCS and buffers.
 //
 // The directory is internal/lab/switch; the package is named switchcost
 // because switch is a Go keyword.
