@@ -59,6 +59,11 @@ const (
 	// raises GOMAXPROCS to the worker count plus one: the kernel preempts a
 	// worker the moment another thread of the program wakes, so the rest of
 	// the program stays fast and the tasks still get every idle cycle.
+	// Under a cgroup CPU limit (a container's) that set GOMAXPROCS, it runs
+	// one worker fewer than the limit rounded up, at least 1: the kernel
+	// throttles the whole cgroup once the quota is spent, low-priority
+	// threads or not, so the workers must leave part of the quota unused
+	// (see New).
 	// Where thread priorities are unavailable New falls back to
 	// IsolationReserve, logs a warning (WithLogger), and Stats reports the mode in effect.
 	// Its slice defaults to OSPrioritySlice, and Run hands each task to a
@@ -157,6 +162,7 @@ type config struct {
 	noMonitor       bool          // tests drive slice expiry themselves
 	osPolicy        osprio.Policy // IsolationOSPriority's thread setting
 	logger          *slog.Logger  // nil: silent
+	cpuLimit        cpuLimit      // the cgroup CPU limit IsolationOSPriority's default workers follow
 }
 
 // An Option configures a Scheduler in New.
@@ -300,8 +306,10 @@ func newConfig(opts []Option) (config, error) {
 	if c.workers == 0 {
 		procs := procsBudget()
 		switch c.isolation {
-		case IsolationNone, IsolationOSPriority:
+		case IsolationNone:
 			c.workers = procs
+		case IsolationOSPriority:
+			c.workers, c.cpuLimit = osPriorityWorkers(procs)
 		default:
 			c.workers = ReserveWorkers(procs)
 		}

@@ -16,10 +16,12 @@ package cpusched
 
 import (
 	"log/slog"
+	"math"
 	"os"
 	"runtime"
 	"sync"
 
+	"github.com/cpusched/cpusched/internal/cgroupcpu"
 	"github.com/cpusched/cpusched/internal/osprio"
 )
 
@@ -68,6 +70,58 @@ func procsBudget() int {
 		return procsState.before
 	}
 	return runtime.GOMAXPROCS(0)
+}
+
+// cpuLimit is the cgroup CPU limit that IsolationOSPriority's default
+// worker count followed, for New's log.
+type cpuLimit struct {
+	cpus float64 // 0: none applied
+	err  error   // reading the limit failed; it was ignored
+}
+
+// cgroupLimit reads the process's cgroup CPU limit; tests replace it.
+var cgroupLimit = cgroupcpu.Limit
+
+// osPriorityWorkers is IsolationOSPriority's default worker count for the
+// CPU budget procs (see quotaWorkers), and the limit it followed.
+func osPriorityWorkers(procs int) (int, cpuLimit) {
+	cpus, limited, err := cgroupLimit()
+	if err != nil {
+		return procs, cpuLimit{err: err}
+	}
+	n := quotaWorkers(procs, runtime.NumCPU(), cpus, limited, os.Getenv("GOMAXPROCS") != "")
+	if n == procs {
+		return procs, cpuLimit{}
+	}
+	return n, cpuLimit{cpus: cpus}
+}
+
+// quotaWorkers is IsolationOSPriority's default worker count.
+//
+// Why a CPU limit needs its own rule: SCHED_IDLE (and nice) order threads
+// within what the cgroup may use, but a CFS bandwidth limit stops every
+// thread of the cgroup once the period's quota is spent, whatever its
+// priority, until the next period (100 ms by default). With as many
+// workers as GOMAXPROCS (ceil(limit)), CPU-bound workers spend the quota in
+// every period and the rest of the program then waits up to the period's
+// remainder: docs/bench-quota.md has the measurements (quota 1.5 on 2 CPUs:
+// throttled in every period). One worker fewer leaves part of the quota to
+// the rest of the program and was never throttled there.
+//
+// The rule applies only when the limit is below the machine's CPU count
+// (else it cannot be spent faster than the CPUs allow) and GOMAXPROCS is
+// the value the runtime derives from it (max(2, ceil(limit)), at most
+// numCPU): when the operator (the GOMAXPROCS variable, envSet) or the
+// program set GOMAXPROCS, that number is the budget, as everywhere else.
+func quotaWorkers(procs, numCPU int, limit float64, limited, envSet bool) int {
+	if !limited || envSet || limit >= float64(numCPU) {
+		return procs
+	}
+	ceil := int(math.Ceil(limit))
+	if procs != min(numCPU, max(2, ceil)) {
+		return procs // the program set its own GOMAXPROCS
+	}
+	return max(1, ceil-1)
 }
 
 // raiseProcs makes GOMAXPROCS at least want, for as long as the returned

@@ -62,3 +62,72 @@ func TestTwoOSPrioritySchedulersShareGOMAXPROCS(t *testing.T) {
 		t.Errorf("GOMAXPROCS after both closed = %d, want %d", got, before)
 	}
 }
+
+func TestQuotaWorkers(t *testing.T) {
+	tests := []struct {
+		name            string
+		procs, numCPU   int
+		limit           float64
+		limited, envSet bool
+		want            int
+	}{
+		{"no limit", 2, 2, 0, false, false, 2},
+		{"1.5 on 2 CPUs", 2, 2, 1.5, true, false, 1},
+		{"1.0 on 2 CPUs: GOMAXPROCS is 2, never 1", 2, 2, 1.0, true, false, 1},
+		{"0.5 on 64 CPUs", 2, 64, 0.5, true, false, 1},
+		{"4 on 64 CPUs", 4, 64, 4, true, false, 3},
+		{"3.2 on 64 CPUs", 4, 64, 3.2, true, false, 3},
+		{"the limit is the whole machine", 2, 2, 2, true, false, 2},
+		{"a limit above the CPU count", 2, 2, 8, true, false, 2},
+		{"the operator set GOMAXPROCS", 2, 2, 1.5, true, true, 2},
+		{"the program set its own GOMAXPROCS", 8, 64, 4, true, false, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := quotaWorkers(tt.procs, tt.numCPU, tt.limit, tt.limited, tt.envSet); got != tt.want {
+				t.Errorf("quotaWorkers(procs %d, numCPU %d, limit %v, %v, env %v) = %d, want %d",
+					tt.procs, tt.numCPU, tt.limit, tt.limited, tt.envSet, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestOSPriorityWorkersFollowTheCgroupLimit checks New's use of the limit
+// it reads: one worker fewer than the limit rounded up, every other mode and
+// WithWorkers unchanged, and a limit that cannot be read ignored (and
+// logged).
+func TestOSPriorityWorkersFollowTheCgroupLimit(t *testing.T) {
+	if err := probeOSPriority(defaultOSPolicy); err != nil {
+		t.Skipf("thread priorities cannot be lowered here: %v", err)
+	}
+	if os.Getenv("GOMAXPROCS") != "" || runtime.NumCPU() != 2 || runtime.GOMAXPROCS(0) != 2 {
+		t.Skip("needs 2 CPUs with GOMAXPROCS the default 2")
+	}
+	saved := cgroupLimit
+	defer func() { cgroupLimit = saved }()
+	open := func(t *testing.T, opts ...Option) int {
+		t.Helper()
+		s, err := New(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close(context.Background())
+		return s.Workers()
+	}
+
+	cgroupLimit = func() (float64, bool, error) { return 1.5, true, nil }
+	if got := open(t, WithIsolation(IsolationOSPriority)); got != 1 {
+		t.Errorf("OSPriority under a 1.5 limit: %d workers, want 1", got)
+	}
+	if got := open(t, WithIsolation(IsolationOSPriority), WithWorkers(2)); got != 2 {
+		t.Errorf("OSPriority with WithWorkers(2) under a limit: %d workers, want 2", got)
+	}
+	if got := open(t, WithIsolation(IsolationNone)); got != 2 {
+		t.Errorf("None under a limit: %d workers, want 2", got)
+	}
+
+	cgroupLimit = func() (float64, bool, error) { return 0, false, errors.New("cpu.max: bad") }
+	if got := open(t, WithIsolation(IsolationOSPriority)); got != 2 {
+		t.Errorf("OSPriority when the limit cannot be read: %d workers, want 2", got)
+	}
+}

@@ -187,7 +187,12 @@ type groupCounters struct {
 // runtime or the program set it (since Go 1.25, the cgroup CPU limit when
 // the GOMAXPROCS environment variable is unset): the budget for
 // IsolationNone and IsolationOSPriority, ReserveWorkers of it for
-// IsolationReserve.
+// IsolationReserve. One exception: when GOMAXPROCS came from a cgroup CPU
+// limit below the machine's CPU count, IsolationOSPriority runs
+// max(1, ceil(limit)-1) workers (2 CPUs with a 1.5 quota: 1 worker), since
+// a spent quota throttles its low-priority threads and the rest of the
+// program alike; it reads the limit from /proc/self/cgroup and the cgroup
+// files once, here, and logs it. WithWorkers overrides all of this.
 //
 // Process-wide change: IsolationOSPriority raises GOMAXPROCS to the worker
 // count plus one (spareProcs) so that the rest of the program always finds
@@ -236,6 +241,12 @@ func New(opts ...Option) (*Scheduler, error) {
 	if cfg.isolation == IsolationOSPriority {
 		s.osMode = true
 		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
+	}
+	if err := cfg.cpuLimit.err; err != nil {
+		logger.Warn("cpusched: reading the cgroup CPU limit failed; workers follow GOMAXPROCS", "err", err)
+	}
+	if cfg.cpuLimit.cpus > 0 && cfg.isolation == IsolationOSPriority {
+		logger.Info("cpusched: a cgroup CPU limit applies; IsolationOSPriority runs one worker fewer than the limit rounded up", "cpu_limit", cfg.cpuLimit.cpus, "workers", cfg.workers)
 	}
 	logger.Info("cpusched: scheduler started", "isolation", cfg.isolation.String(), "workers", cfg.workers, "slice", cfg.slice, "gomaxprocs", runtime.GOMAXPROCS(0))
 	s.killCtx, s.kill = context.WithCancel(context.Background())

@@ -1,0 +1,240 @@
+// Package cgroupcpu reads the CPU bandwidth limit (the CFS quota) that
+// applies to this process: cgroup v1's cpu.cfs_quota_us over
+// cpu.cfs_period_us, or cgroup v2's cpu.max, of the process's cpu cgroup
+// and of each of its ancestors, the smallest of them. It is what a
+// container's CPU limit (docker --cpus, a Kubernetes CPU limit) becomes on
+// the host, and what the Go runtime (1.25+) sets GOMAXPROCS from.
+//
+// It reads /proc/self/cgroup to find the process's cgroup,
+// /proc/self/mountinfo to find where that hierarchy is mounted, and then the
+// limit files. The standard library only: the core package imports it.
+package cgroupcpu
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Limit returns the CPU limit that applies to this process, in CPUs (1.5
+// for a quota of 150 ms per 100 ms period), and ok false if there is none
+// (no cgroup cpu controller, no quota set on the process's cgroup or its
+// ancestors, or not Linux). An error means a file was there but could not
+// be read or parsed; it names the file.
+func Limit() (cpus float64, ok bool, err error) { return limitUnder("/") }
+
+// limitUnder is Limit with every path under root, so that tests can give a
+// fake /proc and cgroup tree.
+func limitUnder(root string) (float64, bool, error) {
+	cg, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil // not Linux, or no /proc
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	mi, err := os.ReadFile(filepath.Join(root, "proc/self/mountinfo"))
+	if err != nil {
+		return 0, false, err
+	}
+	v1Path, v2Path, hasV1, hasV2 := parseCgroupFile(cg)
+	mounts := parseMountinfo(mi)
+	// A cpu controller on a v1 hierarchy is the one that limits the
+	// process; the v2 hierarchy has it only when no v1 hierarchy does.
+	if m, ok := mounts.v1cpu(); hasV1 && ok {
+		return walkUp(root, m, v1Path, readV1)
+	}
+	if m, ok := mounts.v2(); hasV2 && ok {
+		return walkUp(root, m, v2Path, readV2)
+	}
+	return 0, false, nil
+}
+
+// parseCgroupFile reads /proc/self/cgroup's "id:controllers:path" lines:
+// the path of the v1 hierarchy whose controllers include cpu, and the path
+// in the v2 hierarchy (id 0, no controllers).
+func parseCgroupFile(b []byte) (v1, v2 string, hasV1, hasV2 bool) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			v2, hasV2 = parts[2], true
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == "cpu" {
+				v1, hasV1 = parts[2], true
+			}
+		}
+	}
+	return v1, v2, hasV1, hasV2
+}
+
+// mount is one cgroup mount from /proc/self/mountinfo: the path inside the
+// hierarchy that is mounted (not "/" inside a cgroup namespace or a bind
+// mount) and where.
+type mount struct {
+	root, point string
+}
+
+type mountTable struct {
+	cpuV1, cgroup2 []mount
+}
+
+// parseMountinfo keeps the cgroup v1 mounts with the cpu controller and the
+// cgroup2 mounts. A line is "id parent maj:min root point options
+// [optional...] - fstype source superoptions".
+func parseMountinfo(b []byte) mountTable {
+	var t mountTable
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		before, after, found := strings.Cut(sc.Text(), " - ")
+		if !found {
+			continue
+		}
+		f, g := strings.Fields(before), strings.Fields(after)
+		if len(f) < 5 || len(g) < 3 {
+			continue
+		}
+		m := mount{root: unescape(f[3]), point: unescape(f[4])}
+		switch g[0] {
+		case "cgroup2":
+			t.cgroup2 = append(t.cgroup2, m)
+		case "cgroup":
+			for _, o := range strings.Split(g[2], ",") {
+				if o == "cpu" {
+					t.cpuV1 = append(t.cpuV1, m)
+				}
+			}
+		}
+	}
+	return t
+}
+
+func (t mountTable) v1cpu() (mount, bool) { return first(t.cpuV1) }
+func (t mountTable) v2() (mount, bool)    { return first(t.cgroup2) }
+
+func first(ms []mount) (mount, bool) {
+	if len(ms) == 0 {
+		return mount{}, false
+	}
+	return ms[0], true
+}
+
+// unescape undoes mountinfo's octal escapes (\040 for a space).
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// readLimit reads one cgroup directory's limit: ok false when it has none
+// (or no limit files, as the v2 root).
+type readLimit func(dir string) (cpus float64, ok bool, err error)
+
+// walkUp returns the smallest limit of the cgroup at path (as
+// /proc/self/cgroup names it) and its ancestors up to the mount m.
+func walkUp(root string, m mount, path string, read readLimit) (float64, bool, error) {
+	rel, ok := strings.CutPrefix(path, m.root)
+	if !ok {
+		// The process's cgroup is outside what is mounted here (a
+		// cgroup namespace whose root is not mounted): nothing to read.
+		return 0, false, nil
+	}
+	top := filepath.Join(root, m.point)
+	dir := filepath.Join(top, rel)
+	best, found := 0.0, false
+	for {
+		cpus, ok, err := read(dir)
+		if err != nil {
+			return 0, false, err
+		}
+		if ok && (!found || cpus < best) {
+			best, found = cpus, true
+		}
+		if dir == top || len(dir) < len(top) {
+			return best, found, nil
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// readV1 reads cpu.cfs_quota_us (-1: no limit) and cpu.cfs_period_us.
+func readV1(dir string) (float64, bool, error) {
+	quota, err := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil || quota < 0 {
+		return 0, false, err
+	}
+	period, err := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
+	if err != nil {
+		return 0, false, err
+	}
+	return ratio(filepath.Join(dir, "cpu.cfs_quota_us")+" over cpu.cfs_period_us", quota, period)
+}
+
+// readV2 reads cpu.max: "max PERIOD" (no limit) or "QUOTA PERIOD".
+func readV2(dir string) (float64, bool, error) {
+	name := filepath.Join(dir, "cpu.max")
+	b, err := os.ReadFile(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, false, fmt.Errorf("%s: want \"QUOTA PERIOD\" or \"max PERIOD\", got %q", name, strings.TrimSpace(string(b)))
+	}
+	if f[0] == "max" {
+		return 0, false, nil
+	}
+	quota, err1 := strconv.ParseInt(f[0], 10, 64)
+	period, err2 := strconv.ParseInt(f[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false, fmt.Errorf("%s: want two integers, got %q", name, strings.TrimSpace(string(b)))
+	}
+	return ratio(name, quota, period)
+}
+
+func ratio(where string, quota, period int64) (float64, bool, error) {
+	if quota <= 0 || period <= 0 {
+		return 0, false, fmt.Errorf("%s: quota %d and period %d must be positive", where, quota, period)
+	}
+	return float64(quota) / float64(period), true, nil
+}
+
+func readInt(name string) (int64, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s: want an integer, got %q", name, strings.TrimSpace(string(b)))
+	}
+	return n, nil
+}

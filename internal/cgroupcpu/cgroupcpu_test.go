@@ -1,0 +1,187 @@
+package cgroupcpu
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// tree writes files (path relative to a new root: contents) and returns the
+// root.
+func tree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// The mountinfo of a cgroup v1 host (this project's machines) and of a
+// cgroup v2 host, with the cgroup files that tests add.
+const (
+	v1Mountinfo = `31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`
+	v2Mountinfo = `25 30 0:23 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate
+`
+)
+
+func TestLimit(t *testing.T) {
+	tests := []struct {
+		name   string
+		files  map[string]string
+		want   float64
+		wantOK bool
+	}{
+		{
+			name: "v1 quota on the process's cgroup",
+			files: map[string]string{
+				"proc/self/cgroup":                         "2:cpuacct:/\n1:cpu:/box\n0::/\n",
+				"proc/self/mountinfo":                      v1Mountinfo,
+				"sys/fs/cgroup/cpu/cpu.cfs_quota_us":       "-1\n",
+				"sys/fs/cgroup/cpu/cpu.cfs_period_us":      "100000\n",
+				"sys/fs/cgroup/cpu/box/cpu.cfs_quota_us":   "150000\n",
+				"sys/fs/cgroup/cpu/box/cpu.cfs_period_us":  "100000\n",
+				"sys/fs/cgroup/unified/box/cpu.max":        "50000 100000\n", // v1 cpu wins
+				"sys/fs/cgroup/unified/cgroup.controllers": "",
+			},
+			want: 1.5, wantOK: true,
+		},
+		{
+			name: "v1 controllers mounted together, an ancestor's quota is smaller",
+			files: map[string]string{
+				"proc/self/cgroup":                                "3:cpu,cpuacct:/a/b\n",
+				"proc/self/mountinfo":                             "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n",
+				"sys/fs/cgroup/cpu,cpuacct/a/cpu.cfs_quota_us":    "100000\n",
+				"sys/fs/cgroup/cpu,cpuacct/a/cpu.cfs_period_us":   "100000\n",
+				"sys/fs/cgroup/cpu,cpuacct/a/b/cpu.cfs_quota_us":  "300000\n",
+				"sys/fs/cgroup/cpu,cpuacct/a/b/cpu.cfs_period_us": "100000\n",
+			},
+			want: 1, wantOK: true,
+		},
+		{
+			name: "v1 without a quota",
+			files: map[string]string{
+				"proc/self/cgroup":                        "1:cpu:/box\n",
+				"proc/self/mountinfo":                     v1Mountinfo,
+				"sys/fs/cgroup/cpu/box/cpu.cfs_quota_us":  "-1\n",
+				"sys/fs/cgroup/cpu/box/cpu.cfs_period_us": "100000\n",
+			},
+		},
+		{
+			name: "v2 cpu.max, the root has no file",
+			files: map[string]string{
+				"proc/self/cgroup":                     "0::/user.slice/app\n",
+				"proc/self/mountinfo":                  v2Mountinfo,
+				"sys/fs/cgroup/user.slice/cpu.max":     "max 100000\n",
+				"sys/fs/cgroup/user.slice/app/cpu.max": "250000 100000\n",
+			},
+			want: 2.5, wantOK: true,
+		},
+		{
+			name: "v2 without a limit",
+			files: map[string]string{
+				"proc/self/cgroup":          "0::/app\n",
+				"proc/self/mountinfo":       v2Mountinfo,
+				"sys/fs/cgroup/app/cpu.max": "max 100000\n",
+			},
+		},
+		{
+			name: "v2 in a cgroup namespace: the mount's root is the process's cgroup",
+			files: map[string]string{
+				"proc/self/cgroup":      "0::/\n",
+				"proc/self/mountinfo":   "25 30 0:23 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+				"sys/fs/cgroup/cpu.max": "50000 100000\n",
+			},
+			want: 0.5, wantOK: true,
+		},
+		{
+			name: "the process's cgroup is not under the mounted root",
+			files: map[string]string{
+				"proc/self/cgroup":      "0::/elsewhere\n",
+				"proc/self/mountinfo":   "25 30 0:23 /mine /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n",
+				"sys/fs/cgroup/cpu.max": "50000 100000\n",
+			},
+		},
+		{
+			name:  "no /proc",
+			files: map[string]string{"etc/hostname": "x\n"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok, err := limitUnder(tree(t, tt.files))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != tt.wantOK || got != tt.want {
+				t.Errorf("limit = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+func TestLimitBadFilesNameTheFile(t *testing.T) {
+	tests := []struct {
+		name, file, content string
+	}{
+		{"v1 quota not a number", "sys/fs/cgroup/cpu/box/cpu.cfs_quota_us", "lots\n"},
+		{"v1 period zero", "sys/fs/cgroup/cpu/box/cpu.cfs_period_us", "0\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files := map[string]string{
+				"proc/self/cgroup":                        "1:cpu:/box\n",
+				"proc/self/mountinfo":                     v1Mountinfo,
+				"sys/fs/cgroup/cpu/box/cpu.cfs_quota_us":  "150000\n",
+				"sys/fs/cgroup/cpu/box/cpu.cfs_period_us": "100000\n",
+			}
+			files[tt.file] = tt.content
+			_, _, err := limitUnder(tree(t, files))
+			if err == nil || !strings.Contains(err.Error(), filepath.Base(tt.file)) {
+				t.Errorf("err = %v, want one naming %s", err, tt.file)
+			}
+		})
+	}
+	files := map[string]string{
+		"proc/self/cgroup":          "0::/app\n",
+		"proc/self/mountinfo":       v2Mountinfo,
+		"sys/fs/cgroup/app/cpu.max": "150000\n",
+	}
+	if _, _, err := limitUnder(tree(t, files)); err == nil || !strings.Contains(err.Error(), "cpu.max") {
+		t.Errorf("v2 cpu.max with one field: err = %v, want one naming cpu.max", err)
+	}
+}
+
+func TestUnescape(t *testing.T) {
+	for in, want := range map[string]string{
+		`/sys/fs/cgroup`:     "/sys/fs/cgroup",
+		`/mnt/with\040space`: "/mnt/with space",
+		`/trailing\04`:       `/trailing\04`,
+		`/not\999octal`:      `/not\999octal`,
+	} {
+		if got := unescape(in); got != want {
+			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestLimitHere reads this machine's limit: it must not fail, whatever it
+// finds.
+func TestLimitHere(t *testing.T) {
+	cpus, ok, err := Limit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("limit %v CPUs, set %v", cpus, ok)
+}
