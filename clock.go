@@ -1,5 +1,7 @@
 package cpusched
 
+// The clock the scheduler reads, injected so that tests control time.
+
 import "time"
 
 // clock is the scheduler's source of time, injected so tests control it.

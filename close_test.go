@@ -102,8 +102,8 @@ func TestCloseHonoursDeadlineWithStuckTasks(t *testing.T) {
 				}
 			}
 			st := s.Stats()
-			if st.Running != 2 || st.Blocked != 1 {
-				t.Errorf("after Close gave up: Running %d, Blocked %d; want the 2 stuck tasks, 1 in Blocking", st.Running, st.Blocked)
+			if st.Started != 2 || st.Blocked != 1 {
+				t.Errorf("after Close gave up: Running %d, Blocked %d; want the 2 stuck tasks, 1 in Blocking", st.Started, st.Blocked)
 			}
 			checkIdentity(t, st)
 
@@ -125,7 +125,7 @@ func TestCloseHonoursDeadlineWithStuckTasks(t *testing.T) {
 				t.Errorf("last Close = %v, want nil once the stragglers ended", err)
 			}
 			st = s.Stats()
-			if st.Running != 0 || st.Queued != 0 || st.Active != 0 || st.Blocked != 0 {
+			if st.Started != 0 || st.Queued != 0 || st.Running != 0 || st.Blocked != 0 {
 				t.Errorf("after the stragglers: %+v, want nothing left", st)
 			}
 			if st.Completed != 1 || st.Canceled != 3 {

@@ -12,6 +12,6 @@ func newFakeClock() *fakeClock       { c := &fakeClock{}; c.now.Store(1); return
 // tick ends the slices that are over, as the monitor would.
 func (s *Scheduler) tick() {
 	s.mu.Lock()
-	s.expireSlices(s.clock.Now())
+	s.expireSlicesLocked(s.clock.Now())
 	s.mu.Unlock()
 }

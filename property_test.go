@@ -91,7 +91,7 @@ func TestPropertyStatsIdentity(t *testing.T) {
 			c()
 		}
 		st := s.Stats()
-		if st.Queued != 0 || st.Running != 0 || st.Active != 0 || st.Blocked != 0 {
+		if st.Queued != 0 || st.Started != 0 || st.Running != 0 || st.Blocked != 0 {
 			rt.Fatalf("after Close: %+v, want nothing queued or running", st)
 		}
 		sum := st.Completed + st.Failed + st.Canceled + st.Panicked

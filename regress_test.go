@@ -90,8 +90,8 @@ func TestRegressCheckpointInsideBlocking(t *testing.T) {
 		t.Fatal("Run hung: Checkpoint inside Blocking")
 	}
 	st := s.Stats() // would block forever with the lock held
-	if st.Active != 0 || st.Blocked != 0 || st.Completed != 1 {
-		t.Errorf("Stats = %+v, want Active 0, Blocked 0, Completed 1", st)
+	if st.Running != 0 || st.Blocked != 0 || st.Completed != 1 {
+		t.Errorf("Stats = %+v, want Running 0, Blocked 0, Completed 1", st)
 	}
 }
 

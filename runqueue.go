@@ -173,7 +173,7 @@ func (s *Scheduler) enqueueTask(t *Task) {
 		g.class.groups.push(&g.entity)
 	}
 	g.class.queued++
-	s.nqueued++
+	s.nwaiting++
 }
 
 // dequeueTask takes queued task t out of the heaps; it stays active.
@@ -185,7 +185,7 @@ func (s *Scheduler) dequeueTask(t *Task) {
 		g.class.groups.remove(&g.entity)
 	}
 	g.class.queued--
-	s.nqueued--
+	s.nwaiting--
 }
 
 // account charges t's run time since it last was, at every level.
@@ -236,7 +236,7 @@ func (s *Scheduler) idleStarved(now int64) bool {
 
 // pickQueue returns the queue the next task comes from, or -1.
 func (s *Scheduler) pickQueue(now int64) int {
-	if s.nqueued == 0 {
+	if s.nwaiting == 0 {
 		return -1
 	}
 	q := &s.queues

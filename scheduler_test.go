@@ -37,9 +37,9 @@ func newTestScheduler(t *testing.T, opts ...Option) *Scheduler {
 // checkIdentity checks the Stats identity at a quiet moment.
 func checkIdentity(t *testing.T, st Stats) {
 	t.Helper()
-	sum := st.Completed + st.Failed + st.Canceled + st.Panicked + uint64(st.Queued) + uint64(st.Running)
+	sum := st.Completed + st.Failed + st.Canceled + st.Panicked + uint64(st.Queued) + uint64(st.Started)
 	if st.Submitted != sum {
-		t.Errorf("Submitted = %d, want Completed+Failed+Canceled+Panicked+Queued+Running = %d (%+v)", st.Submitted, sum, st)
+		t.Errorf("Submitted = %d, want Completed+Failed+Canceled+Panicked+Queued+Started = %d (%+v)", st.Submitted, sum, st)
 	}
 }
 
@@ -168,8 +168,8 @@ func TestRunResults(t *testing.T) {
 		t.Errorf("Run after panics = %v, want nil", err)
 	}
 	st := s.Stats()
-	if st.Completed != 2 || st.Failed != 1 || st.Panicked != 2 || st.Active != 0 {
-		t.Errorf("Stats = %+v, want Completed 2, Failed 1, Panicked 2, Active 0", st)
+	if st.Completed != 2 || st.Failed != 1 || st.Panicked != 2 || st.Running != 0 {
+		t.Errorf("Stats = %+v, want Completed 2, Failed 1, Panicked 2, Running 0", st)
 	}
 	checkIdentity(t, st)
 }
@@ -483,8 +483,8 @@ func TestBlockingFreesSlot(t *testing.T) {
 		return nil
 	})
 	<-inBlocking
-	if st := s.Stats(); st.Blocked != 1 || st.Active != 0 {
-		t.Errorf("during Blocking: Stats = %+v, want Blocked 1, Active 0", st)
+	if st := s.Stats(); st.Blocked != 1 || st.Running != 0 {
+		t.Errorf("during Blocking: Stats = %+v, want Blocked 1, Running 0", st)
 	}
 	if err := s.Run(context.Background(), func(*Task) error { close(bDone); return nil }); err != nil {
 		t.Fatal(err)
@@ -506,8 +506,8 @@ func TestBlockingPanicKeepsSlotAccounting(t *testing.T) {
 		t.Fatalf("Run = %v, want a *PanicError", err)
 	}
 	st := s.Stats()
-	if st.Active != 0 || st.Blocked != 0 || st.Panicked != 1 {
-		t.Errorf("Stats = %+v, want Active 0, Blocked 0, Panicked 1", st)
+	if st.Running != 0 || st.Blocked != 0 || st.Panicked != 1 {
+		t.Errorf("Stats = %+v, want Running 0, Blocked 0, Panicked 1", st)
 	}
 }
 

@@ -1,5 +1,7 @@
 package cpusched
 
+// Stats: the snapshot of a Scheduler's counters, and its Histogram.
+
 import (
 	"math"
 	"math/bits"
@@ -9,9 +11,9 @@ import (
 // Stats is a snapshot of a Scheduler's counters. Every accepted task is
 // counted in Submitted and, once it has ended, in exactly one of Completed,
 // Failed, Canceled and Panicked; until then it is Queued (never started) or
-// Running (started: holding a slot, waiting for it back, or in Blocking).
+// Started (running on a slot, parked waiting for it back, or in Blocking).
 // So at any moment Submitted == Completed + Failed + Canceled + Panicked +
-// Queued + Running.
+// Queued + Started, and Running + Blocked <= Started.
 type Stats struct {
 	Submitted uint64 // tasks accepted
 	Completed uint64 // ended with a nil error
@@ -22,9 +24,9 @@ type Stats struct {
 	Preempted uint64 // times a task gave its slot to another at a Checkpoint
 
 	Queued  int // accepted, not yet started
-	Running int // started, not yet ended
+	Started int // started, not yet ended
 
-	Active  int // tasks holding a slot now: at most Workers, except after a Close that gave up (cancelled tasks get a slot at once to unwind)
+	Running int // tasks holding a slot now: at most Workers, except after a Close that gave up (cancelled tasks get a slot at once to unwind)
 	Blocked int // tasks inside Blocking now
 	Workers int // worker slots
 
@@ -122,9 +124,9 @@ func (s *Scheduler) Stats() Stats {
 		Panicked:     c.panicked,
 		Rejected:     c.rejected,
 		Preempted:    c.preempted,
-		Queued:       s.waitingNew,
-		Running:      s.live - s.waitingNew,
-		Active:       len(s.running),
+		Queued:       s.queued,
+		Started:      s.live - s.queued,
+		Running:      len(s.running),
 		Blocked:      s.blocked,
 		Workers:      s.workers,
 		Isolation:    s.cfg.isolation,

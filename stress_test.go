@@ -55,7 +55,7 @@ const (
 // ErrClosed once Close may have given up; Close returns nil or its ctx's
 // error, and the error when a task was still running as its ctx ended; at
 // every Stats call Submitted == Completed+Failed+Canceled+Panicked+Queued+
-// Running, Active <= Workers, Queued <= the queue limit and no counter goes
+// Started, Running <= Workers, Queued <= the queue limit and no counter goes
 // back; after the last Close nothing is queued, running or blocked,
 // Submitted+Rejected is the number of calls, Completed the number that
 // returned nil and Panicked the number that returned a *PanicError. After
@@ -439,14 +439,14 @@ func (r *stressRound) chaos(stop <-chan struct{}) {
 // went back since prev.
 func (r *stressRound) checkStats(prev Stats) Stats {
 	st := r.s.Stats()
-	if sum := st.Completed + st.Failed + st.Canceled + st.Panicked + uint64(st.Queued) + uint64(st.Running); st.Submitted != sum {
-		r.errorf("Stats: Submitted %d != Completed+Failed+Canceled+Panicked+Queued+Running %d (%s)", st.Submitted, sum, stressStatsString(st))
+	if sum := st.Completed + st.Failed + st.Canceled + st.Panicked + uint64(st.Queued) + uint64(st.Started); st.Submitted != sum {
+		r.errorf("Stats: Submitted %d != Completed+Failed+Canceled+Panicked+Queued+Started %d (%s)", st.Submitted, sum, stressStatsString(st))
 	}
 	// Once Close gives up, parked tasks and tasks back from Blocking get a
 	// slot at once to return, even past Workers.
-	overbooked := st.Active > st.Workers && !r.killable.Load()
-	if st.Workers != r.workers || overbooked || st.Queued < 0 || st.Queued > r.queueLimit || st.Active < 0 || st.Blocked < 0 || st.Active+st.Blocked > st.Running {
-		r.errorf("Stats: %s, want Workers %d, Active <= Workers (until a Close gives up), 0 <= Queued <= %d, Active+Blocked <= Running", stressStatsString(st), r.workers, r.queueLimit)
+	overbooked := st.Running > st.Workers && !r.killable.Load()
+	if st.Workers != r.workers || overbooked || st.Queued < 0 || st.Queued > r.queueLimit || st.Running < 0 || st.Blocked < 0 || st.Running+st.Blocked > st.Started {
+		r.errorf("Stats: %s, want Workers %d, Running <= Workers (until a Close gives up), 0 <= Queued <= %d, Running+Blocked <= Started", stressStatsString(st), r.workers, r.queueLimit)
 	}
 	if st.Submitted < prev.Submitted || st.Completed < prev.Completed || st.Failed < prev.Failed || st.Canceled < prev.Canceled ||
 		st.Panicked < prev.Panicked || st.Rejected < prev.Rejected || st.Preempted < prev.Preempted {
@@ -456,8 +456,8 @@ func (r *stressRound) checkStats(prev Stats) Stats {
 }
 
 func stressStatsString(st Stats) string {
-	return fmt.Sprintf("Submitted %d Completed %d Failed %d Canceled %d Panicked %d Rejected %d Queued %d Running %d Active %d Blocked %d Workers %d",
-		st.Submitted, st.Completed, st.Failed, st.Canceled, st.Panicked, st.Rejected, st.Queued, st.Running, st.Active, st.Blocked, st.Workers)
+	return fmt.Sprintf("Submitted %d Completed %d Failed %d Canceled %d Panicked %d Rejected %d Queued %d Started %d Running %d Blocked %d Workers %d",
+		st.Submitted, st.Completed, st.Failed, st.Canceled, st.Panicked, st.Rejected, st.Queued, st.Started, st.Running, st.Blocked, st.Workers)
 }
 
 // closeEarly Closes the scheduler once closeAt tickets were taken.
@@ -494,7 +494,7 @@ func (r *stressRound) closeEarly() {
 		r.errorf("Close(%s ctx) = nil while a task ran until Close gave up, want %v", stressCloseNames[r.closeKind], ctx.Err())
 	case err == nil:
 		// Everything had ended, and nothing can be accepted any more.
-		if st := r.checkStats(Stats{}); st.Queued != 0 || st.Running != 0 || st.Active != 0 || st.Blocked != 0 {
+		if st := r.checkStats(Stats{}); st.Queued != 0 || st.Started != 0 || st.Running != 0 || st.Blocked != 0 {
 			r.errorf("after Close returned nil: %s, want nothing queued or running", stressStatsString(st))
 		}
 	}
@@ -525,7 +525,7 @@ func (r *stressRound) check(st Stats, calls []*stressCall) {
 			maybeRejected++ // refused, or removed from the queue by Close
 		}
 	}
-	if st.Queued != 0 || st.Running != 0 || st.Active != 0 || st.Blocked != 0 {
+	if st.Queued != 0 || st.Started != 0 || st.Running != 0 || st.Blocked != 0 {
 		r.errorf("after the final Close: %s, want nothing queued, running or blocked", stressStatsString(st))
 	}
 	if sum := st.Completed + st.Failed + st.Canceled + st.Panicked; st.Submitted != sum {

@@ -1,5 +1,8 @@
 package cpusched
 
+// Task and Handle: what fn sees (Checkpoint, Context, Blocking, Waited)
+// and what Go returns.
+
 import (
 	"context"
 	"sync/atomic"
@@ -36,11 +39,11 @@ type Task struct {
 	// Checkpoint's fast path does touches the task's first cache line.
 	preempt atomic.Uint32
 
-	classID int8 // Class
-	qidx    int8 // the queue it is in: qExit..qIdle
-	state   taskState
-	isGo    bool // its goroutine is ours to start (Go, and Run in IsolationOSPriority)
-	started bool
+	classID      int8 // Class
+	qidx         int8 // the queue it is in: qExit..qIdle
+	state        taskState
+	ownGoroutine bool // fn runs on a goroutine the scheduler starts (spawn): Go's tasks, and every task in IsolationOSPriority
+	started      bool
 	// callerWaits is set for Run: the caller watches ctx while the task is
 	// queued, so no context.AfterFunc is registered until it starts.
 	callerWaits bool

@@ -246,8 +246,8 @@ func TestPanics(t *testing.T) {
 				!strings.Contains(logs.String(), "panicAt") || !strings.Contains(logs.String(), "path=/p")):
 				t.Errorf("got log %q, want the panic %q, the path and the stack through panicAt", logs, tt.wantLog)
 			}
-			if st := s.Stats(); st.Panicked != 1 || st.Running != 0 {
-				t.Errorf("got %d panicked, %d running; want 1 and 0", st.Panicked, st.Running)
+			if st := s.Stats(); st.Panicked != 1 || st.Started != 0 {
+				t.Errorf("got %d panicked, %d running; want 1 and 0", st.Panicked, st.Started)
 			}
 		})
 	}

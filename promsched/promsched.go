@@ -20,8 +20,8 @@
 //	cpusched_tasks_rejected_total          counter             tasks refused: closed, queue full, bad options (Rejected)
 //	cpusched_preemptions_total             counter             times a task gave its slot to another at a Checkpoint (Preempted)
 //	cpusched_tasks_queued                  gauge               accepted, not yet started (Queued)
-//	cpusched_tasks_running                 gauge               started, not yet ended (Running)
-//	cpusched_tasks_active                  gauge               tasks holding a slot (Active)
+//	cpusched_tasks_started                 gauge               started, not yet ended (Started)
+//	cpusched_tasks_running                 gauge               tasks holding a slot (Running)
 //	cpusched_tasks_blocked                 gauge               tasks inside Blocking (Blocked)
 //	cpusched_workers                       gauge               worker slots (Workers)
 //	cpusched_isolation_info                gauge      mode     1, labelled with the isolation mode in effect (Isolation)
@@ -42,7 +42,7 @@
 // The four outcomes are one metric with an outcome label, as Prometheus'
 // naming guide advises for parts of one total: sum(cpusched_tasks_ended_total)
 // is every ended task, and cpusched_tasks_submitted_total minus it is
-// queued + running. Rejected tasks were never accepted, so they have their
+// queued + started. Rejected tasks were never accepted, so they have their
 // own counter.
 //
 // Class-labelled and group-labelled metrics have distinct names because the
@@ -84,7 +84,7 @@ type collector struct {
 	sched *cpusched.Scheduler
 
 	submitted, ended, rejected, preemptions     *prometheus.Desc
-	queued, running, active, blocked, workers   *prometheus.Desc
+	queued, started, running, blocked, workers  *prometheus.Desc
 	isolation, queueWait, queueWaitMax, runTime *prometheus.Desc
 
 	classSubmitted, classRunTime, classQueueWaits, classRunTimes *prometheus.Desc
@@ -114,8 +114,8 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		rejected:     desc("tasks_rejected_total", "Tasks the scheduler refused: closed, queue full, or an out-of-range option."),
 		preemptions:  desc("preemptions_total", "Times a task gave its slot to another at a Checkpoint."),
 		queued:       desc("tasks_queued", "Tasks accepted and not yet started."),
-		running:      desc("tasks_running", "Tasks started and not yet ended."),
-		active:       desc("tasks_active", "Tasks holding a worker slot."),
+		started:      desc("tasks_started", "Tasks started and not yet ended."),
+		running:      desc("tasks_running", "Tasks holding a worker slot."),
 		blocked:      desc("tasks_blocked", "Tasks inside Blocking."),
 		workers:      desc("workers", "Worker slots."),
 		isolation:    desc("isolation_info", "Always 1; the mode label is the isolation mode in effect.", "mode"),
@@ -145,7 +145,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.submitted, c.ended, c.rejected, c.preemptions,
-		c.queued, c.running, c.active, c.blocked, c.workers,
+		c.queued, c.started, c.running, c.blocked, c.workers,
 		c.isolation, c.queueWait, c.queueWaitMax, c.runTime,
 		c.classSubmitted, c.classRunTime, c.classQueueWaits, c.classRunTimes,
 		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes,
@@ -177,8 +177,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.rejected, float64(st.Rejected))
 	counter(c.preemptions, float64(st.Preempted))
 	gauge(c.queued, float64(st.Queued))
+	gauge(c.started, float64(st.Started))
 	gauge(c.running, float64(st.Running))
-	gauge(c.active, float64(st.Active))
 	gauge(c.blocked, float64(st.Blocked))
 	gauge(c.workers, float64(st.Workers))
 	gauge(c.isolation, 1, st.Isolation.String())

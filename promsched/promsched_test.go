@@ -116,12 +116,12 @@ cpusched_preemptions_total 0
 # HELP cpusched_tasks_queued Tasks accepted and not yet started.
 # TYPE cpusched_tasks_queued gauge
 cpusched_tasks_queued 1
-# HELP cpusched_tasks_running Tasks started and not yet ended.
+# HELP cpusched_tasks_running Tasks holding a worker slot.
 # TYPE cpusched_tasks_running gauge
 cpusched_tasks_running 1
-# HELP cpusched_tasks_active Tasks holding a worker slot.
-# TYPE cpusched_tasks_active gauge
-cpusched_tasks_active 1
+# HELP cpusched_tasks_started Tasks started and not yet ended.
+# TYPE cpusched_tasks_started gauge
+cpusched_tasks_started 1
 # HELP cpusched_tasks_blocked Tasks inside Blocking.
 # TYPE cpusched_tasks_blocked gauge
 cpusched_tasks_blocked 0
@@ -155,8 +155,8 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 `
 	names := []string{
 		"cpusched_tasks_submitted_total", "cpusched_tasks_ended_total", "cpusched_tasks_rejected_total",
-		"cpusched_preemptions_total", "cpusched_tasks_queued", "cpusched_tasks_running",
-		"cpusched_tasks_active", "cpusched_tasks_blocked", "cpusched_workers", "cpusched_isolation_info",
+		"cpusched_preemptions_total", "cpusched_tasks_queued", "cpusched_tasks_started",
+		"cpusched_tasks_running", "cpusched_tasks_blocked", "cpusched_workers", "cpusched_isolation_info",
 		"cpusched_class_tasks_submitted_total", "cpusched_group_weight",
 		"cpusched_group_tasks_submitted_total", "cpusched_group_tasks_ended_total",
 	}

@@ -473,7 +473,7 @@ func TestServeCancelsLongRequests(t *testing.T) {
 			finished <- err
 		}()
 	}
-	for s.Stats().Scheduler.Running == 0 || s.passesDirect.Load() == 0 {
+	for s.Stats().Scheduler.Started == 0 || s.passesDirect.Load() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	cancel()
@@ -483,9 +483,9 @@ func TestServeCancelsLongRequests(t *testing.T) {
 	for range paths {
 		<-finished // the connection was closed: an error or a 503
 	}
-	if st := s.Stats(); st.PassesDirect >= MaxPasses || st.PassesSched >= MaxPasses || st.Scheduler.Running != 0 {
+	if st := s.Stats(); st.PassesDirect >= MaxPasses || st.PassesSched >= MaxPasses || st.Scheduler.Started != 0 {
 		t.Errorf("got %d direct and %d task passes, %d tasks running; want both below %d and none running",
-			st.PassesDirect, st.PassesSched, st.Scheduler.Running, MaxPasses)
+			st.PassesDirect, st.PassesSched, st.Scheduler.Started, MaxPasses)
 	}
 }
 

@@ -47,8 +47,8 @@ type SchedulerStats struct {
 	Rejected       uint64                `json:"rejected"`
 	Preempted      uint64                `json:"preempted"`
 	Queued         int                   `json:"queued"`
+	Started        int                   `json:"started"`
 	Running        int                   `json:"running"`
-	Active         int                   `json:"active"`
 	Blocked        int                   `json:"blocked"`
 	Workers        int                   `json:"workers"`
 	Isolation      string                `json:"isolation"`
@@ -162,8 +162,8 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 		Rejected:       c.Rejected,
 		Preempted:      c.Preempted,
 		Queued:         c.Queued,
+		Started:        c.Started,
 		Running:        c.Running,
-		Active:         c.Active,
 		Blocked:        c.Blocked,
 		Workers:        c.Workers,
 		Isolation:      c.Isolation.String(),

@@ -1,0 +1,210 @@
+package cpusched
+
+// Cancellation: the one path that cancels a task whatever its state
+// (cancelLocked), for a context that ends (contextDone), a Run caller that
+// stops waiting (cancelQueued) and Close giving up (killAll); and the
+// context watches.
+
+import "context"
+
+// ctxWatch watches one Done channel for all the tasks whose context has
+// it: one context.AfterFunc per distinct context rather than per task keeps
+// a queued task's cost low when many tasks share a context.
+type ctxWatch struct {
+	done  <-chan struct{}
+	stop  func() bool
+	tasks *Task // list through Task.watchNext
+	n     int
+}
+
+// addWatchLocked starts watching t's context, if it can end.
+func (s *Scheduler) addWatchLocked(t *Task) {
+	done := t.ctx.Done()
+	if done == nil {
+		return
+	}
+	w := s.watches[done]
+	if w == nil {
+		w = &ctxWatch{done: done}
+		if s.watches == nil {
+			s.watches = map[<-chan struct{}]*ctxWatch{}
+		}
+		s.watches[done] = w
+		ctx := t.ctx
+		w.stop = context.AfterFunc(ctx, func() { s.contextDone(w) })
+	}
+	t.watch = w
+	t.watchNext = w.tasks
+	if w.tasks != nil {
+		w.tasks.watchPrev = t
+	}
+	w.tasks = t
+	w.n++
+}
+
+// dropWatchLocked stops watching t's context.
+func (s *Scheduler) dropWatchLocked(t *Task) {
+	w := t.watch
+	if w == nil {
+		return
+	}
+	if t.watchPrev != nil {
+		t.watchPrev.watchNext = t.watchNext
+	} else {
+		w.tasks = t.watchNext
+	}
+	if t.watchNext != nil {
+		t.watchNext.watchPrev = t.watchPrev
+	}
+	t.watch, t.watchPrev, t.watchNext = nil, nil, nil
+	w.n--
+	if w.n == 0 {
+		w.stop()
+		delete(s.watches, w.done)
+	}
+}
+
+// notifyRemoved ends a task removed from the queue before it started.
+func (s *Scheduler) notifyRemoved(t *Task, err error) {
+	t.handle.err = err
+	t.fn = nil
+	if t.ownGoroutine {
+		close(t.handle.done)
+		return
+	}
+	t.wake <- struct{}{}
+}
+
+// cancelAction is what the caller of cancelLocked must do for the task
+// once it has unlocked s.mu.
+type cancelAction uint8
+
+const (
+	cancelAsked   cancelAction = iota // nothing: the task was asked to return
+	cancelRemoved                     // notifyRemoved: it never started and is gone
+	cancelResumed                     // resume: it was given a slot to return on
+)
+
+// cancelLocked cancels t according to its state:
+//   - queued: it never started; it is removed from the queue and ended as
+//     canceled (cancelRemoved: whoever waits for it must be told).
+//   - running, blocking: preemptCancel is set, so Checkpoint fails and
+//     Blocking's return finds the task cancelled (cancelAsked).
+//   - parked: preemptCancel is set and the task must get a slot before
+//     others to return. Once Close gave up (s.killing) it gets one at once,
+//     even past Workers, not to wait behind a task that never returns
+//     (cancelResumed); otherwise it moves to the exit queue, which the next
+//     free slot serves first, and a running task is asked to make room
+//     (cancelAsked).
+//   - done: nothing.
+func (s *Scheduler) cancelLocked(t *Task, now int64) cancelAction {
+	switch t.state {
+	case stateQueued:
+		s.dequeueTask(t)
+		s.deactivateTask(t)
+		s.queued--
+		s.stats.canceled++
+		s.endLocked(t)
+		return cancelRemoved
+	case stateRunning, stateBlocking:
+		t.preempt.Or(preemptCancel)
+	case stateParked:
+		t.preempt.Or(preemptCancel)
+		if s.killing {
+			s.dequeueTask(t)
+			s.startLocked(t, now) // sets preemptCancel again: s.killing
+			return cancelResumed
+		}
+		if t.qidx != qExit {
+			s.dequeueTask(t)
+			s.deactivateTask(t)
+			t.qidx = qExit
+			s.activateTask(t, false)
+			s.enqueueTask(t)
+			s.preemptForLocked(t)
+		}
+	}
+	return cancelAsked
+}
+
+// cancelled does, after unlocking, what cancelLocked asked of its caller;
+// err is what a removed task's waiter gets.
+func (s *Scheduler) cancelled(t *Task, a cancelAction, err error) {
+	switch a {
+	case cancelRemoved:
+		s.notifyRemoved(t, err)
+	case cancelResumed:
+		s.resume(t, false)
+	}
+}
+
+// contextDone runs (via context.AfterFunc) when a watched context ends and
+// cancels the tasks that share it.
+func (s *Scheduler) contextDone(w *ctxWatch) {
+	type cancelled struct {
+		t *Task
+		a cancelAction
+	}
+	var todo []cancelled
+	now := s.clock.Now()
+	s.mu.Lock()
+	for t := w.tasks; t != nil; {
+		next := t.watchNext // cancelLocked may drop t from the list
+		if a := s.cancelLocked(t, now); a != cancelAsked {
+			todo = append(todo, cancelled{t, a})
+		}
+		t = next
+	}
+	s.mu.Unlock()
+	for _, c := range todo {
+		s.cancelled(c.t, c.a, c.t.ctx.Err())
+	}
+}
+
+// cancelQueued ends t, a Run task whose caller saw ctx end and returns
+// ctx's error itself, if t has not started; it reports whether it did.
+func (s *Scheduler) cancelQueued(t *Task) bool {
+	s.mu.Lock()
+	if t.state != stateQueued {
+		s.mu.Unlock()
+		return false
+	}
+	s.cancelLocked(t, s.clock.Now())
+	s.mu.Unlock()
+	t.fn = nil
+	return true
+}
+
+// killAll cancels every task for Close once its ctx ended: queued ones are
+// removed (their waiters get ErrClosed), the others are asked to return,
+// parked ones on a slot of their own.
+func (s *Scheduler) killAll() {
+	s.mu.Lock()
+	s.killing = true // tasks inside Blocking, or started from now on, see it in unblock and startLocked
+	// Cancel the tasks' contexts under the lock (kill's AfterFuncs run in
+	// their own goroutines), in the same critical section that empties the
+	// queue: a running task that returns as its context ends must not find
+	// a queued task to start before they are removed below, and a task whose
+	// Checkpoint fails must find its Context done.
+	s.kill()
+	var tasks []*Task // collected first: cancelLocked changes the heaps
+	for i := range s.queues {
+		for _, g := range s.queues[i].byName {
+			for _, h := range []*entityHeap{&g.tasks.ready, &g.tasks.later} {
+				for _, e := range h.items {
+					tasks = append(tasks, e.task)
+				}
+			}
+		}
+	}
+	tasks = append(tasks, s.running...)
+	now := s.clock.Now()
+	actions := make([]cancelAction, len(tasks))
+	for i, t := range tasks {
+		actions[i] = s.cancelLocked(t, now)
+	}
+	s.mu.Unlock()
+	for i, t := range tasks {
+		s.cancelled(t, actions[i], ErrClosed)
+	}
+}

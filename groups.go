@@ -1,0 +1,88 @@
+package cpusched
+
+// Groups: SetGroupWeight, and the counters of tracked and other groups.
+
+import (
+	"context"
+	"fmt"
+)
+
+// groupCounters are the Stats of a tracked group, or of all the other
+// groups together (Scheduler.otherGroups).
+type groupCounters struct {
+	name             string
+	weight           int // SetGroupWeight's, or DefaultGroupWeight
+	submitted, ended uint64
+	runTime          int64
+	waits, runs      Histogram
+	// labels are the pprof labels of the group's tasks, per class, made
+	// when the first task of that class arrives (see setLabels).
+	labels [numClasses]context.Context
+}
+
+// SetGroupWeight sets the weight of a group, 1..10000 (default 100): groups
+// share the slot time in proportion to their weights, whatever their task
+// counts. It applies at once, also to tasks already queued or running.
+//
+// It also makes the group tracked: its weight, its place in the run queue
+// (its lag) and its own entry in Stats.Groups are kept while it has no
+// task. A group that SetGroupWeight never named is freed when its last
+// task ends, and its tasks are counted with the other such groups in
+// Stats.OtherGroups, so a program may name a group per tenant or per user
+// without its memory or its metrics growing with the number of names. Name
+// the groups you want to see apart (bounded label values, as Prometheus'
+// guidance on cardinality asks) with SetGroupWeight, at their default
+// weight if need be; their statistics count from that call on.
+func (s *Scheduler) SetGroupWeight(group string, weight int) error {
+	if weight < MinGroupWeight || weight > MaxGroupWeight {
+		return fmt.Errorf("cpusched: SetGroupWeight(%q, %d): weight must be in %d..%d", group, weight, MinGroupWeight, MaxGroupWeight)
+	}
+	if len(group) > maxGroupLen {
+		return fmt.Errorf("cpusched: SetGroupWeight: group name is %d bytes, must be at most %d", len(group), maxGroupLen)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	gc := s.groups[group]
+	if gc == nil {
+		gc = &groupCounters{name: group}
+		s.groups[group] = gc
+	}
+	gc.weight = weight
+	w := groupWeight(weight)
+	for i := range s.queues {
+		cq := &s.queues[i]
+		g := cq.byName[group]
+		switch {
+		case g == nil || g.weight == w:
+		case g.active > 0:
+			queued := g.heapIdx >= 0
+			if queued {
+				cq.groups.remove(&g.entity)
+			}
+			cq.groups.reweight(&g.entity, w)
+			if queued {
+				cq.groups.push(&g.entity)
+			}
+		default: // inactive: not in V; keep its lag in wall-clock terms
+			g.lag = g.lag * g.weight / w
+			g.weight = w
+		}
+	}
+	return nil
+}
+
+// groupWeightLocked returns the weight of the named group.
+func (s *Scheduler) groupWeightLocked(name string) int {
+	if g := s.groups[name]; g != nil {
+		return g.weight
+	}
+	return DefaultGroupWeight
+}
+
+// groupStatsLocked returns the counters a task of the named group adds to.
+func (s *Scheduler) groupStatsLocked(name string) *groupCounters {
+	if g := s.groups[name]; g != nil {
+		return g
+	}
+	return &s.otherGroups
+}

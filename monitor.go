@@ -1,0 +1,76 @@
+package cpusched
+
+// The slice monitor: the one goroutine New starts, which ends slices while
+// tasks wait.
+
+import "time"
+
+// watchLocked makes sure the monitor watches slices while tasks wait.
+func (s *Scheduler) watchLocked() {
+	if s.watching || s.monitorKick == nil {
+		return
+	}
+	s.watching = true
+	s.kickMonitor()
+}
+
+// kickMonitor makes the monitor look at the running tasks again.
+func (s *Scheduler) kickMonitor() {
+	if s.monitorKick == nil {
+		return
+	}
+	select {
+	case s.monitorKick <- struct{}{}:
+	default:
+	}
+}
+
+// monitor ends slices. It sleeps until a task waits for a slot (watchLocked
+// wakes it), then, while tasks wait, wakes at the earliest end of a running
+// task's slice and sets that task's preempt bit. An idle scheduler, or one
+// whose tasks all have slots, costs no CPU here.
+func (s *Scheduler) monitor() {
+	defer close(s.monitorDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-s.monitorStop:
+			return
+		case <-s.monitorKick:
+		}
+		for {
+			s.mu.Lock()
+			if s.nwaiting == 0 || len(s.running) == 0 {
+				s.watching = false
+				s.mu.Unlock()
+				break
+			}
+			next := s.expireSlicesLocked(s.clock.Now())
+			s.mu.Unlock()
+			timer.Reset(time.Duration(next))
+			select {
+			case <-s.monitorStop:
+				timer.Stop()
+				return
+			case <-timer.C:
+			case <-s.monitorKick:
+				timer.Stop()
+			}
+		}
+	}
+}
+
+// expireSlicesLocked flags the running tasks whose slice has ended and returns
+// the time until the next one ends (at most one slice).
+func (s *Scheduler) expireSlicesLocked(now int64) (next int64) {
+	next = int64(s.cfg.slice)
+	for _, t := range s.running {
+		if t.sliceEnd <= now {
+			t.preempt.Or(preemptSlice)
+		} else if d := t.sliceEnd - now; d < next {
+			next = d
+		}
+	}
+	return next
+}

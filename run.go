@@ -1,0 +1,120 @@
+package cpusched
+
+// Running fn: the task's goroutine calls fn with panic recovery, ends the
+// task and hands its slot on.
+
+import (
+	"context"
+	"runtime/debug"
+)
+
+// runGo is the goroutine of Go tasks: after one ends, it runs the next task
+// if that is also a Go task that never started, saving a goroutine start.
+func (s *Scheduler) runGo(t *Task) {
+	for t != nil {
+		t, _ = s.call(t, true)
+	}
+}
+
+// execute runs Run task t, which holds a slot, and ends it.
+func (s *Scheduler) execute(t *Task) error {
+	_, err := s.call(t, false)
+	return err
+}
+
+// call runs fn with panic recovery and ends the task. When inline is true
+// and the next task is a Go task that never ran, call returns it instead of
+// starting a goroutine for it.
+func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
+	if err := t.ctx.Err(); err != nil {
+		// Its context ended while it was being dispatched: an expired
+		// context is never started.
+		n, first := s.finish(t, err, false)
+		if inline && n != nil && n.ownGoroutine && first {
+			return n, err
+		}
+		s.resume(n, first)
+		return nil, err
+	}
+	// fn runs under the task's pprof labels and, when tracing, in a
+	// "cpusched.run" region of its trace task.
+	restore := t.setLabels()
+	t.traceRegion(traceRun)
+	normal := false
+	defer func() {
+		if normal {
+			return
+		}
+		t.leave(restore)
+		r := recover()
+		if r == nil {
+			err = errGoexit // runtime.Goexit in fn: end the task, let the goroutine exit
+		} else {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+		n, first := s.finish(t, err, r != nil)
+		s.resume(n, first)
+		next = nil
+	}()
+	err = t.fn(t)
+	normal = true
+	t.leave(restore)
+	n, first := s.finish(t, err, false)
+	if inline && n != nil && n.ownGoroutine && first {
+		return n, err
+	}
+	s.resume(n, first)
+	return nil, err
+}
+
+// finish ends t, which holds a slot, and hands the slot on. The caller must
+// resume the returned task.
+func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first bool) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.account(t, now)
+	s.releaseSlotLocked(t)
+	s.deactivateTask(t)
+	switch {
+	case panicked:
+		s.stats.panicked++
+	case err == nil:
+		s.stats.completed++
+	case t.preempt.Load()&preemptCancel != 0 || t.ctx.Err() != nil:
+		s.stats.canceled++
+	default:
+		s.stats.failed++
+	}
+	s.endLocked(t)
+	if next = s.pick(now); next != nil {
+		first = s.startLocked(next, now)
+	}
+	s.mu.Unlock()
+	if tc := t.taskCtx.Load(); tc != nil {
+		tc.stop()
+		tc.cancel(context.Canceled)
+	}
+	t.fn = nil
+	if t.ownGoroutine {
+		t.handle.err = err
+		close(t.handle.done)
+	}
+	return next, first
+}
+
+// endLocked records that t has ended.
+func (s *Scheduler) endLocked(t *Task) {
+	s.dropWatchLocked(t)
+	t.state = stateDone
+	t.endTrace()
+	g := t.gstats
+	g.ended++
+	if t.started {
+		s.stats.classRuns[t.classID].record(t.runTime)
+		g.runs.record(t.runTime)
+	}
+	s.live--
+	if s.closed && s.live == 0 {
+		s.closeDrainedLocked()
+	}
+}

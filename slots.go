@@ -1,0 +1,212 @@
+package cpusched
+
+// Slots: a task takes a slot (startLocked), gives it up at a Checkpoint
+// (yield) or for Blocking (block, unblock), and is asked to give it up
+// early (preemptForLocked).
+
+// startLocked gives t a slot and starts its slice; it returns true when t
+// never ran before.
+func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
+	first = !t.started
+	w := now - t.since // since it was queued or parked: 0 if it never waited
+	t.waited += w
+	if first {
+		if t.state == stateQueued {
+			s.queued--
+			s.stats.queueWait += w
+			s.stats.maxQueueWait = max(s.stats.maxQueueWait, w)
+		}
+		s.stats.classWaits[t.classID].record(w)
+		t.gstats.waits.record(w)
+	}
+	if t.callerWaits && t.watch == nil {
+		s.addWatchLocked(t) // it waited unwatched; from now on, watch ctx
+	}
+	t.started = true
+	t.state = stateRunning
+	t.runIdx = int32(len(s.running))
+	s.running = append(s.running, t)
+	t.since = now
+	t.sliceEnd = now + s.sliceLeft(t)
+	t.preempt.And(preemptCancel)
+	if s.killing || t.ctx.Err() != nil {
+		// Close gave up, or the context ended unseen (a Run that waited
+		// unwatched, or joined a watch that had already fired).
+		t.preempt.Or(preemptCancel)
+	}
+	if s.nwaiting > 0 {
+		s.watchLocked()
+		s.kickMonitor() // this slice may end before the one the monitor waits for
+	}
+	return first
+}
+
+// releaseSlotLocked takes t out of the running set.
+func (s *Scheduler) releaseSlotLocked(t *Task) {
+	last := len(s.running) - 1
+	if i := int(t.runIdx); i != last {
+		s.running[i] = s.running[last]
+		s.running[i].runIdx = int32(i)
+	}
+	s.running[last] = nil
+	s.running = s.running[:last]
+	t.runIdx = -1
+}
+
+// resume lets next run on the slot it was given.
+func (s *Scheduler) resume(next *Task, first bool) {
+	if next == nil {
+		return
+	}
+	if next.ownGoroutine && first {
+		s.spawn(next)
+		return
+	}
+	next.wake <- struct{}{}
+}
+
+// yield is Checkpoint's slow path: charge t's run time and, if another task
+// should run now, give it t's slot and wait for a slot again.
+func (s *Scheduler) yield(t *Task) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	if t.state != stateRunning || t.preempt.Load()&preemptCancel != 0 {
+		// Checkpoint inside Blocking's fn (no slot to give), or cancelled
+		// meanwhile (keep the slot and unwind).
+		s.mu.Unlock()
+		return
+	}
+	s.account(t, now) // renews the deadline when the request is used up
+	t.preempt.And(preemptCancel)
+	if now >= t.sliceEnd {
+		t.sliceEnd = now + s.sliceLeft(t)
+	}
+	if s.nwaiting == 0 {
+		s.mu.Unlock()
+		return
+	}
+	s.enqueueTask(t)
+	next := s.pick(now)
+	if next == t {
+		s.mu.Unlock()
+		return
+	}
+	s.releaseSlotLocked(t)
+	t.state = stateParked
+	s.stats.preempted++
+	first := s.startLocked(next, now)
+	if t.wake == nil {
+		t.wake = make(chan struct{}, 1)
+	}
+	s.mu.Unlock()
+	s.resume(next, first)
+	t.traceEndRegion()
+	<-t.wake
+	t.traceRegion(traceRun)
+}
+
+// block gives up t's slot for a Blocking call.
+func (s *Scheduler) block(t *Task) bool {
+	now := s.clock.Now()
+	s.mu.Lock()
+	if t.state != stateRunning { // a nested Blocking call
+		s.mu.Unlock()
+		return false
+	}
+	t.preempt.And(preemptCancel) // a slice end or urgent request is moot now
+	s.account(t, now)
+	t.avgBurst = ewma(t.avgBurst, t.burst)
+	t.burst = 0
+	s.releaseSlotLocked(t)
+	s.deactivateTask(t)
+	t.state = stateBlocking
+	s.blocked++
+	var first bool
+	next := s.pick(now)
+	if next != nil {
+		first = s.startLocked(next, now)
+	}
+	s.mu.Unlock()
+	s.resume(next, first)
+	return true
+}
+
+// unblock queues t again after a Blocking call and waits for its slot.
+func (s *Scheduler) unblock(t *Task, waited int64) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	s.blocked--
+	t.avgWait = ewma(t.avgWait, waited)
+	t.since = now // from now on it waits for a slot
+	if t.preempt.Load()&preemptCancel != 0 && !s.killing {
+		t.qidx = qExit
+	}
+	s.activateTask(t, false)
+	if s.killing || len(s.running) < s.workers && s.nwaiting == 0 {
+		// Once Close gave up, a task back from Blocking gets a slot at
+		// once, even past Workers, to return (startLocked cancels it).
+		s.startLocked(t, now)
+		s.mu.Unlock()
+		return
+	}
+	t.state = stateParked
+	if t.wake == nil {
+		t.wake = make(chan struct{}, 1)
+	}
+	s.enqueueTask(t)
+	s.preemptForLocked(t)
+	s.watchLocked()
+	s.mu.Unlock()
+	<-t.wake
+}
+
+// ewma is a moving average that weighs the newest sample 1/4.
+func ewma(avg, sample int64) int64 {
+	if avg == 0 {
+		return sample
+	}
+	return (3*avg + sample) / 4
+}
+
+// preemptForLocked asks a running task to yield at its next Checkpoint when
+// queued task t is of a more urgent class: exit over everything, realtime
+// (unless throttled) over fair and idle, normal over idle. Batch and idle
+// never preempt early.
+func (s *Scheduler) preemptForLocked(t *Task) {
+	var victimMin int // running tasks with qidx >= victimMin may be preempted
+	newcomer := false // only tasks past their first slice may be preempted
+	switch {
+	case t.qidx == qExit:
+		victimMin = qRealtime
+	case t.qidx == qRealtime && !s.rtThrottled():
+		victimMin = qFair
+	case t.qidx == qFair && t.class() == ClassNormal && !t.started:
+		// Wakeup preemption, as EEVDF's: a new task starts a slice ahead
+		// with a short request, so its deadline is earlier than that of a
+		// task past its first slice; ask one such task to come to its next
+		// Checkpoint now rather than at its slice end. The pick there
+		// decides: if the runner's deadline is still the earliest it goes
+		// on. This is what lets long slices (fewer switches) and short
+		// waits for small tasks go together.
+		victimMin, newcomer = qFair, true
+	case t.qidx == qFair && t.class() == ClassNormal:
+		victimMin = qIdle
+	default:
+		return
+	}
+	var victim *Task
+	for _, r := range s.running {
+		if int(r.qidx) < victimMin || r.preempt.Load()&preemptUrgent != 0 {
+			continue
+		}
+		if newcomer && r.qidx == qFair && !r.longRunner {
+			continue // never preempt a task in its first slice early
+		}
+		if victim == nil || r.qidx > victim.qidx || r.qidx == victim.qidx && r.sliceEnd < victim.sliceEnd {
+			victim = r
+		}
+	}
+	if victim != nil {
+		victim.preempt.Or(preemptUrgent)
+	}
+}
