@@ -104,9 +104,9 @@ func DefaultIsolation() Isolation {
 	return IsolationReserve
 }
 
-// ReserveWorkers returns the worker count IsolationReserve uses for
+// reserveWorkers returns the worker count IsolationReserve uses for
 // GOMAXPROCS procs: cpuworker's rule, which leaves at least one P free.
-func ReserveWorkers(procs int) int {
+func reserveWorkers(procs int) int {
 	switch {
 	case procs <= 2:
 		return 1

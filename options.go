@@ -171,7 +171,7 @@ func newConfig(opts []Option) (config, error) {
 		case IsolationOSPriority:
 			c.workers, c.cpuLimit = osPriorityWorkers(procs)
 		default:
-			c.workers = ReserveWorkers(procs)
+			c.workers = reserveWorkers(procs)
 		}
 	}
 	return c, nil

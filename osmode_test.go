@@ -32,8 +32,8 @@ func TestOSPriorityFallback(t *testing.T) {
 	if st.Isolation != IsolationReserve {
 		t.Errorf("Isolation in effect = %v, want the reserve fallback", st.Isolation)
 	}
-	if st.Workers != ReserveWorkers(procsBefore) {
-		t.Errorf("Workers = %d, want %d", st.Workers, ReserveWorkers(procsBefore))
+	if st.Workers != reserveWorkers(procsBefore) {
+		t.Errorf("Workers = %d, want %d", st.Workers, reserveWorkers(procsBefore))
 	}
 	if got := runtime.GOMAXPROCS(0); got != procsBefore {
 		t.Errorf("GOMAXPROCS = %d, want it untouched (%d)", got, procsBefore)

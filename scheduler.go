@@ -172,7 +172,7 @@ type counters struct {
 // chooses the worker count from the CPU budget, which is GOMAXPROCS as the
 // runtime or the program set it (since Go 1.25, the cgroup CPU limit when
 // the GOMAXPROCS environment variable is unset): the budget for
-// IsolationNone and IsolationOSPriority, ReserveWorkers of it for
+// IsolationNone and IsolationOSPriority, reserveWorkers of it for
 // IsolationReserve. One exception: when GOMAXPROCS came from a cgroup CPU
 // limit below the machine's CPU count, IsolationOSPriority runs
 // max(1, ceil(limit)-1) workers (2 CPUs with a 1.5 quota: 1 worker), since
@@ -211,7 +211,7 @@ func New(opts ...Option) (*Scheduler, error) {
 				cfg.slice = DefaultSlice
 			}
 			if !cfg.explicitWorkers {
-				cfg.workers = ReserveWorkers(procsBudget())
+				cfg.workers = reserveWorkers(procsBudget())
 			}
 		}
 	}

@@ -116,12 +116,12 @@ func TestTaskOptionErrors(t *testing.T) {
 	}
 }
 
-func TestReserveWorkers(t *testing.T) {
+func TestReserveWorkerCount(t *testing.T) {
 	for _, tt := range []struct{ procs, want int }{
 		{1, 1}, {2, 1}, {3, 2}, {5, 4}, {6, 4}, {7, 5}, {8, 6}, {16, 12}, {64, 48},
 	} {
-		if got := ReserveWorkers(tt.procs); got != tt.want {
-			t.Errorf("ReserveWorkers(%d) = %d, want %d", tt.procs, got, tt.want)
+		if got := reserveWorkers(tt.procs); got != tt.want {
+			t.Errorf("reserveWorkers(%d) = %d, want %d", tt.procs, got, tt.want)
 		}
 	}
 	procs := runtime.GOMAXPROCS(0)
@@ -129,7 +129,7 @@ func TestReserveWorkers(t *testing.T) {
 		opts []Option
 		want int
 	}{
-		{[]Option{WithIsolation(IsolationReserve)}, ReserveWorkers(procs)},
+		{[]Option{WithIsolation(IsolationReserve)}, reserveWorkers(procs)},
 		{[]Option{WithIsolation(IsolationNone)}, procs},
 		{[]Option{WithIsolation(IsolationNone), WithWorkers(7)}, 7},
 		{[]Option{WithWorkers(3), WithIsolation(IsolationReserve)}, 3},
