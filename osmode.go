@@ -27,7 +27,7 @@ import (
 
 // spareProcs is how many Ps IsolationOSPriority adds beyond its workers.
 // One: the prototype measured before this project started measured two spare Ps as worse under GC
-// (39.7 ms p99 against 12.3 ms with one), since the collector's background
+// (docs/performance.md, "The prototype"), since the collector's background
 // workers take 25% of GOMAXPROCS.
 const spareProcs = 1
 
