@@ -27,14 +27,13 @@
 //		return nil
 //	}, cpusched.WithNice(5))
 //
-// Costs, measured on this project's 2-core machines (go test -bench .):
-// Checkpoint when nothing is asked of the task, 0.79 ns (one atomic load;
-// the empty loop around it is 0.53 ns); with IsolationNone or
-// IsolationReserve, Run of an empty task with a free slot, 0.7x a plain
-// goroutine + WaitGroup serially and 0.9x in parallel, and Go + Wait 2.2x;
-// with IsolationOSPriority, Run hands the task to a worker thread, 7.2 us
-// serially and 9.5 us in parallel; a queued task, 375 bytes and no
-// goroutine.
+// Costs (go test -bench .; the figures are in docs/performance.md, "Scheduler
+// calls"): Checkpoint when nothing is asked of the task, one atomic load;
+// with IsolationNone or IsolationReserve, Run of an empty task with a free
+// slot, less than a plain goroutine + WaitGroup, and Go + Wait about twice
+// as much as the goroutine; with IsolationOSPriority, Run hands the task to
+// a worker thread, a futex round trip each way (microseconds); a queued
+// task, a few hundred bytes and no goroutine.
 //
 // Isolation decides how the rest of the program is protected:
 // IsolationOSPriority (the default on Linux) runs tasks on worker threads

@@ -38,8 +38,8 @@ const (
 	// Where thread priorities are unavailable New falls back to
 	// IsolationReserve, logs a warning (WithLogger), and Stats reports the mode in effect.
 	// Its slice defaults to OSPrioritySlice, and Run hands each task to a
-	// worker thread (about 7.2 us serially, 9.5 us in parallel, against
-	// 0.38-0.41 us for a goroutine + WaitGroup: BenchmarkRunOSPriority):
+	// worker thread (microseconds, against a fraction of one for a goroutine
+	// + WaitGroup: BenchmarkRunOSPriority, docs/performance.md, "Scheduler calls"):
 	// waking a blocked locked thread and handing it a P is a futex round
 	// trip each way. It is the default on Linux.
 	IsolationOSPriority
@@ -94,9 +94,9 @@ func (m Isolation) valid() bool {
 }
 
 // DefaultIsolation returns the mode New uses without WithIsolation:
-// IsolationOSPriority on Linux, which measured best (README, "Isolation
-// modes": the probe's tail as low as reserve's with 95% of the CPU-heavy
-// throughput instead of 56%), IsolationReserve elsewhere.
+// IsolationOSPriority on Linux, which measured best (the probe's tail as
+// low as reserve's with most of the CPU-heavy throughput instead of about
+// half: docs/performance.md, "The main job"), IsolationReserve elsewhere.
 func DefaultIsolation() Isolation {
 	if osprio.Supported() {
 		return IsolationOSPriority

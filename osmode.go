@@ -28,7 +28,7 @@ import (
 
 // spareProcs is how many Ps IsolationOSPriority adds beyond its workers.
 // One: the prototype measured before this project started measured two spare Ps as worse under GC
-// (39.7 ms p99 against 12.3 ms with one), since the collector's background
+// (docs/performance.md, "The prototype"), since the collector's background
 // workers take 25% of GOMAXPROCS.
 const spareProcs = 1
 
@@ -253,26 +253,20 @@ func (s *Scheduler) stopOSWorkers() {
 // OSPrioritySlice is IsolationOSPriority's default slice. In that mode the
 // kernel protects the rest of the program, so the slice only orders
 // cpusched's own tasks, and every switch between tasks there is a switch
-// between locked OS threads, which left the CPUs partly idle: passes/s of
-// the demo's CPU-heavy load through cpusched, as a share of the same load
-// run directly, were 84% with 1 ms slices and 95% with 10 ms, and the
-// probe's p99 3.77 ms against 4.21 ms (cpusched bench -modes ospriority
-// -slice 10ms, against the default run at 1 ms; quiet 2-core machine).
-// Small tasks pay for it: their p99 rose from 6.5 ms to 11.4 ms, within the
+// between locked OS threads, which left the CPUs partly idle at 1 ms
+// slices: 10 ms slices kept more of the demo's CPU-heavy throughput, with a
+// lower probe p99 (cpusched bench -modes ospriority -slice 10ms against the
+// default run at 1 ms; docs/performance.md, "Slice (OSPrioritySlice)").
+// Small tasks pay for it: their p99 rises, within the
 // two slices plus service time a queued task may wait.
 const OSPrioritySlice = 10 * time.Millisecond
 
 // defaultOSPolicy is IsolationOSPriority's thread setting. SCHED_IDLE,
-// from the prototype measured before this project started on a 2-core machine of this project's kind
-// (wrk p99 of /delay1ms under a CPU hog): SCHED_IDLE 2.08 ms, nice 19
-// 2.92 ms, nice 10 3.85 ms, reserve 4.60 ms; throughput 103%, 102%, 100%
-// and 53% of the unprotected run. With garbage collection busy all three
-// thread settings were within 10% (11.1-12.5 ms p99, 84-89% throughput).
-// This project's own comparison (CPUSCHED_THREAD_POLICY=idle|nice19|batch10
-// cpusched bench -modes reserve,ospriority -step 4s, one run each, on a
-// machine shared with other builds) put SCHED_IDLE's hog-sched throughput
-// at 104% of direct against 64% (nice19) and 88% (batch10), with p99s of
-// 6-11 ms for all three: too noisy to overrule the prototype.
+// which gave the lowest tail under a CPU hog in the prototype measured
+// before this project started and in this project's quiet-machine runs,
+// with garbage collection busy as good as the others; a comparison on a
+// machine shared with other builds was too noisy to overrule it
+// (CPUSCHED_THREAD_POLICY; docs/performance.md, "Thread setting").
 var defaultOSPolicy = osprio.Idle
 
 // osPolicyEnv names the environment variable that overrides the thread

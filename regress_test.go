@@ -1,6 +1,7 @@
 package cpusched
 
-// Regression tests for the bugs found in the first review (each names it).
+// Regression tests: each is named by the behaviour it pins, and its comment
+// says what once broke.
 
 import (
 	"context"
@@ -10,9 +11,9 @@ import (
 	"time"
 )
 
-// Bug 1: Close hung when a task was inside Blocking as Close gave up: the
-// task came back uncancelled and its Checkpoint never failed.
-func TestRegressCloseKillsTaskInBlocking(t *testing.T) {
+// Broke once: Close hung when a task was inside Blocking as Close gave up,
+// because the task came back uncancelled and its Checkpoint never failed.
+func TestCloseCancelsTaskReturningFromBlocking(t *testing.T) {
 	s, err := New(WithIsolation(IsolationReserve), WithWorkers(1))
 	if err != nil {
 		t.Fatal(err)
@@ -47,9 +48,9 @@ func TestRegressCloseKillsTaskInBlocking(t *testing.T) {
 	}
 }
 
-// Bug 2: SetGroupWeight on a group with no active task changed the class
-// queue's weight sum, breaking V for good.
-func TestRegressSetGroupWeightOnInactiveGroup(t *testing.T) {
+// Broke once: SetGroupWeight on a group with no active task changed the
+// class queue's weight sum, breaking V for good.
+func TestSetGroupWeightOnInactiveGroupKeepsWeightSum(t *testing.T) {
 	s := newTestScheduler(t, WithWorkers(1))
 	if err := s.Run(context.Background(), func(*Task) error { return nil }, WithGroup("a")); err != nil {
 		t.Fatal(err)
@@ -65,9 +66,9 @@ func TestRegressSetGroupWeightOnInactiveGroup(t *testing.T) {
 	}
 }
 
-// Bug 3: Checkpoint (or a nested Blocking) inside Blocking's fn panicked
-// under the scheduler's lock and froze the scheduler.
-func TestRegressCheckpointInsideBlocking(t *testing.T) {
+// Broke once: Checkpoint (or a nested Blocking) inside Blocking's fn
+// panicked under the scheduler's lock and froze the scheduler.
+func TestCheckpointInsideBlockingReturnsWithoutFreezing(t *testing.T) {
 	s := newTestScheduler(t, WithWorkers(1))
 	done := make(chan error, 1)
 	go func() {
@@ -95,8 +96,8 @@ func TestRegressCheckpointInsideBlocking(t *testing.T) {
 	}
 }
 
-// Bug 4: a Run whose context ended as it was dispatched ran fn anyway.
-func TestRegressExpiredContextAtDispatchNeverRuns(t *testing.T) {
+// Broke once: a Run whose context ended as it was dispatched ran fn anyway.
+func TestRunWithContextEndedAtDispatchNeverStartsFn(t *testing.T) {
 	s := newTestScheduler(t, WithWorkers(1))
 	var startedExpired atomic.Int64
 	for range 200 {

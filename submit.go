@@ -20,9 +20,9 @@ import (
 // needs a second slot: with every slot held by such callers it waits
 // forever, as a nested semaphore acquire would.
 //
-// Cost: an empty task with a free slot took 0.7x a plain goroutine +
-// WaitGroup serially and 0.9x in parallel here (BenchmarkRun, IsolationNone);
-// see IsolationOSPriority for its hand-off.
+// Cost: an empty task with a free slot takes less than a plain goroutine +
+// WaitGroup (BenchmarkRun, IsolationNone; docs/performance.md, "Scheduler
+// calls"); see IsolationOSPriority for its hand-off.
 func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
 	// In IsolationOSPriority fn must run on a low-priority worker thread,
 	// so the task is started like Go's and the caller waits for its end.

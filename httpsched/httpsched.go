@@ -109,18 +109,12 @@ func WithRequestTaskOptions(fn func(*http.Request) []cpusched.TaskOption) Option
 //
 // d is a target, not a bound: the limit moves only after a request has
 // waited too long, and at its floor of one request a request waits behind
-// every other task of the scheduler. With closed-loop clients sending
-// requests of 20 ms of CPU to a one-slot scheduler and d = 5 ms
-// (BenchmarkShedUnderLoad, 3 runs of 3 s, IsolationReserve, a shared
-// 2-core machine), the served requests waited 12.0-12.5 ms in total (2.4-2.5
-// times d: the limit alternates between one request alone and two sharing
-// the slot) and took 31-32 ms, for 8 and 32 clients alike, at 51-52
-// requests a second, which keeps the slot busy. A client is shed at once, so
-// the share of shed requests counts its retries (every 5 ms here): 95.5% and
-// 99.0%. The previous estimator, a moving average with a probe, admitted
-// bursts: 92-117 ms of delay for 8 clients and 467-628 ms for 32, with
-// 79-88% shed; sampling the first-slot wait only, as the first version did,
-// shed little, at 171-173 ms and 684-696 ms responses.
+// every other task of the scheduler. Under overload by requests longer
+// than d on one slot, the served requests wait a few times d in total (the
+// limit alternates between one request alone and two sharing the slot)
+// while the slot stays busy; a client is shed at once, so the share of shed
+// requests counts its retries. BenchmarkShedUnderLoad measures this against
+// the rejected estimators (docs/performance.md, "Shedding under load").
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -255,18 +249,14 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // as a bad pattern for regexp.MustCompile: Handler panics with the error
 // NewHandler would return. Use NewHandler to get the error instead.
 //
-// Cost, per request of an empty handler (IsolationNone, httptest.NewRecorder,
-// medians of 5 runs on a 2-core machine; go test -bench . ./httpsched/):
-// 0.91 us and 15 allocations serially, 1.23 us in parallel
-// (BenchmarkHandler), against 0.09 us calling the handler directly
-// (BenchmarkDirect) and 0.38 us for a handler that calls s.Run itself
-// (BenchmarkRun). Most of the difference is the task's context that h gets:
-// Task.Context and the request copy take a bare Run to 0.85 us
-// (BenchmarkRunTaskContext); the rest of the middleware adds about 60 ns
-// and 2 allocations. WithMaxQueueWait adds no cost the benchmark can tell
+// Cost, per request of an empty handler (BenchmarkHandler against
+// BenchmarkDirect and BenchmarkRun; docs/performance.md, "httpsched
+// middleware"): about a microsecond, most of it the task's context that h
+// gets (BenchmarkRunTaskContext); the rest of the middleware adds a few
+// tens of nanoseconds. WithMaxQueueWait adds no cost the benchmark can tell
 // from noise (a clock read, a deferred call and a few atomic operations;
 // BenchmarkHandlerMaxQueueWait). IsolationOSPriority adds Run's hand-off to a
-// worker thread (about 7 us).
+// worker thread (microseconds).
 func Handler(s *cpusched.Scheduler, h http.Handler, opts ...Option) http.Handler {
 	hd, err := NewHandler(s, h, opts...)
 	if err != nil {

@@ -27,21 +27,21 @@ package httpsched
 // request while the last report was good lets a burst in before the first
 // bad report arrives.
 //
-// Rejected approaches (numbers from BenchmarkShedUnderLoad: closed-loop
-// clients, 20 ms of CPU per request, one slot, a 5 ms budget, a shared
-// 2-core machine):
+// Rejected approaches (measured with BenchmarkShedUnderLoad: closed-loop
+// clients, 20 ms of CPU per request, one slot, a 5 ms budget; every run's
+// figures are in docs/performance.md, "Shedding under load"):
 //   - Sampling the wait for the first slot alone (the first version, before
 //     Task.Waited existed). Under CPU load a new task gets a slot at the next
 //     Checkpoint of a task past its first slice (wakeup preemption), so time
-//     sharing puts most of the delay after the first slot: 32 clients got
-//     635-663 ms responses while first-slot waits were 3.7-5.0 ms, and 1-6%
-//     of requests were shed.
+//     sharing puts most of the delay after the first slot: with 32 clients
+//     responses took over a hundred times the first-slot waits, and few
+//     requests were shed.
 //   - A moving average of the total waits, with one probe request admitted
 //     at a time while it exceeded the budget (the second version). When a
 //     probe's short wait reopened the gate, every client got in before any
-//     reported: bursts that time-shared the slot. It shed 79-88% of requests,
-//     yet the served ones waited 92-117 ms (8 clients) and 467-628 ms (32
-//     clients) in total, in two measurements of 3 runs. Decaying the
+//     reported: bursts that time-shared the slot. It shed most requests,
+//     yet the served ones waited tens of times the budget (8 clients) and
+//     a hundred times it (32 clients) in total. Decaying the
 //     average with time instead of probing recovers only after a delay the
 //     decay rate sets, then bursts the same.
 //   - Queue length x service time / workers (Little's law) needs this
@@ -89,8 +89,8 @@ package httpsched
 // service time), so the mean wait is a fraction of a service time and may
 // exceed the budget: the budget is a target, not a bound. In
 // BenchmarkShedUnderLoad (20 ms requests, 5 ms budget) the served requests
-// waited 12.0-12.5 ms in total, for 8 and for 32 clients, with the slot
-// kept busy.
+// waited about 2.5 times the budget in total, for 8 and for 32 clients,
+// with the slot kept busy (docs/performance.md, "Shedding under load").
 //
 // Each step is a few atomic operations on the handler's counters, which the
 // handler's requests share (one cache line's contention per request, no

@@ -19,8 +19,8 @@ import (
 
 // sleepBudget is the default -budget: the sweep's estimated time is kept
 // under it by trimming -outer. It is well under 2 minutes because the
-// estimate ran 1.5x low on the shared 2-core machine (estimated 51 s, took
-// 80 s), child start-up and contention with other processes not counted.
+// estimate ran low on the shared 2-core machine (docs/performance.md,
+// "Tools"), child start-up and contention with other processes not counted.
 const sleepBudget = 75 * time.Second
 
 // sleepSeed is the seed's figures ("High CPU usage of scheduler?", LKML 2012, RHEL 6 with highres

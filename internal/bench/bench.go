@@ -104,7 +104,7 @@ const (
 // QuickStep returns the step length of a -quick run over modes isolation
 // modes: 2 s, shortened (to no less than 1 s) so that the steps of all modes
 // fit in about 20 s and the whole run, with `go run`'s build and the
-// servers' start-ups, in under 30 s (28.5 s was measured with 24 s).
+// servers' start-ups, in under 30 s (docs/performance.md, "Tools").
 func QuickStep(modes int) time.Duration {
 	if modes < 1 {
 		modes = 1

@@ -1,13 +1,13 @@
 // Package hrsleep sleeps for short durations with sub-millisecond precision.
 //
 // Go's timers are driven by the netpoller, which waits in whole milliseconds:
-// on Linux a time.Sleep(100*time.Microsecond) measured here took 1.08 ms on
-// average (200 sleeps of 50us, 250us and 1ms all averaged 1.08-1.12 ms). The
+// on Linux a time.Sleep(100*time.Microsecond) measured here took about a
+// millisecond, as did sleeps of 50us and 250us (docs/performance.md, "Tools"). The
 // load generator's open-loop pacer must send each request when it is due
 // (latency is measured from then), so on Linux it sleeps the last stretch
 // in the nanosleep system call instead, which wakes within the thread's
-// timer slack (50us by default; BenchmarkSleep100us: 170us for a 100us
-// request against 1.09 ms with time.Sleep).
+// timer slack (50us by default; BenchmarkSleep100us compares the two:
+// docs/performance.md, "Tools").
 package hrsleep
 
 import "time"

@@ -15,10 +15,9 @@
 // the same schedule as a separate pacer goroutine feeding a queue, without the
 // queue.
 //
-// Cost: each request costs the client roughly 0.1 ms of CPU more than wrk's
-// C event loop; against a loopback server that sleeps 1 ms per request, at 8
-// connections on a 2-core machine, Run reached 5,725 req/s where wrk -t2 -c8
-// reached 6,250.
+// Cost: each request costs the client more CPU than wrk's C event loop;
+// against a loopback server that sleeps 1 ms per request, at 8 connections,
+// Run reached about nine tenths of wrk's rate (docs/performance.md, "Tools").
 //
 // Load tests are for loopback only: Validate refuses a URL whose host is not a
 // loopback address unless AllowRemote is set, and the client that Run builds
@@ -454,10 +453,10 @@ func (r *runner) openLoop(ctx context.Context, s *shard) {
 //
 // Go's timers wake up to about 1 ms late here (the netpoller waits in whole
 // milliseconds), and since open-loop latency counts from the due time, that
-// lateness would be charged to the server: a 1 ms endpoint measured 2 ms.
+// lateness would be charged to the server: a 1 ms endpoint measured twice that.
 // So the timer only covers the wait down to hrsleep.Coarse before due (where
 // ctx can still interrupt it), and the rest is slept with hrsleep.Sleep,
-// which wakes within the thread's timer slack (~50-70 us). Spinning the last
+// which wakes within the thread's timer slack (docs/performance.md, "Tools"). Spinning the last
 // stretch would be more precise but burns CPU that the server under test
 // needs on a small machine. The precise sleep cannot be interrupted; it is
 // shorter than hrsleep.Coarse.
