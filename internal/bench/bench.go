@@ -373,6 +373,11 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, ph
 		rows = append(rows, r)
 		stepDone()
 	}
+	// Close the clients' idle connections before the SIGTERM: a connection
+	// dialed for a request that was then cancelled sits unused in a
+	// client's pool, and http.Server.Shutdown waits up to 5 s for such a
+	// connection (it has not sent a request yet), longer than stopGrace.
+	m.close()
 	if err := srv.stop(); err != nil && ctx.Err() == nil {
 		// The rows are good; a server that did not shut down cleanly is
 		// worth knowing about but does not void them.
