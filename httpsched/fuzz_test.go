@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
 // What FuzzHandler's handler does, by the input's behaviour byte.
@@ -139,15 +140,7 @@ func FuzzHandler(f *testing.F) {
 	f.Add("GET", "/in-handler", "", "", []byte(nil), uint8(0), 0, 0, "", int64(0), uint8(behaveCheckpoints), uint8(cancelInHandler), uint8(1), false)
 	f.Add("GET", "/blocking", "", "", []byte(nil), uint8(0), 0, 0, "", int64(0), uint8(behaveBlocking), uint8(cancelNever), uint8(0), false)
 
-	s, err := cpusched.New(cpusched.WithIsolation(cpusched.IsolationNone), cpusched.WithWorkers(1))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() {
-		if err := s.Close(context.Background()); err != nil {
-			f.Errorf("Close: %v", err)
-		}
-	})
+	s := schedtest.NewScheduler(f)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	taskOpts := WithRequestTaskOptions(func(r *http.Request) []cpusched.TaskOption {
 		return r.Context().Value(fuzzRequestKey{}).(*fuzzRequest).opts
@@ -180,7 +173,7 @@ func FuzzHandler(f *testing.F) {
 		}
 		release, served := func() {}, make(chan struct{})
 		if fr.cancelAt == cancelWhileQueued {
-			release = holdSlot(t, s)
+			release = schedtest.HoldSlot(t, s)
 			go cancelOnceQueued(s, cancel, served)
 		}
 		rec, panicked := servePanic(h, r)

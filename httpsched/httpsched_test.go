@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,51 +16,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// newScheduler returns a scheduler with one slot in IsolationNone, closed
-// at the end of the test.
-func newScheduler(t *testing.T, opts ...cpusched.Option) *cpusched.Scheduler {
-	t.Helper()
-	opts = append([]cpusched.Option{cpusched.WithIsolation(cpusched.IsolationNone), cpusched.WithWorkers(1)}, opts...)
-	s, err := cpusched.New(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
-}
-
-// holdSlot runs a task that holds one of s's slots, and returns the function
-// that ends it (also called at the end of the test).
-func holdSlot(t *testing.T, s *cpusched.Scheduler) (release func()) {
-	t.Helper()
-	started, done := make(chan struct{}), make(chan struct{})
-	h, err := s.Go(context.Background(), func(*cpusched.Task) error {
-		close(started)
-		<-done
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-started
-	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			close(done)
-			h.Wait()
-		})
-	}
-	t.Cleanup(release)
-	return release
-}
 
 // waitQueued waits until n tasks are queued in s.
 func waitQueued(t *testing.T, s *cpusched.Scheduler, n int) {
@@ -109,7 +67,7 @@ func check503(t *testing.T, rec *httptest.ResponseRecorder, want string) {
 type ctxKey struct{}
 
 func TestTaskInHandler(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		task := TaskFrom(r.Context())
 		if task == nil {
@@ -168,10 +126,10 @@ func TestDefaultIsolation(t *testing.T) {
 }
 
 func TestQueueFull(t *testing.T) {
-	s := newScheduler(t, cpusched.WithQueueLimit(1))
+	s := schedtest.NewScheduler(t, cpusched.WithQueueLimit(1))
 	next := new(ok)
 	h := Handler(s, next, WithRetryAfter(2500*time.Millisecond))
-	release := holdSlot(t, s)
+	release := schedtest.HoldSlot(t, s)
 	queued := make(chan *httptest.ResponseRecorder)
 	go func() { queued <- serve(h, httptest.NewRequest("GET", "/", nil)) }()
 	waitQueued(t, s, 1)
@@ -233,7 +191,7 @@ func TestPanics(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newScheduler(t)
+			s := schedtest.NewScheduler(t)
 			logger, logs := logBuffer()
 			rec, got := servePanic(Handler(s, tt.handler, WithLogger(logger)), httptest.NewRequest("GET", "/p", nil))
 			if got != tt.wantPanic || rec.Code != tt.wantCode {
@@ -256,7 +214,7 @@ func TestPanics(t *testing.T) {
 func TestPanicThroughServer(t *testing.T) {
 	// Over a real connection: a panic before the response is a 500; a panic
 	// after it started cuts the response short.
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	logger, _ := logBuffer()
 	mux := http.NewServeMux()
 	mux.Handle("/early", Handler(s, panicAt("early", ""), WithLogger(logger)))
@@ -282,7 +240,7 @@ func TestPanicThroughServer(t *testing.T) {
 }
 
 func TestClientGoneWhileQueued(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	next := new(ok)
 	returned := make(chan struct{}, 1)
 	sched := Handler(s, next)
@@ -291,7 +249,7 @@ func TestClientGoneWhileQueued(t *testing.T) {
 		returned <- struct{}{}
 	}))
 	defer hs.Close()
-	release := holdSlot(t, s)
+	release := schedtest.HoldSlot(t, s)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, "GET", hs.URL, nil)
@@ -324,10 +282,10 @@ func TestClientGoneWhileQueued(t *testing.T) {
 
 func TestDeadlineWhileQueued(t *testing.T) {
 	// A request whose context ends in the queue gets 503, never an empty 200.
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	next := new(ok)
 	h := Handler(s, next)
-	holdSlot(t, s)
+	schedtest.HoldSlot(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- serve(h, httptest.NewRequestWithContext(ctx, "GET", "/", nil)) }()
@@ -340,7 +298,7 @@ func TestDeadlineWhileQueued(t *testing.T) {
 }
 
 func TestTaskOptions(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	if err := s.SetGroupWeight("alice", cpusched.DefaultGroupWeight); err != nil { // tracked; static is not
 		t.Fatal(err)
 	}
@@ -393,7 +351,7 @@ func TestTaskOptions(t *testing.T) {
 }
 
 func TestResponseController(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "a")
 		if err := http.NewResponseController(w).Flush(); err != nil {
@@ -412,7 +370,7 @@ func TestResponseController(t *testing.T) {
 func TestInterimStatus(t *testing.T) {
 	// A 103 Early Hints does not start the response: a panic after it is
 	// still a 500. (Over a connection: a recorder keeps 103 as the status.)
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	logger, _ := logBuffer()
 	hs := httptest.NewServer(Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusEarlyHints)
@@ -431,7 +389,7 @@ func TestInterimStatus(t *testing.T) {
 }
 
 func TestNewHandlerErrors(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	next := new(ok)
 	tests := []struct {
 		name string

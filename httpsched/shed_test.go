@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
 // fakeClock is the clock of a test, which measures how long a request
@@ -175,7 +176,7 @@ func TestMaxQueueWait(t *testing.T) {
 	// over-budget waits halve the limit once per round, down to 1, and
 	// short waits raise it again, by one per sample that finds it full.
 	const ms = time.Millisecond
-	s := newScheduler(t, cpusched.WithWorkers(4))
+	s := schedtest.NewScheduler(t, cpusched.WithWorkers(4))
 	var waited fakeWaited
 	next := newGated()
 	hd := asHandler(t, Handler(s, next, WithMaxQueueWait(10*ms), waited.option(), WithRetryAfter(2*time.Second)))
@@ -282,7 +283,7 @@ func TestMaxQueueWaitReleases(t *testing.T) {
 			<-done
 		}, 2},
 		{"queue full", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
-			holdSlot(t, s)
+			schedtest.HoldSlot(t, s)
 			if _, err := s.Go(context.Background(), func(*cpusched.Task) error { return nil }); err != nil {
 				t.Fatal(err) // fills the queue of 1
 			}
@@ -311,7 +312,7 @@ func TestMaxQueueWaitReleases(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newScheduler(t, cpusched.WithWorkers(tt.workers), cpusched.WithQueueLimit(1))
+			s := schedtest.NewScheduler(t, cpusched.WithWorkers(tt.workers), cpusched.WithQueueLimit(1))
 			var clock fakeClock
 			var waited fakeWaited
 			waited.Set(time.Millisecond)
@@ -329,7 +330,7 @@ func TestMaxQueueWaitReleases(t *testing.T) {
 func cancelQueued(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeClock, d time.Duration) {
 	t.Helper()
 	for range s.Workers() {
-		holdSlot(t, s)
+		schedtest.HoldSlot(t, s)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *httptest.ResponseRecorder)
@@ -347,11 +348,11 @@ func TestMaxQueueWaitSamplesTotalWait(t *testing.T) {
 	// over the 10 ms budget, so the limit stays at 1. Had its first-slot
 	// wait (about 0) been the sample, the limit, full, would have grown to
 	// 2. The 40 ms is a lower bound the test enforces, not a timing claim.
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	const hold = 40 * time.Millisecond
 	h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		TaskFrom(r.Context()).Blocking(func() {
-			release := holdSlot(t, s)
+			release := schedtest.HoldSlot(t, s)
 			go func() {
 				for s.Stats().Blocked != 0 { // until the request waits for its slot back
 					time.Sleep(time.Millisecond)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
 // benchGroups is the number of groups the benchmarks' scheduler has had
@@ -19,7 +20,7 @@ const benchGroups = 4
 // newBenchScheduler returns a scheduler that has run tasks in the default
 // group and in benchGroups others, so that every histogram has counts.
 func newBenchScheduler(b *testing.B) *cpusched.Scheduler {
-	s := newScheduler(b)
+	s := schedtest.NewScheduler(b)
 	for g := range benchGroups + 1 {
 		group := ""
 		if g > 0 {

@@ -15,25 +15,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// newScheduler returns a scheduler with one slot and no reserved P, closed
-// at the end of the test.
-func newScheduler(t testing.TB) *cpusched.Scheduler {
-	t.Helper()
-	s, err := cpusched.New(cpusched.WithIsolation(cpusched.IsolationNone), cpusched.WithWorkers(1))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return s
-}
 
 // knownState brings s (one slot) to a state whose counters are known:
 // one task of each outcome, one rejected, one running in group gold (class
@@ -90,7 +75,7 @@ func knownState(t *testing.T, s *cpusched.Scheduler) (release chan struct{}, que
 // TestCollectAndCompare checks every metric whose value does not depend on
 // timing against the text exposition of knownState.
 func TestCollectAndCompare(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	release, queued := knownState(t, s)
 	defer func() {
 		close(release)
@@ -212,7 +197,7 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 // histogram: bucket bounds rise, counts are cumulative (never fall), and the
 // sample count is the number of tasks.
 func TestHistogramsCumulative(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	const perGroup = 25
 	if err := s.SetGroupWeight("a", cpusched.DefaultGroupWeight); err != nil { // tracked; b is not
 		t.Fatal(err)
@@ -289,7 +274,7 @@ func TestHistogramsCumulative(t *testing.T) {
 }
 
 func TestLint(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	if err := s.Run(context.Background(), func(*cpusched.Task) error { return nil }, cpusched.WithGroup("g")); err != nil {
 		t.Fatal(err)
 	}
@@ -303,7 +288,7 @@ func TestLint(t *testing.T) {
 }
 
 func TestCollectAndCount(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	if err := s.SetGroupWeight("a", cpusched.DefaultGroupWeight); err != nil { // tracked; b is not
 		t.Fatal(err)
 	}
@@ -335,7 +320,7 @@ func TestCollectAndCount(t *testing.T) {
 // that every collected metric matches a described Desc, and then again,
 // which must fail as a duplicate.
 func TestRegister(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	if err := s.Run(context.Background(), func(*cpusched.Task) error { return nil }, cpusched.WithGroup("g")); err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +340,7 @@ func TestRegister(t *testing.T) {
 	reg = prometheus.NewPedanticRegistry()
 	for _, name := range []string{"first", "second"} {
 		wrapped := prometheus.WrapRegistererWith(prometheus.Labels{"scheduler": name}, reg)
-		if err := wrapped.Register(NewCollector(newScheduler(t))); err != nil {
+		if err := wrapped.Register(NewCollector(schedtest.NewScheduler(t))); err != nil {
 			t.Errorf("Register of scheduler %q with a label: got %v, want nil", name, err)
 		}
 	}
@@ -426,7 +411,7 @@ func value(m *dto.Metric) float64 {
 // not grow with the number of group names: 10,000 one-task groups that
 // SetGroupWeight never named are one group="(other)" series per metric.
 func TestSeriesBoundedByTrackedGroups(t *testing.T) {
-	s := newScheduler(t)
+	s := schedtest.NewScheduler(t)
 	for i := range 10_000 {
 		if err := s.Run(context.Background(), func(*cpusched.Task) error { return nil }, cpusched.WithGroup(fmt.Sprint("user-", i))); err != nil {
 			t.Fatal(err)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/internal/bench"
+	"github.com/cpusched/cpusched/internal/cli"
 	"github.com/cpusched/cpusched/internal/report"
 )
 
@@ -26,7 +26,7 @@ var benchRun = bench.Run
 // On SIGINT it stops the server, prints the rows measured so far and
 // returns the interruption as an error.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("bench", stderr)
+	fs := cli.NewFlagSet("bench", stderr)
 	step := fs.Duration("step", bench.DefaultStep, fmt.Sprintf("measured length of each step (%v..%v); default %v, or %v with -quick", bench.MinStep, bench.MaxStep, bench.DefaultStep, bench.QuickStep(len(bench.AllModes()))))
 	modes := fs.String("modes", strings.Join(bench.AllModes(), ","), "comma-separated isolation modes to measure, in order; MODE:N runs MODE with N workers (e.g. ospriority,ospriority:1)")
 	probeRate := fs.Float64("probe-rate", bench.DefaultProbeRate, fmt.Sprintf("open-loop rate of the /delay1ms probe, requests/s (1..%d)", bench.MaxProbeRate))
@@ -43,18 +43,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(fs.Output(), "usage: cpusched bench [flags]")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q (bench takes only flags)", fs.Arg(0))
+		return cli.Usagef("unexpected argument %q (bench takes only flags)", fs.Arg(0))
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("finding this program to start the server: %w", err)
 	}
 	cfg := bench.DefaultConfig(exe, "serve")
-	cfg.Modes = splitModes(*modes)
+	cfg.Modes = cli.SplitList(*modes)
 	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate = *probeRate, *hogC, *smallRate
 	cfg.GC, cfg.Quick = *gc, *quick
 	cfg.Workers, cfg.Slice = *workers, *slice
@@ -62,9 +62,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Step = *step
 	if *quick {
 		cfg.Warmup = bench.QuickWarmup
-		stepSet := false
-		fs.Visit(func(f *flag.Flag) { stepSet = stepSet || f.Name == "step" })
-		if !stepSet {
+		if !cli.Given(fs, "step") {
 			n := len(cfg.Modes)
 			if n == 0 {
 				n = len(bench.AllModes())
@@ -73,14 +71,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	if err := cfg.Validate(); err != nil {
-		return usagef("%s", strings.TrimPrefix(err.Error(), "bench: "))
+		return cli.Usagef("%s", strings.TrimPrefix(err.Error(), "bench: "))
 	}
 	cfg.Progress = report.NewProgress(stderr)
 
 	rep, runErr := benchRun(ctx, cfg)
 	if errors.Is(runErr, bench.ErrCPUQuota) {
 		// Found before anything was measured: the flag cannot work here.
-		return usagef("-cpu-quota %g: %s", cfg.CPUQuota, strings.TrimPrefix(runErr.Error(), "bench: "))
+		return cli.Usagef("-cpu-quota %g: %s", cfg.CPUQuota, strings.TrimPrefix(runErr.Error(), "bench: "))
 	}
 	if runErr != nil {
 		// main already says "cpusched bench:".
@@ -145,15 +143,4 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	return f.Close()
-}
-
-// splitModes splits a comma-separated flag value, dropping empty items.
-func splitModes(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -60,22 +59,6 @@ func TestBenchCPUQuotaUnavailable(t *testing.T) {
 		"cpusched bench: -cpu-quota 1.5: cannot run the servers under a CPU quota: cgroup v2 /sys/fs/cgroup: creating the cgroup: permission denied\n")
 	if got.CPUQuota != 1.5 {
 		t.Errorf("bench.Run got CPUQuota %v, want 1.5", got.CPUQuota)
-	}
-}
-
-func TestSplitModes(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []string
-	}{
-		{"none,reserve", []string{"none", "reserve"}},
-		{" none , reserve ,", []string{"none", "reserve"}},
-		{"", nil},
-	}
-	for _, tt := range tests {
-		if got := splitModes(tt.in); !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("splitModes(%q): got %q, want %q", tt.in, got, tt.want)
-		}
 	}
 }
 

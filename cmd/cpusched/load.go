@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/cpusched/cpusched/internal/cli"
 	"github.com/cpusched/cpusched/internal/load"
 )
 
@@ -20,7 +21,7 @@ import (
 // or JSON with -json. On SIGINT it stops, prints the partial summary and
 // exits 0.
 func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("load", stderr)
+	fs := cli.NewFlagSet("load", stderr)
 	conc := fs.Int("c", load.DefaultConcurrency, fmt.Sprintf("connections (1..%d): closed loop workers, open loop max requests in flight", load.MaxConcurrency))
 	requests := fs.Int("n", 0, "closed loop: total requests (>= 1); give exactly one of -n or -d")
 	duration := fs.Duration("d", 0, "run for this long (> 0, e.g. 10s); give exactly one of -n or -d")
@@ -39,27 +40,26 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	if len(urls) != 1 {
-		return usagef("need exactly one URL argument (http:// or https://), got %d", len(urls))
+		return cli.Usagef("need exactly one URL argument (http:// or https://), got %d", len(urls))
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	given := func(name string) bool { return cli.Given(fs, name) }
 	switch {
 	case *conc < 1 || *conc > load.MaxConcurrency:
-		return usagef("-c must be in 1..%d, got %d", load.MaxConcurrency, *conc)
-	case set["n"] && *requests < 1:
-		return usagef("-n must be >= 1, got %d", *requests)
-	case set["d"] && *duration <= 0:
-		return usagef("-d must be > 0, got %v", *duration)
-	case set["n"] && set["d"]:
-		return usagef("give exactly one of -n or -d, not both")
-	case !set["n"] && !set["d"]:
-		return usagef("give exactly one of -n COUNT or -d DURATION")
-	case set["rate"] && !(*rate > 0 && *rate <= load.MaxRate):
-		return usagef("-rate must be in (0, %g] requests/s, got %v", float64(load.MaxRate), *rate)
-	case *rate > 0 && !set["d"]:
-		return usagef("-rate needs -d DURATION (open loop runs for a time, not a count)")
+		return cli.Usagef("-c must be in 1..%d, got %d", load.MaxConcurrency, *conc)
+	case given("n") && *requests < 1:
+		return cli.Usagef("-n must be >= 1, got %d", *requests)
+	case given("d") && *duration <= 0:
+		return cli.Usagef("-d must be > 0, got %v", *duration)
+	case given("n") && given("d"):
+		return cli.Usagef("give exactly one of -n or -d, not both")
+	case !given("n") && !given("d"):
+		return cli.Usagef("give exactly one of -n COUNT or -d DURATION")
+	case given("rate") && !(*rate > 0 && *rate <= load.MaxRate):
+		return cli.Usagef("-rate must be in (0, %g] requests/s, got %v", float64(load.MaxRate), *rate)
+	case *rate > 0 && !given("d"):
+		return cli.Usagef("-rate needs -d DURATION (open loop runs for a time, not a count)")
 	case *timeout <= 0:
-		return usagef("-timeout must be > 0, got %v", *timeout)
+		return cli.Usagef("-timeout must be > 0, got %v", *timeout)
 	}
 	cfg := load.Config{
 		URL:         urls[0],
@@ -75,7 +75,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if err := cfg.Validate(); err != nil {
 		// main already says "cpusched load:".
-		return usagef("%s", strings.TrimPrefix(err.Error(), "load: "))
+		return cli.Usagef("%s", strings.TrimPrefix(err.Error(), "load: "))
 	}
 	res, err := load.Run(ctx, cfg)
 	if res == nil {
@@ -106,7 +106,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var positional []string
 	for {
-		if err := parseFlags(fs, args); err != nil {
+		if err := cli.Parse(fs, args); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()

@@ -17,6 +17,9 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/cpusched/cpusched/internal/cli"
+	"github.com/cpusched/cpusched/internal/lab"
 )
 
 // command is one row of the command table.
@@ -33,38 +36,7 @@ var commands = []command{
 	{"bench", "measure the demo server's 1 ms endpoint under CPU load, mode beside mode", runBench},
 	{"soak", "drive the demo server with a hostile mix for a long time and check it does not leak", runSoak},
 	{"lab", "reproduce the scheduling experiments behind cpusched", runLab},
-	{"lab-child", "(internal) one measured workload of a lab experiment", runLabChild},
-}
-
-// usageError marks an error in the command line itself (a bad flag, a bad
-// argument): main prints it and exits with status 2.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-// usagef returns a *usageError with a formatted message.
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-// newFlagSet returns a flag set that reports errors instead of exiting, so
-// that a bad flag becomes a usageError in main.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("cpusched "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// parseFlags parses args into fs and turns a parse failure into a usageError.
-// It returns flag.ErrHelp unchanged for -h.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &usageError{msg: err.Error()}
-	}
-	return nil
+	{lab.ChildCommand, "(internal) one measured workload of a lab experiment", runLabChild},
 }
 
 func main() {
@@ -89,7 +61,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			continue
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
-		var ue *usageError
+		var ue *cli.UsageError
 		switch {
 		case err == nil, errors.Is(err, flag.ErrHelp):
 			return 0

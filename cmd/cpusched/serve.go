@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/cli"
 	"github.com/cpusched/cpusched/internal/demo"
 )
 
@@ -20,7 +21,7 @@ import (
 //
 // which programs that start it with -addr 127.0.0.1:0 parse for the port.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("serve", stderr)
+	fs := cli.NewFlagSet("serve", stderr)
 	// The zero Isolation is the library's default mode (see WithIsolation).
 	defaultIsolation := cpusched.DefaultIsolation()
 	var modes []string
@@ -36,30 +37,30 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(fs.Output(), "usage: cpusched serve [flags]")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("takes no arguments, got %q", fs.Args())
+		return cli.Usagef("takes no arguments, got %q", fs.Args())
 	}
 	mode, err := cpusched.ParseIsolation(*isolation)
 	if err != nil {
-		return usagef("-isolation: %v", err)
+		return cli.Usagef("-isolation: %v", err)
 	}
 	switch {
 	case *workers != 0 && (*workers < cpusched.MinWorkers || *workers > cpusched.MaxWorkers):
-		return usagef("-workers must be 0 (the mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, *workers)
+		return cli.Usagef("-workers must be 0 (the mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, *workers)
 	case *slice != 0 && (*slice < cpusched.MinSlice || *slice > cpusched.MaxSlice):
-		return usagef("-slice must be in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, *slice)
+		return cli.Usagef("-slice must be in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, *slice)
 	}
 	// A malformed address is the command line's fault (exit 2); one that
 	// cannot be bound (in use, a host not here) is found by listening.
 	_, port, err := net.SplitHostPort(*addr)
 	if err != nil {
-		return usagef("-addr must be host:port (port 0 picks a free port), got %q", *addr)
+		return cli.Usagef("-addr must be host:port (port 0 picks a free port), got %q", *addr)
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil {
-		return usagef("-addr: the port must be 0..65535 or a service name, got %q", port)
+		return cli.Usagef("-addr: the port must be 0..65535 or a service name, got %q", port)
 	}
 	// The scheduler's few events (mode, GOMAXPROCS raised and restored,
 	// fallback) go to stderr, as they did before WithLogger existed.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cpusched/cpusched/internal/cli"
 	"github.com/cpusched/cpusched/internal/report"
 	"github.com/cpusched/cpusched/internal/soak"
 )
@@ -21,7 +22,7 @@ import (
 // unexpectedly, dies or does not shut down cleanly; on SIGINT it stops the
 // server, prints what it measured and returns the interruption.
 func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("soak", stderr)
+	fs := cli.NewFlagSet("soak", stderr)
 	duration := fs.Duration("d", soak.DefaultDuration, "length of the run ("+soak.DurationRange()+")")
 	fs.DurationVar(duration, "duration", soak.DefaultDuration, "the same as -d")
 	jsonPath := fs.String("json", "", "also write the samples, counts and checks as JSON to this file (- for stdout, instead of the table)")
@@ -30,11 +31,11 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(fs.Output(), "Pass rule: "+soak.RuleText+".")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q (soak takes only flags)", fs.Arg(0))
+		return cli.Usagef("unexpected argument %q (soak takes only flags)", fs.Arg(0))
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -43,7 +44,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg := soak.DefaultConfig(exe, "serve")
 	cfg.Duration = *duration
 	if err := cfg.Validate(); err != nil {
-		return usagef("%s", strings.TrimPrefix(err.Error(), "soak: "))
+		return cli.Usagef("%s", strings.TrimPrefix(err.Error(), "soak: "))
 	}
 	cfg.Progress = report.NewProgress(stderr)
 

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cpusched/cpusched/internal/childproc"
 )
 
 // Child process timing: how long a server may take to print its address and
@@ -49,7 +51,7 @@ func startChild(name string, args ...string) (*child, error) {
 // startCmd is startChild for a command built by the caller.
 func startCmd(cmd *exec.Cmd) (*child, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	setDeathSignal(cmd.SysProcAttr)
+	childproc.DieWithParent(cmd)
 	c := &child{cmd: cmd, stderr: &tailBuffer{max: maxStderr}, exited: make(chan struct{})}
 	cmd.Stderr = c.stderr
 	var err error

@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cpusched/cpusched/internal/childproc"
 )
 
 // Defaults and limits of Config.
@@ -48,7 +50,7 @@ type Config struct {
 	Unprivileged bool
 	// Command builds a child for args (the part after
 	// `cpusched lab-child priority`).
-	Command func(ctx context.Context, args ...string) *exec.Cmd
+	Command childproc.Command
 	// Progress, if not nil, is called before each part with a status line.
 	Progress func(format string, args ...any)
 }
@@ -149,18 +151,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	progress("priority: 3 cpusched tasks of %d iterations on one worker", res.Loops)
 	cmd := cfg.Command(ctx, "-mode", "tasks", "-loops", strconv.FormatUint(res.Loops, 10), "-chunk", strconv.FormatUint(cfg.Chunk, 10))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
+	var tr TasksResult
+	if err := childproc.Output(ctx, cmd, &tr); err != nil {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
-		return res, fmt.Errorf("priority: cpusched child: %v: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	var tr TasksResult
-	if err := json.Unmarshal(bytes.TrimSpace(out), &tr); err != nil {
-		return res, fmt.Errorf("priority: cpusched child result %q: %w", out, err)
+		return res, fmt.Errorf("priority: cpusched child: %w", err)
 	}
 	res.Tasks = &tr
 	return res, nil
@@ -234,7 +230,7 @@ func runOS(ctx context.Context, cfg Config, mode string, loops uint64, limit tim
 		return fmt.Errorf("priority: %s child %s: %v: %s", c.cmd.Args[len(c.cmd.Args)-1], what, err, strings.TrimSpace(c.stderr.String()))
 	}
 	for _, c := range children {
-		if err := readJSONLine(c.stdout, &c.ready); err != nil {
+		if err := childproc.ReadLine(c.stdout, &c.ready); err != nil {
 			return nil, fail(c, "ready line", err)
 		}
 	}
@@ -261,7 +257,7 @@ func runOS(ctx context.Context, cfg Config, mode string, loops uint64, limit tim
 		waiting++
 		go func() {
 			var d childDone
-			err := readJSONLine(c.stdout, &d)
+			err := childproc.ReadLine(c.stdout, &d)
 			results <- doneMsg{i, d, err}
 		}()
 	}
@@ -307,14 +303,6 @@ collect:
 	}
 	rank(len(ran), func(k int) time.Duration { return rows[ran[k]].Wall }, func(k, o int) { rows[ran[k]].Order = o })
 	return rows, nil
-}
-
-func readJSONLine(r *bufio.Reader, v any) error {
-	line, err := r.ReadBytes('\n')
-	if err != nil && len(bytes.TrimSpace(line)) == 0 {
-		return err
-	}
-	return json.Unmarshal(bytes.TrimSpace(line), v)
 }
 
 // ChildOS is an OS child (`cpusched lab-child priority -mode cpu|sleep`):

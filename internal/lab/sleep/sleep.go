@@ -9,13 +9,10 @@
 package sleep
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -23,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cpusched/cpusched/internal/childproc"
 )
 
 // Methods are the valid wait methods, in the order tables list them:
@@ -340,8 +339,9 @@ type Config struct {
 	Inner   int
 	WorkKiB int
 
-	// Exe is the cpusched binary to re-execute as `Exe lab-child sleep ARGS`.
-	Exe string
+	// Command builds the child that runs one cell, `cpusched lab-child
+	// sleep ARGS` with the cell's Args.
+	Command childproc.Command
 	// Progress, if set, is called before each cell with its index, the
 	// total and the cell.
 	Progress func(i, n int, c CellConfig)
@@ -450,8 +450,8 @@ func Run(ctx context.Context, cfg Config) ([]CellResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Exe == "" {
-		return nil, errors.New("sleep.Run: Config.Exe is empty")
+	if cfg.Command == nil {
+		return nil, errors.New("sleep.Run: Config.Command is nil")
 	}
 	cells := cfg.Cells()
 	results := make([]CellResult, 0, len(cells))
@@ -459,8 +459,8 @@ func Run(ctx context.Context, cfg Config) ([]CellResult, error) {
 		if cfg.Progress != nil {
 			cfg.Progress(i, len(cells), cell)
 		}
-		r, err := runChild(ctx, cfg.Exe, cell)
-		if err != nil {
+		var r CellResult
+		if err := childproc.Output(ctx, cfg.Command(ctx, cell.Args()...), &r); err != nil {
 			if ctx.Err() != nil {
 				return results, ctx.Err()
 			}
@@ -469,26 +469,6 @@ func Run(ctx context.Context, cfg Config) ([]CellResult, error) {
 		results = append(results, r)
 	}
 	return results, nil
-}
-
-func runChild(ctx context.Context, exe string, cell CellConfig) (CellResult, error) {
-	cmd := exec.CommandContext(ctx, exe, append([]string{"lab-child", "sleep"}, cell.Args()...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	cmd.WaitDelay = 2 * time.Second
-	setDeathSignal(cmd)
-	if err := cmd.Run(); err != nil {
-		return CellResult{}, fmt.Errorf("%w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	var r CellResult
-	line := bytes.TrimSpace(stdout.Bytes())
-	if i := bytes.LastIndexByte(line, '\n'); i >= 0 {
-		line = line[i+1:]
-	}
-	if err := json.Unmarshal(line, &r); err != nil {
-		return CellResult{}, fmt.Errorf("parsing the child's output %q: %w", line, err)
-	}
-	return r, nil
 }
 
 // errNotLinux is the skip reason of the system-call methods off Linux.

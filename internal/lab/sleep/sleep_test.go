@@ -1,6 +1,7 @@
 package sleep
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -153,8 +154,16 @@ func TestRunCellCancelled(t *testing.T) {
 	}
 }
 
-func TestRunNeedsExe(t *testing.T) {
-	if _, err := Run(context.Background(), validConfig()); err == nil || !strings.Contains(err.Error(), "Exe is empty") {
-		t.Errorf("got %v, want an error about Exe", err)
+func TestRunNeedsCommand(t *testing.T) {
+	if _, err := Run(context.Background(), validConfig()); err == nil || !strings.Contains(err.Error(), "Command is nil") {
+		t.Errorf("got %v, want an error about Command", err)
+	}
+}
+
+func TestWriteTableSkipped(t *testing.T) {
+	var out bytes.Buffer
+	writeTable(&out, []CellResult{{Method: "yield", Mode: "locked", Threads: 1, Skipped: "skipped: not Linux"}})
+	if !strings.Contains(out.String(), "skipped: not Linux") {
+		t.Errorf("got table %q, want the skip reason in the row", out.String())
 	}
 }

@@ -2,8 +2,6 @@ package sleep
 
 import (
 	"fmt"
-	"os/exec"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -48,10 +46,4 @@ func cpuTimes() (user, sys time.Duration) {
 		return 0, 0
 	}
 	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano())
-}
-
-// setDeathSignal makes the child die with the parent, so an interrupted
-// sweep leaves no orphan.
-func setDeathSignal(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -3,7 +3,6 @@
 package sleep
 
 import (
-	"os/exec"
 	"time"
 )
 
@@ -14,5 +13,3 @@ func sysWait(method string, d time.Duration) (func(), error) {
 
 // cpuTimes is not measured off Linux.
 func cpuTimes() (user, sys time.Duration) { return 0, 0 }
-
-func setDeathSignal(cmd *exec.Cmd) {}

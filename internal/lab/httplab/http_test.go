@@ -93,7 +93,7 @@ func TestRunSkipsMissingPrograms(t *testing.T) {
 		{javacOnly, []string{"skipped: node not installed", "skipped: java not installed"}},
 	}
 	for _, tt := range tests {
-		cfg := Config{Servers: []string{"node", "jvm"}, Concurrency: 1, Requests: 1, Exe: "unused", LookPath: tt.lookPath}
+		cfg := Config{Servers: []string{"node", "jvm"}, Concurrency: 1, Requests: 1, LookPath: tt.lookPath}
 		res, err := Run(context.Background(), cfg)
 		if err != nil {
 			t.Fatalf("Run: %v", err)

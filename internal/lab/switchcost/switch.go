@@ -1,23 +1,19 @@
 // Package switchcost is `cpusched lab switch`: the cost of goroutine
-// switching ("Goroutines don't scale", 2017) over a sweep of GOMAXPROCS and buffers.
-//
-// The directory is internal/lab/switch; the package is named switchcost
-// because switch is a Go keyword.
+// switching ("Goroutines don't scale", 2017) over a sweep of GOMAXPROCS and
+// buffers, one child process per cell. (switch is a Go keyword, hence the
+// package's name.)
 package switchcost
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/cpusched/cpusched/internal/childproc"
 	"github.com/cpusched/cpusched/internal/sysstat"
 )
 
@@ -84,7 +80,7 @@ type Config struct {
 	Duration  time.Duration // per cell, MinDuration..MaxDuration
 	// Command builds the child process for args (the part after
 	// `cpusched lab-child switch`); Run adds GOMAXPROCS to its environment.
-	Command func(ctx context.Context, args ...string) *exec.Cmd
+	Command childproc.Command
 	// Progress, if not nil, is called before each cell with a status line.
 	Progress func(format string, args ...any)
 }
@@ -245,8 +241,8 @@ func cellFrom(s Spec, ops uint64, u sysstat.Usage, ru0, ru1 rusage) Cell {
 	return c
 }
 
-// ChildArgs returns the arguments of the child that measures s for d; the
-// child parses them with ParseChildArgs.
+// ChildArgs returns the arguments of the child that measures s for d
+// (`cpusched lab-child switch ARGS`).
 func ChildArgs(s Spec, d time.Duration) []string {
 	return []string{"-workload", s.Workload, "-procs", strconv.Itoa(s.Procs), "-clients", strconv.Itoa(s.Clients),
 		"-buffer", strconv.Itoa(s.Buffer), "-duration", d.String()}
@@ -283,34 +279,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 func runChild(ctx context.Context, cfg Config, s Spec) (Cell, error) {
 	cmd := cfg.Command(ctx, ChildArgs(s, cfg.Duration)...)
 	cmd.Env = append(cmd.Environ(), "GOMAXPROCS="+strconv.Itoa(s.Procs))
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
+	var c Cell
+	if err := childproc.Output(ctx, cmd, &c); err != nil {
 		if ctx.Err() != nil {
 			return Cell{}, ctx.Err()
 		}
-		return Cell{}, fmt.Errorf("switch: child %s procs=%d buffer=%d: %v: %s", s.Workload, s.Procs, s.Buffer, err, strings.TrimSpace(stderr.String()))
-	}
-	return ParseChildOutput(out)
-}
-
-// ParseChildOutput reads the child's result: the last non-empty line of out,
-// one JSON Cell.
-func ParseChildOutput(out []byte) (Cell, error) {
-	var last string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		if l := strings.TrimSpace(sc.Text()); l != "" {
-			last = l
-		}
-	}
-	if last == "" {
-		return Cell{}, errors.New("switch: child printed no result")
-	}
-	var c Cell
-	if err := json.Unmarshal([]byte(last), &c); err != nil {
-		return Cell{}, fmt.Errorf("switch: child result %q: %w", last, err)
+		return Cell{}, fmt.Errorf("switch: child %s procs=%d buffer=%d: %w", s.Workload, s.Procs, s.Buffer, err)
 	}
 	return c, nil
 }

@@ -180,19 +180,6 @@ func TestCellFrom(t *testing.T) {
 	}
 }
 
-func TestParseChildOutput(t *testing.T) {
-	out := []byte("noise\n{\"workload\":\"busy\",\"procs\":2,\"clients\":3,\"buffer\":-1,\"ops\":7}\n\n")
-	c, err := ParseChildOutput(out)
-	if err != nil || c.Workload != Busy || c.Procs != 2 || c.Ops != 7 || c.Buffer != -1 {
-		t.Errorf("ParseChildOutput: got %+v, %v, want busy procs 2 ops 7", c, err)
-	}
-	for _, bad := range []string{"", "\n", "not json\n"} {
-		if _, err := ParseChildOutput([]byte(bad)); err == nil {
-			t.Errorf("ParseChildOutput(%q): got no error, want one", bad)
-		}
-	}
-}
-
 func TestWriteTable(t *testing.T) {
 	res := &Result{CPUs: 2, GoVersion: "go1.x", Duration: time.Second, Cells: []Cell{
 		{Spec: Spec{Workload: Busy, Procs: 1, Buffer: -1}, Usr: 99, OpsPerSec: 1e6},

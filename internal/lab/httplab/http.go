@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cpusched/cpusched/internal/childproc"
 	"github.com/cpusched/cpusched/internal/load"
 	"github.com/cpusched/cpusched/internal/sysstat"
 )
@@ -70,8 +71,9 @@ type Config struct {
 	Requests    int      // measured requests per server, >= 1
 	Warmup      int      // requests before each measured run, >= 0
 
-	// Exe is the cpusched binary that runs the Go servers.
-	Exe string
+	// Command builds the child that runs a Go server, `cpusched lab-child
+	// http NAME -addr ADDR`; only runs with a Go server need it.
+	Command childproc.Command
 	// LookPath finds node, javac and java; nil means exec.LookPath. A lookup
 	// error makes the server's row "skipped: NAME not installed".
 	LookPath func(file string) (string, error)
@@ -125,8 +127,8 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.Exe == "" {
-		return nil, errors.New("httplab.Run: Config.Exe is empty")
+	if cfg.Command == nil && slices.ContainsFunc(cfg.Servers, func(s string) bool { return slices.Contains(GoServers, s) }) {
+		return nil, errors.New("httplab.Run: Config.Command is nil")
 	}
 	if cfg.LookPath == nil {
 		cfg.LookPath = exec.LookPath
@@ -199,7 +201,7 @@ func command(ctx context.Context, cfg Config, name, tmp string) (*exec.Cmd, stri
 		}
 		return exec.CommandContext(ctx, java, "-cp", dir, "Server", strconv.Itoa(cfg.JVMThreads)), "", nil
 	}
-	return exec.CommandContext(ctx, cfg.Exe, "lab-child", "http", name, "-addr", "127.0.0.1:0"), "", nil
+	return cfg.Command(ctx, name, "-addr", "127.0.0.1:0"), "", nil
 }
 
 func runOne(ctx context.Context, cfg Config, name, tmp string, proc *sysstat.Reader) (Result, error) {
@@ -217,7 +219,7 @@ func runOne(ctx context.Context, cfg Config, name, tmp string, proc *sysstat.Rea
 	cmd.Stdout, cmd.Stderr = lw, &stderr
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 3 * time.Second
-	setDeathSignal(cmd)
+	childproc.DieWithParent(cmd)
 	cfg.progress("%s: starting", name)
 	if err := cmd.Start(); err != nil {
 		return res, err

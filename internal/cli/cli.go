@@ -1,0 +1,65 @@
+// Package cli is the command-line plumbing that cmd/cpusched and the lab
+// experiments share: flag sets that return errors instead of exiting, the
+// usage error that main turns into exit status 2, which flags were given,
+// and comma-separated list values.
+package cli
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// UsageError is an error in the command line itself (a bad flag, a bad
+// argument). cmd/cpusched prints it and exits with status 2; any other error
+// exits with status 1.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Usagef returns a *UsageError with a formatted message.
+func Usagef(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// NewFlagSet returns the flag set of `cpusched name`, which reports errors
+// and -h output on stderr instead of exiting.
+func NewFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("cpusched "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// Parse parses args into fs and turns a parse failure into a *UsageError.
+// It returns flag.ErrHelp unchanged for -h, which is not a failure.
+func Parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &UsageError{Msg: err.Error()}
+	}
+	return nil
+}
+
+// Given reports whether the flag name was on the command line that fs
+// parsed, as opposed to holding its default.
+func Given(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// SplitList splits a comma-separated flag value ("a, b,,c") into its
+// items, trimmed, dropping empty ones; it returns nil for no items.
+func SplitList(s string) []string {
+	var items []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			items = append(items, item)
+		}
+	}
+	return items
+}
