@@ -12,7 +12,9 @@ package cpusched
 // tasks are parked; idle workers wait for the next task, and the pool keeps
 // at most maxIdleOSWorkers of them. Their threads are never unlocked: an
 // unprivileged thread cannot raise its priority back, so a worker that
-// exits takes its thread with it.
+// exits takes its thread with it. (If that thread is the main one, which
+// the runtime cannot end, the runtime parks it for good: one idle thread
+// stays lowered, and runs nothing.)
 
 import (
 	"log/slog"
