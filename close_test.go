@@ -24,7 +24,7 @@ const promptly = 2 * time.Second
 func TestCloseHonoursDeadlineWithStuckTasks(t *testing.T) {
 	for _, mode := range IsolationModes() {
 		t.Run(mode.String(), func(t *testing.T) {
-			s, err := New(WithIsolation(mode), WithWorkers(2), WithSlice(MinSlice))
+			s, err := New(WithIsolation(mode), WithWorkers(2), WithSlice(minSlice))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -34,8 +34,8 @@ type groupCounters struct {
 // guidance on cardinality asks) with SetGroupWeight, at their default
 // weight if need be; their statistics count from that call on.
 func (s *Scheduler) SetGroupWeight(group string, weight int) error {
-	if weight < MinGroupWeight || weight > MaxGroupWeight {
-		return fmt.Errorf("cpusched: SetGroupWeight(%q, %d): weight must be in %d..%d", group, weight, MinGroupWeight, MaxGroupWeight)
+	if weight < minGroupWeight || weight > maxGroupWeight {
+		return fmt.Errorf("cpusched: SetGroupWeight(%q, %d): weight must be in %d..%d", group, weight, minGroupWeight, maxGroupWeight)
 	}
 	if len(group) > maxGroupLen {
 		return fmt.Errorf("cpusched: SetGroupWeight: group name is %d bytes, must be at most %d", len(group), maxGroupLen)

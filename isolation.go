@@ -37,7 +37,7 @@ const (
 	// (see New).
 	// Where thread priorities are unavailable New falls back to
 	// IsolationReserve, logs a warning (WithLogger), and Stats reports the mode in effect.
-	// Its slice defaults to OSPrioritySlice, and Run hands each task to a
+	// Its slice defaults to osPrioritySlice, and Run hands each task to a
 	// worker thread (microseconds, against a fraction of one for a goroutine
 	// + WaitGroup: BenchmarkRunOSPriority, docs/performance.md, "Scheduler calls"):
 	// waking a blocked locked thread and handing it a P is a futex round

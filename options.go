@@ -26,18 +26,24 @@ const (
 	DefaultGroupWeight = 100
 )
 
-// Limits of the options, as their errors quote them.
+// Limits of the options, as their errors quote them; CheckOptions and
+// CheckTaskOptions check them for tools that validate input up front.
 const (
-	MinWorkers     = 1
-	MaxWorkers     = 1024
-	MinSlice       = 50 * time.Microsecond
-	MaxSlice       = 100 * time.Millisecond
-	MinQueueLimit  = 1
-	MaxQueueLimit  = 1 << 24
-	MinNice        = -20
-	MaxNice        = 19
-	MinGroupWeight = 1
-	MaxGroupWeight = 10000
+	minWorkers     = 1
+	maxWorkers     = 1024
+	minSlice       = 50 * time.Microsecond
+	maxSlice       = 100 * time.Millisecond
+	minQueueLimit  = 1
+	maxQueueLimit  = 1 << 24
+	minGroupWeight = 1
+	maxGroupWeight = 10000
+)
+
+// The nice levels WithNice accepts: Linux's range, exported for programs
+// that map their own input (a header, a query parameter) to nice levels.
+const (
+	MinNice = -20
+	MaxNice = 19
 )
 
 // config is what the Options set; New fills in the defaults first.
@@ -66,8 +72,8 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 // 1..1024. It overrides the count the isolation mode would choose.
 func WithWorkers(n int) Option {
 	return optionFunc(func(c *config) error {
-		if n < MinWorkers || n > MaxWorkers {
-			return fmt.Errorf("cpusched: WithWorkers(%d): workers must be in %d..%d", n, MinWorkers, MaxWorkers)
+		if n < minWorkers || n > maxWorkers {
+			return fmt.Errorf("cpusched: WithWorkers(%d): workers must be in %d..%d", n, minWorkers, maxWorkers)
 		}
 		c.workers = n
 		return nil
@@ -77,8 +83,8 @@ func WithWorkers(n int) Option {
 // WithSlice sets the default time slice, 50us..100ms (default 1ms).
 func WithSlice(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
-		if d < MinSlice || d > MaxSlice {
-			return fmt.Errorf("cpusched: WithSlice(%v): slice must be in %v..%v", d, MinSlice, MaxSlice)
+		if d < minSlice || d > maxSlice {
+			return fmt.Errorf("cpusched: WithSlice(%v): slice must be in %v..%v", d, minSlice, maxSlice)
 		}
 		c.slice = d
 		c.explicitSlice = true
@@ -90,8 +96,8 @@ func WithSlice(d time.Duration) Option {
 // (default 1<<16). Beyond it Run and Go return ErrQueueFull.
 func WithQueueLimit(n int) Option {
 	return optionFunc(func(c *config) error {
-		if n < MinQueueLimit || n > MaxQueueLimit {
-			return fmt.Errorf("cpusched: WithQueueLimit(%d): limit must be in %d..%d", n, MinQueueLimit, MaxQueueLimit)
+		if n < minQueueLimit || n > maxQueueLimit {
+			return fmt.Errorf("cpusched: WithQueueLimit(%d): limit must be in %d..%d", n, minQueueLimit, maxQueueLimit)
 		}
 		c.queueLimit = n
 		return nil
@@ -134,6 +140,29 @@ func withoutMonitor() Option {
 	return optionFunc(func(cfg *config) error { cfg.noMonitor = true; return nil })
 }
 
+// CheckOptions returns the error New would return for opts (an
+// out-of-range worker count, slice or queue limit, an unknown isolation
+// mode), or nil, without starting anything: a way for a tool to reject bad
+// flags before it starts work. It does not probe thread priorities.
+func CheckOptions(opts ...Option) error {
+	_, err := applyOptions(config{}, opts)
+	return err
+}
+
+// applyOptions is the one place Options are applied to c (nil ones are
+// skipped); the first out-of-range option's error stops it.
+func applyOptions(c config, opts []Option) (config, error) {
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&c); err != nil {
+			return config{}, err
+		}
+	}
+	return c, nil
+}
+
 func newConfig(opts []Option) (config, error) {
 	c := config{
 		slice:      DefaultSlice,
@@ -142,13 +171,9 @@ func newConfig(opts []Option) (config, error) {
 		clock:      systemClock{},
 		osPolicy:   defaultOSPolicy,
 	}
-	for _, o := range opts {
-		if o == nil {
-			continue
-		}
-		if err := o.apply(&c); err != nil {
-			return config{}, err
-		}
+	c, err := applyOptions(c, opts)
+	if err != nil {
+		return config{}, err
 	}
 	if c.isolation == IsolationOSPriority {
 		if name := os.Getenv(osPolicyEnv); name != "" {
@@ -161,7 +186,7 @@ func newConfig(opts []Option) (config, error) {
 	}
 	c.explicitWorkers = c.workers != 0
 	if c.isolation == IsolationOSPriority && !c.explicitSlice {
-		c.slice = OSPrioritySlice
+		c.slice = osPrioritySlice
 	}
 	if c.workers == 0 {
 		procs := procsBudget()

@@ -252,16 +252,16 @@ func (s *Scheduler) stopOSWorkers() {
 	s.restoreProcs()
 }
 
-// OSPrioritySlice is IsolationOSPriority's default slice. In that mode the
+// osPrioritySlice is IsolationOSPriority's default slice. In that mode the
 // kernel protects the rest of the program, so the slice only orders
 // cpusched's own tasks, and every switch between tasks there is a switch
 // between locked OS threads, which left the CPUs partly idle at 1 ms
 // slices: 10 ms slices kept more of the demo's CPU-heavy throughput, with a
 // lower probe p99 (cpusched bench -modes ospriority -slice 10ms against the
-// default run at 1 ms; docs/performance.md, "Slice (OSPrioritySlice)").
+// default run at 1 ms; docs/performance.md, "Slice (osPrioritySlice)").
 // Small tasks pay for it: their p99 rises, within the
 // two slices plus service time a queued task may wait.
-const OSPrioritySlice = 10 * time.Millisecond
+const osPrioritySlice = 10 * time.Millisecond
 
 // defaultOSPolicy is IsolationOSPriority's thread setting. SCHED_IDLE,
 // which gave the lowest tail under a CPU hog in the prototype measured

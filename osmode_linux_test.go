@@ -127,7 +127,7 @@ func loweredThreads(t *testing.T) int {
 // at a Checkpoint or came back from Blocking. Run now waits only on the
 // task's done channel. Run with -race.
 func TestRunWhileWorkersParkIsRaceFree(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1), WithSlice(MinSlice))
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1), WithSlice(minSlice))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func (s *Scheduler) initQueues() {
 func (s *Scheduler) requestSlice(t *Task, first bool) int64 {
 	slice := t.slice
 	if first {
-		return max(slice/firstSliceDivisor, int64(MinSlice))
+		return max(slice/firstSliceDivisor, int64(minSlice))
 	}
 	if t.avgWait > t.avgBurst && t.avgBurst > 0 {
 		// Latency-sensitive: short CPU bursts between long waits. Ask for
@@ -279,5 +279,5 @@ func (s *Scheduler) sliceLeft(t *Task) int64 {
 	if left <= 0 {
 		left = s.requestSlice(t, false)
 	}
-	return max(left, int64(MinSlice))
+	return max(left, int64(minSlice))
 }

@@ -134,9 +134,9 @@ func TestSmallTaskStreamKeepsNiceShares(t *testing.T) {
 		{DefaultSlice, 250 * time.Microsecond, 0.10}, {DefaultSlice, 250 * time.Microsecond, 0.25},
 		{DefaultSlice, 250 * time.Microsecond, 0.50}, {DefaultSlice, 250 * time.Microsecond, 0.75},
 		{DefaultSlice, time.Millisecond, 0.25}, {DefaultSlice, time.Millisecond, 0.50},
-		{OSPrioritySlice, 250 * time.Microsecond, 0.10}, {OSPrioritySlice, 250 * time.Microsecond, 0.25},
-		{OSPrioritySlice, 250 * time.Microsecond, 0.50}, {OSPrioritySlice, 250 * time.Microsecond, 0.75},
-		{OSPrioritySlice, 5 * time.Millisecond, 0.50},
+		{osPrioritySlice, 250 * time.Microsecond, 0.10}, {osPrioritySlice, 250 * time.Microsecond, 0.25},
+		{osPrioritySlice, 250 * time.Microsecond, 0.50}, {osPrioritySlice, 250 * time.Microsecond, 0.75},
+		{osPrioritySlice, 5 * time.Millisecond, 0.50},
 	} {
 		load := tc.load
 		t.Run(fmt.Sprintf("slice%v/work%v/load%.0f%%", tc.slice, tc.work, 100*load), func(t *testing.T) {

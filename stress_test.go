@@ -290,7 +290,7 @@ func (m *stressMode) newRound(index, size int) *stressRound {
 	}
 	opts := []Option{WithIsolation(m.mode), WithWorkers(r.workers), WithQueueLimit(r.queueLimit)}
 	slice := "default"
-	if d := []time.Duration{0, MinSlice, 200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond}[rng.IntN(5)]; d != 0 {
+	if d := []time.Duration{0, minSlice, 200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond}[rng.IntN(5)]; d != 0 {
 		opts = append(opts, WithSlice(d))
 		slice = d.String()
 	}
@@ -415,12 +415,12 @@ func (r *stressRound) chaos(stop <-chan struct{}) {
 		}
 		switch rng.IntN(5) {
 		case 0, 1:
-			group, weight := stressGroups[rng.IntN(len(stressGroups))], MinGroupWeight+rng.IntN(MaxGroupWeight)
+			group, weight := stressGroups[rng.IntN(len(stressGroups))], minGroupWeight+rng.IntN(maxGroupWeight)
 			if err := r.s.SetGroupWeight(group, weight); err != nil {
 				r.errorf("SetGroupWeight(%q, %d) = %v, want nil", group, weight, err)
 			}
 		case 2:
-			weight := []int{MinGroupWeight - 1, MaxGroupWeight + 1, -100}[rng.IntN(3)]
+			weight := []int{minGroupWeight - 1, maxGroupWeight + 1, -100}[rng.IntN(3)]
 			if err := r.s.SetGroupWeight("a", weight); err == nil {
 				r.errorf("SetGroupWeight(%q, %d) = nil, want an error", "a", weight)
 			}
@@ -854,13 +854,13 @@ func (sub *stressSubmitter) newCall(late, isGo bool) *stressCall {
 		c.opts = append(c.opts, WithGroup(stressGroups[g]))
 	}
 	if rng.IntN(3) == 0 {
-		c.opts = append(c.opts, WithTaskSlice(MinSlice+time.Duration(rng.Int64N(int64(2*time.Millisecond)))))
+		c.opts = append(c.opts, WithTaskSlice(minSlice+time.Duration(rng.Int64N(int64(2*time.Millisecond)))))
 	}
 	if rng.IntN(20) == 0 {
 		c.opts = append(c.opts, nil)
 	}
 	if !late && rng.IntN(200) == 0 {
-		bad := []TaskOption{WithNice(MaxNice + 1), WithClass(Class(numClasses)), WithTaskSlice(MinSlice - 1), WithGroup(strings.Repeat("g", 257))}
+		bad := []TaskOption{WithNice(MaxNice + 1), WithClass(Class(numClasses)), WithTaskSlice(minSlice - 1), WithGroup(strings.Repeat("g", 257))}
 		c.opts = append(c.opts, bad[rng.IntN(len(bad))])
 		c.badOption = true
 	}

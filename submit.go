@@ -128,7 +128,7 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 	if t.slice == 0 {
 		t.slice = int64(s.cfg.slice)
 		if tc.class == ClassBatch {
-			t.slice = min(t.slice*batchSliceFactor, int64(MaxSlice))
+			t.slice = min(t.slice*batchSliceFactor, int64(maxSlice))
 		}
 	}
 	t.ent = entity{weight: niceWeight(tc.nice), heapIdx: -1, task: t}

@@ -90,8 +90,8 @@ func WithGroup(name string) TaskOption {
 // CPU.
 func WithTaskSlice(d time.Duration) TaskOption {
 	return taskOptionFunc(func(tc *taskConfig) error {
-		if d < MinSlice || d > MaxSlice {
-			return fmt.Errorf("cpusched: WithTaskSlice(%v): slice must be in %v..%v", d, MinSlice, MaxSlice)
+		if d < minSlice || d > maxSlice {
+			return fmt.Errorf("cpusched: WithTaskSlice(%v): slice must be in %v..%v", d, minSlice, maxSlice)
 		}
 		tc.slice = d
 		return nil

@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/internal/bench"
 	"github.com/cpusched/cpusched/internal/cli"
 	"github.com/cpusched/cpusched/internal/report"
@@ -36,8 +35,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json and DIR/bench.png (probe latency plot)")
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 30 s")
-	workers := fs.Int("workers", 0, fmt.Sprintf("pass -workers to every server (%d..%d); 0 lets each mode choose", cpusched.MinWorkers, cpusched.MaxWorkers))
-	slice := fs.Duration("slice", 0, fmt.Sprintf("pass -slice to every server (%v..%v); 0 lets each mode choose", cpusched.MinSlice, cpusched.MaxSlice))
+	workers := fs.Int("workers", 0, "pass -workers to every server; 0 lets each mode choose")
+	slice := fs.Duration("slice", 0, "pass -slice to every server; 0 lets each mode choose")
 	cpuQuota := fs.Float64("cpu-quota", 0, fmt.Sprintf("run every server in its own cgroup limited to this many CPUs (%g..%d; Linux, root); 0: no limit", bench.MinCPUQuota, runtime.NumCPU()))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched bench [flags]")

@@ -31,7 +31,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"rate zero", []string{"-probe-rate", "0"}, "ProbeRate (-probe-rate) must be in 1..10000"},
 		{"hog zero", []string{"-hog-c", "0"}, "HogConcurrency (-hog-c) must be in 1..1000, got 0"},
 		{"small rate too high", []string{"-small-rate", "20000"}, "SmallRate (-small-rate) must be in 1..10000 requests/s, got 20000"},
-		{"mode with zero workers", []string{"-modes", "ospriority:0"}, `Modes (-modes): "ospriority:0": the worker count after the colon must be in 1..1024`},
+		{"mode with zero workers", []string{"-modes", "ospriority:0"}, `Modes (-modes): "ospriority:0": the worker count after the colon: cpusched: WithWorkers(0): workers must be in 1..1024`},
 		{"quota too small", []string{"-cpu-quota", "0.01"}, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.." + strconv.Itoa(runtime.NumCPU()) + " CPUs, got 0.01"},
 		{"quota above the CPUs", []string{"-cpu-quota", strconv.Itoa(runtime.NumCPU() + 1)}, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.."},
 		{"quota negative", []string{"-cpu-quota", "-1"}, "CPUQuota (-cpu-quota) must be 0 (no quota)"},

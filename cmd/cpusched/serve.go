@@ -30,8 +30,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	addr := fs.String("addr", demo.DefaultAddr, "listen address host:port (port 0 picks a free port)")
 	isolation := fs.String("isolation", defaultIsolation.String(), "isolation mode: "+strings.Join(modes, ", "))
-	workers := fs.Int("workers", 0, fmt.Sprintf("worker slots, %d..%d; 0 lets the isolation mode choose", cpusched.MinWorkers, cpusched.MaxWorkers))
-	slice := fs.Duration("slice", 0, fmt.Sprintf("scheduler time slice, %v..%v; 0 lets the isolation mode choose (%v, or %v for ospriority)", cpusched.MinSlice, cpusched.MaxSlice, cpusched.DefaultSlice, cpusched.OSPrioritySlice))
+	workers := fs.Int("workers", 0, "worker slots; 0 lets the isolation mode choose")
+	slice := fs.Duration("slice", 0, fmt.Sprintf("scheduler time slice; 0 lets the isolation mode choose (%v, or 10ms for ospriority)", cpusched.DefaultSlice))
 	garbage := fs.Bool("gc", false, fmt.Sprintf("make every /delay request allocate %d KiB of garbage, to keep the collector busy", demo.BufferSize>>10))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched serve [flags]")
@@ -47,11 +47,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return cli.Usagef("-isolation: %v", err)
 	}
-	switch {
-	case *workers != 0 && (*workers < cpusched.MinWorkers || *workers > cpusched.MaxWorkers):
-		return cli.Usagef("-workers must be 0 (the mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, *workers)
-	case *slice != 0 && (*slice < cpusched.MinSlice || *slice > cpusched.MaxSlice):
-		return cli.Usagef("-slice must be in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, *slice)
+	// New checks the ranges; its error names them.
+	if *workers != 0 {
+		if err := cpusched.CheckOptions(cpusched.WithWorkers(*workers)); err != nil {
+			return cli.Usagef("-workers %d: %v (or 0 for the mode's default)", *workers, err)
+		}
+	}
+	if *slice != 0 {
+		if err := cpusched.CheckOptions(cpusched.WithSlice(*slice)); err != nil {
+			return cli.Usagef("-slice %v: %v (or 0 for the mode's default)", *slice, err)
+		}
 	}
 	// A malformed address is the command line's fault (exit 2); one that
 	// cannot be bound (in use, a host not here) is found by listening.

@@ -22,11 +22,11 @@ func TestServeUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"-bogus"}, "flag provided but not defined"},
 		{"argument", []string{"extra"}, "takes no arguments"},
 		{"bad isolation", []string{"-isolation", "bogus"}, `-isolation: cpusched: unknown isolation mode "bogus"`},
-		{"workers negative", []string{"-workers", "-1"}, "-workers must be 0 (the mode's default) or in 1..1024, got -1"},
-		{"workers too many", []string{"-workers", "1025"}, "-workers must be 0 (the mode's default) or in 1..1024"},
+		{"workers negative", []string{"-workers", "-1"}, "-workers -1: cpusched: WithWorkers(-1): workers must be in 1..1024 (or 0 for the mode's default)"},
+		{"workers too many", []string{"-workers", "1025"}, "-workers 1025: cpusched: WithWorkers(1025): workers must be in 1..1024"},
 		{"workers not a number", []string{"-workers", "x"}, `invalid value "x" for flag -workers`},
-		{"slice too short", []string{"-slice", "1us"}, "-slice must be in 50µs..100ms, got 1µs"},
-		{"slice too long", []string{"-slice", "1s"}, "-slice must be in 50µs..100ms"},
+		{"slice too short", []string{"-slice", "1us"}, "-slice 1µs: cpusched: WithSlice(1µs): slice must be in 50µs..100ms"},
+		{"slice too long", []string{"-slice", "1s"}, "-slice 1s: cpusched: WithSlice(1s): slice must be in 50µs..100ms"},
 		{"gc with value", []string{"-gc=maybe"}, "invalid boolean value"},
 		// FuzzServeArgs found these exiting 1 with net.Listen's error, which
 		// did not name the flag.

@@ -202,12 +202,19 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: HogConcurrency (-hog-c) must be in 1..%d, got %d", MaxConcurrency, c.HogConcurrency)
 	case math.IsNaN(c.SmallRate) || c.SmallRate < 1 || c.SmallRate > MaxSmallRate:
 		return fmt.Errorf("bench: SmallRate (-small-rate) must be in 1..%d requests/s, got %v", MaxSmallRate, c.SmallRate)
-	case c.Workers != 0 && (c.Workers < cpusched.MinWorkers || c.Workers > cpusched.MaxWorkers):
-		return fmt.Errorf("bench: Workers (-workers) must be 0 (each mode's default) or in %d..%d, got %d", cpusched.MinWorkers, cpusched.MaxWorkers, c.Workers)
-	case c.Slice != 0 && (c.Slice < cpusched.MinSlice || c.Slice > cpusched.MaxSlice):
-		return fmt.Errorf("bench: Slice (-slice) must be 0 (each mode's default) or in %v..%v, got %v", cpusched.MinSlice, cpusched.MaxSlice, c.Slice)
 	case c.CPUQuota != 0 && !(c.CPUQuota >= MinCPUQuota && c.CPUQuota <= float64(runtime.NumCPU())):
 		return fmt.Errorf("bench: CPUQuota (-cpu-quota) must be 0 (no quota) or in %g..%d CPUs, got %g", MinCPUQuota, runtime.NumCPU(), c.CPUQuota)
+	}
+	// The servers' New checks these ranges; its error names them.
+	if c.Workers != 0 {
+		if err := cpusched.CheckOptions(cpusched.WithWorkers(c.Workers)); err != nil {
+			return fmt.Errorf("bench: Workers (-workers) %d: %v (or 0 for each mode's default)", c.Workers, err)
+		}
+	}
+	if c.Slice != 0 {
+		if err := cpusched.CheckOptions(cpusched.WithSlice(c.Slice)); err != nil {
+			return fmt.Errorf("bench: Slice (-slice) %v: %v (or 0 for each mode's default)", c.Slice, err)
+		}
 	}
 	return nil
 }
@@ -223,8 +230,11 @@ func parseModeSpec(spec string) (mode string, workers int, err error) {
 		return mode, 0, nil
 	}
 	workers, err = strconv.Atoi(n)
-	if err != nil || workers < cpusched.MinWorkers || workers > cpusched.MaxWorkers {
-		return "", 0, fmt.Errorf("%q: the worker count after the colon must be in %d..%d", spec, cpusched.MinWorkers, cpusched.MaxWorkers)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: the worker count after the colon must be an integer", spec)
+	}
+	if err := cpusched.CheckOptions(cpusched.WithWorkers(workers)); err != nil {
+		return "", 0, fmt.Errorf("%q: the worker count after the colon: %v", spec, err)
 	}
 	return mode, workers, nil
 }

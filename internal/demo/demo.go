@@ -71,11 +71,11 @@ type Config struct {
 	// cpusched.IsolationReserve; `cpusched serve` passes
 	// cpusched.DefaultIsolation() unless told otherwise.
 	Isolation cpusched.Isolation
-	// Workers is the number of worker slots, cpusched.MinWorkers..MaxWorkers;
-	// 0 lets the isolation mode choose.
+	// Workers is the number of worker slots (cpusched.WithWorkers gives
+	// the range); 0 lets the isolation mode choose.
 	Workers int
-	// Slice is the scheduler's time slice, cpusched.MinSlice..MaxSlice;
-	// 0 lets the isolation mode choose.
+	// Slice is the scheduler's time slice (cpusched.WithSlice gives the
+	// range); 0 lets the isolation mode choose.
 	Slice time.Duration
 	// GC makes every /delay request also allocate BufferSize bytes of
 	// garbage, so that the garbage collector runs all the time.
@@ -113,16 +113,12 @@ var garbageSink atomic.Pointer[[]byte]
 // out-of-range field it returns an error naming the field and its range,
 // and starts nothing.
 func NewServer(cfg Config) (*Server, error) {
-	if cfg.Workers < 0 {
-		return nil, fmt.Errorf("demo: Workers must be 0 (the mode's default) or in %d..%d, got %d",
-			cpusched.MinWorkers, cpusched.MaxWorkers, cfg.Workers)
-	}
 	opts := []cpusched.Option{cpusched.WithIsolation(cfg.Isolation), cpusched.WithLogger(cfg.Logger)}
 	if cfg.Slice != 0 {
 		opts = append(opts, cpusched.WithSlice(cfg.Slice))
 	}
-	if cfg.Workers > 0 {
-		opts = append(opts, cpusched.WithWorkers(cfg.Workers))
+	if cfg.Workers != 0 {
+		opts = append(opts, cpusched.WithWorkers(cfg.Workers)) // New's error names the range
 	}
 	sched, err := cpusched.New(opts...)
 	if err != nil {

@@ -312,7 +312,7 @@ func TestNewServerErrors(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{Workers: -1}, "Workers must be 0 (the mode's default) or in 1..1024, got -1"},
+		{Config{Workers: -1}, "WithWorkers(-1): workers must be in 1..1024"},
 		{Config{Workers: 2000}, "1..1024"},
 		{Config{Slice: time.Nanosecond}, "slice"},
 		{Config{Isolation: cpusched.Isolation(99)}, "99"},
@@ -492,7 +492,7 @@ func TestServeCancelsLongRequests(t *testing.T) {
 func TestConcurrentRequests(t *testing.T) {
 	// Tasks that preempt each other on one worker, direct passes, delays and
 	// /stats at once (for the race detector); the counts stay exact.
-	s, hs := newTestServer(t, Config{Workers: 1, Slice: cpusched.MinSlice, GC: true})
+	s, hs := newTestServer(t, Config{Workers: 1, Slice: 50 * time.Microsecond, GC: true}) // the shortest slice New accepts
 	const clients, passes = 6, 40
 	errs := make(chan error, 3*clients)
 	for i := range clients {
