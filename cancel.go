@@ -100,8 +100,8 @@ const (
 func (s *Scheduler) cancelLocked(t *Task, now int64) cancelAction {
 	switch t.state {
 	case stateQueued:
-		s.dequeueTask(t)
-		s.deactivateTask(t)
+		s.rq.dequeue(t)
+		s.rq.deactivate(t)
 		s.queued--
 		s.stats.canceled++
 		s.endLocked(t)
@@ -111,16 +111,16 @@ func (s *Scheduler) cancelLocked(t *Task, now int64) cancelAction {
 	case stateParked:
 		t.preempt.Or(preemptCancel)
 		if s.killing {
-			s.dequeueTask(t)
+			s.rq.dequeue(t)
 			s.startLocked(t, now) // sets preemptCancel again: s.killing
 			return cancelResumed
 		}
 		if t.qidx != qExit {
-			s.dequeueTask(t)
-			s.deactivateTask(t)
+			s.rq.dequeue(t)
+			s.rq.deactivate(t)
 			t.qidx = qExit
-			s.activateTask(t, false)
-			s.enqueueTask(t)
+			s.rq.activate(t, false)
+			s.rq.enqueue(t)
 			s.preemptForLocked(t)
 		}
 	}
@@ -187,17 +187,7 @@ func (s *Scheduler) killAll() {
 	// a queued task to start before they are removed below, and a task whose
 	// Checkpoint fails must find its Context done.
 	s.kill()
-	var tasks []*Task // collected first: cancelLocked changes the heaps
-	for i := range s.queues {
-		for _, g := range s.queues[i].byName {
-			for _, h := range []*entityHeap{&g.tasks.ready, &g.tasks.later} {
-				for _, e := range h.items {
-					tasks = append(tasks, e.task)
-				}
-			}
-		}
-	}
-	tasks = append(tasks, s.running...)
+	tasks := append(s.rq.waiting(), s.running...) // first: cancelLocked changes both
 	now := s.clock.Now()
 	actions := make([]cancelAction, len(tasks))
 	for i, t := range tasks {

@@ -48,35 +48,8 @@ func (s *Scheduler) SetGroupWeight(group string, weight int) error {
 		s.groups[group] = gc
 	}
 	gc.weight = weight
-	w := groupWeight(weight)
-	for i := range s.queues {
-		cq := &s.queues[i]
-		g := cq.byName[group]
-		switch {
-		case g == nil || g.weight == w:
-		case g.active > 0:
-			queued := g.heapIdx >= 0
-			if queued {
-				cq.groups.remove(&g.entity)
-			}
-			cq.groups.reweight(&g.entity, w)
-			if queued {
-				cq.groups.push(&g.entity)
-			}
-		default: // inactive: not in V; keep its lag in wall-clock terms
-			g.lag = g.lag * g.weight / w
-			g.weight = w
-		}
-	}
+	s.rq.setGroupWeight(group, weight)
 	return nil
-}
-
-// groupWeightLocked returns the weight of the named group.
-func (s *Scheduler) groupWeightLocked(name string) int {
-	if g := s.groups[name]; g != nil {
-		return g.weight
-	}
-	return DefaultGroupWeight
 }
 
 // groupStatsLocked returns the counters a task of the named group adds to.

@@ -14,8 +14,8 @@ func groupNodes(s *Scheduler) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
-	for i := range s.queues {
-		n += len(s.queues[i].byName)
+	for i := range s.rq.queues {
+		n += len(s.rq.queues[i].byName)
 	}
 	return n
 }
@@ -100,7 +100,7 @@ func TestTrackedGroupKeepsStateWhileIdle(t *testing.T) {
 		}
 	}
 	s.mu.Lock()
-	gold, once := s.queues[qFair].byName["gold"], s.queues[qFair].byName["once"]
+	gold, once := s.rq.queues[qFair].byName["gold"], s.rq.queues[qFair].byName["once"]
 	s.mu.Unlock()
 	if gold == nil || gold.weight != groupWeight(300) {
 		t.Errorf("idle tracked group's node = %+v, want kept with weight %d", gold, groupWeight(300))

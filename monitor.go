@@ -41,7 +41,7 @@ func (s *Scheduler) monitor() {
 		}
 		for {
 			s.mu.Lock()
-			if s.nwaiting == 0 || len(s.running) == 0 {
+			if s.rq.nwaiting == 0 || len(s.running) == 0 {
 				s.watching = false
 				s.mu.Unlock()
 				break

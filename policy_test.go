@@ -209,20 +209,19 @@ func TestRealtimePreemptsAtOnce(t *testing.T) {
 }
 
 func TestBlockingMakesDeadlinesEarlier(t *testing.T) {
-	s := newTestScheduler(t, WithWorkers(1), withClock(newFakeClock()), withoutMonitor())
 	task := &Task{slice: int64(time.Millisecond)}
-	if got := s.requestSlice(task, false); got != int64(time.Millisecond) {
+	if got := requestSlice(task, false); got != int64(time.Millisecond) {
 		t.Errorf("no history: request %v, want the full slice", time.Duration(got))
 	}
 	task.avgBurst, task.avgWait = int64(100*time.Microsecond), int64(300*time.Microsecond)
-	if got, want := s.requestSlice(task, false), int64(250*time.Microsecond); got != want {
+	if got, want := requestSlice(task, false), int64(250*time.Microsecond); got != want {
 		t.Errorf("burst 100us, wait 300us: request %v, want %v", time.Duration(got), time.Duration(want))
 	}
 	task.avgBurst, task.avgWait = int64(time.Microsecond), int64(time.Second)
-	if got, want := s.requestSlice(task, false), int64(time.Millisecond/minLatencyFactor); got != want {
+	if got, want := requestSlice(task, false), int64(time.Millisecond/minLatencyFactor); got != want {
 		t.Errorf("tiny bursts: request %v, want the floor %v", time.Duration(got), time.Duration(want))
 	}
-	if got, want := s.requestSlice(task, true), int64(time.Millisecond/firstSliceDivisor); got != want {
+	if got, want := requestSlice(task, true), int64(time.Millisecond/firstSliceDivisor); got != want {
 		t.Errorf("first slice %v, want %v", time.Duration(got), time.Duration(want))
 	}
 }

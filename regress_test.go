@@ -59,7 +59,7 @@ func TestSetGroupWeightOnInactiveGroupKeepsWeightSum(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.mu.Lock()
-	sum := s.queues[qFair].groups.weightSum
+	sum := s.rq.queues[qFair].groups.weightSum
 	s.mu.Unlock()
 	if sum != 0 {
 		t.Errorf("weightSum with no active group = %d, want 0", sum)

@@ -72,9 +72,9 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first bool) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	s.account(t, now)
+	s.chargeLocked(t, now)
 	s.releaseSlotLocked(t)
-	s.deactivateTask(t)
+	s.rq.deactivate(t)
 	switch {
 	case panicked:
 		s.stats.panicked++
@@ -86,7 +86,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 		s.stats.failed++
 	}
 	s.endLocked(t)
-	if next = s.pick(now); next != nil {
+	if next = s.rq.pick(now); next != nil {
 		first = s.startLocked(next, now)
 	}
 	s.mu.Unlock()

@@ -32,7 +32,10 @@ package cpusched
 //     slice of credit and ask for a quarter slice first; tasks whose bursts are short against their Blocking waits
 //     ask for proportionally shorter slices; Batch asks for four slices.
 //
-// All of it is guarded by Scheduler.mu; nothing here runs on Checkpoint's
+// The policy is the runQueue type: a data structure with no goroutines,
+// channels or clock of its own (the mechanism passes the time in), no
+// lock of its own (every method is called with Scheduler.mu held) and no
+// statistics (the mechanism counts). Nothing here runs on Checkpoint's
 // fast path.
 
 const (
@@ -92,14 +95,83 @@ type classQueue struct {
 	queued int                   // tasks queued in this class
 }
 
-func (s *Scheduler) initQueues() {
-	for i := range s.queues {
-		s.queues[i] = classQueue{groups: newEEVDFQueue(), byName: map[string]*groupNode{}}
+// runQueue is the policy: which waiting task gets the next free slot.
+type runQueue struct {
+	queues   [numQueues]classQueue
+	nwaiting int   // waiting tasks (queued or parked): the tasks in the heaps
+	slice    int64 // the scheduler's slice: the groups' requests
+	workers  int   // slots: realtime's and idle's shares are of workers x time
+	// The bandwidth period of realtime's throttle and idle's share.
+	periodStart int64
+	periodUsed  [numQueues]int64
+	// tracked has the weights SetGroupWeight set (and the default group's).
+	// A tracked group's nodes stay while it is idle, keeping its lag;
+	// other groups weigh DefaultGroupWeight and their nodes are freed when
+	// their last task leaves, so memory does not grow with group names.
+	tracked map[string]int
+}
+
+// newRunQueue returns an empty run queue for workers slots of slice, whose
+// first bandwidth period starts at now.
+func newRunQueue(slice int64, workers int, now int64) runQueue {
+	q := runQueue{slice: slice, workers: workers, periodStart: now, tracked: map[string]int{"": DefaultGroupWeight}}
+	for i := range q.queues {
+		q.queues[i] = classQueue{groups: newEEVDFQueue(), byName: map[string]*groupNode{}}
+	}
+	return q
+}
+
+// setGroupWeight sets a group's weight and makes it tracked; it applies at
+// once to the group's nodes, active or not.
+func (q *runQueue) setGroupWeight(name string, weight int) {
+	q.tracked[name] = weight
+	w := groupWeight(weight)
+	for i := range q.queues {
+		cq := &q.queues[i]
+		g := cq.byName[name]
+		switch {
+		case g == nil || g.weight == w:
+		case g.active > 0:
+			queued := g.heapIdx >= 0
+			if queued {
+				cq.groups.remove(&g.entity)
+			}
+			cq.groups.reweight(&g.entity, w)
+			if queued {
+				cq.groups.push(&g.entity)
+			}
+		default: // inactive: not in V; keep its lag in wall-clock terms
+			g.lag = g.lag * g.weight / w
+			g.weight = w
+		}
 	}
 }
 
+// groupWeight returns the weight of the named group.
+func (q *runQueue) groupWeight(name string) int {
+	if w, ok := q.tracked[name]; ok {
+		return w
+	}
+	return DefaultGroupWeight
+}
+
+// waiting returns every waiting task.
+func (q *runQueue) waiting() []*Task {
+	var ts []*Task
+	for i := range q.queues {
+		for _, g := range q.queues[i].byName {
+			for _, h := range []*entityHeap{&g.tasks.ready, &g.tasks.later} {
+				for _, e := range h.items {
+					ts = append(ts, e.task)
+				}
+			}
+		}
+	}
+	return ts
+}
+
 // requestSlice is the slice t asks for when it next gets a deadline.
-func (s *Scheduler) requestSlice(t *Task, first bool) int64 {
+func requestSlice(t *Task, first bool) int64 {
 	slice := t.slice
 	if first {
 		return max(slice/firstSliceDivisor, int64(minSlice))
@@ -116,21 +188,20 @@ func (s *Scheduler) requestSlice(t *Task, first bool) int64 {
 // activateTask makes t active in the group of its current queue, creating
 // and activating the group as needed. first is true for a task that has
 // never run.
-func (s *Scheduler) activateTask(t *Task, first bool) {
-	cq := &s.queues[t.qidx]
+func (q *runQueue) activate(t *Task, first bool) {
+	cq := &q.queues[t.qidx]
 	g := cq.byName[t.groupName]
 	if g == nil {
 		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue()}
-		g.entity = entity{weight: groupWeight(s.groupWeightLocked(t.groupName)), heapIdx: -1, group: g}
+		g.entity = entity{weight: groupWeight(q.groupWeight(t.groupName)), heapIdx: -1, group: g}
 		cq.byName[t.groupName] = g
 	}
 	if g.active == 0 {
-		sl := int64(s.cfg.slice)
-		cq.groups.activate(&g.entity, sl, scaleVirtual(sl, g.weight))
+		cq.groups.activate(&g.entity, q.slice, scaleVirtual(q.slice, g.weight))
 	}
 	g.active++
 	t.group = g
-	req := s.requestSlice(t, first)
+	req := requestSlice(t, first)
 	if first {
 		// A new task starts one slice of credit ahead (lag = +1 slice), so
 		// its short first request puts its deadline before those of the
@@ -146,13 +217,13 @@ func (s *Scheduler) activateTask(t *Task, first bool) {
 
 // deactivateTask makes t inactive (finished or blocking); its group goes
 // when its last active task does. t must not be queued.
-func (s *Scheduler) deactivateTask(t *Task) {
+func (q *runQueue) deactivate(t *Task) {
 	g := t.group
 	g.tasks.deactivate(&t.ent)
 	g.active--
 	if g.active == 0 {
 		g.class.groups.deactivate(&g.entity)
-		if s.groups[g.name] == nil {
+		if _, tracked := q.tracked[g.name]; !tracked {
 			// Not tracked (see SetGroupWeight): free the node, and with it
 			// the group's lag, so that memory does not grow with the
 			// number of group names. A tracked group's node stays, so a
@@ -165,7 +236,7 @@ func (s *Scheduler) deactivateTask(t *Task) {
 }
 
 // enqueueTask puts active task t in the heaps.
-func (s *Scheduler) enqueueTask(t *Task) {
+func (q *runQueue) enqueue(t *Task) {
 	g := t.group
 	g.tasks.push(&t.ent)
 	g.queued++
@@ -173,11 +244,11 @@ func (s *Scheduler) enqueueTask(t *Task) {
 		g.class.groups.push(&g.entity)
 	}
 	g.class.queued++
-	s.nwaiting++
+	q.nwaiting++
 }
 
 // dequeueTask takes queued task t out of the heaps; it stays active.
-func (s *Scheduler) dequeueTask(t *Task) {
+func (q *runQueue) dequeue(t *Task) {
 	g := t.group
 	g.tasks.remove(&t.ent)
 	g.queued--
@@ -185,99 +256,89 @@ func (s *Scheduler) dequeueTask(t *Task) {
 		g.class.groups.remove(&g.entity)
 	}
 	g.class.queued--
-	s.nwaiting--
+	q.nwaiting--
 }
 
-// account charges t's run time since it last was, at every level.
-func (s *Scheduler) account(t *Task, now int64) {
-	delta := now - t.since
-	if delta <= 0 {
-		return
-	}
-	t.since = now
-	t.burst += delta
-	t.runTime += delta
+// charge charges delta of run time, ending at now, to t at every level.
+func (q *runQueue) charge(t *Task, delta, now int64) {
 	g := t.group
 	if g.tasks.account(&t.ent, delta) {
 		// The request is used up, in one stretch or in pieces between
 		// preemptions: ask for a new one (a new deadline).
-		g.tasks.renew(&t.ent, scaleVirtual(s.requestSlice(t, false), t.ent.weight))
+		g.tasks.renew(&t.ent, scaleVirtual(requestSlice(t, false), t.ent.weight))
 		t.longRunner = true
 	}
 	if g.class.groups.account(&g.entity, delta) {
-		g.class.groups.renew(&g.entity, scaleVirtual(int64(s.cfg.slice), g.weight))
+		g.class.groups.renew(&g.entity, scaleVirtual(q.slice, g.weight))
 	}
-	s.rollPeriod(now)
-	s.periodUsed[t.qidx] += delta
-	s.stats.runTime += delta
-	s.stats.classRunTime[t.classID] += delta
-	t.gstats.runTime += delta
+	q.rollPeriod(now)
+	q.periodUsed[t.qidx] += delta
 }
 
 // rollPeriod starts a new bandwidth period when the current one is over.
-func (s *Scheduler) rollPeriod(now int64) {
-	if now-s.periodStart >= rtPeriod {
-		s.periodStart = now
-		s.periodUsed = [numQueues]int64{}
+func (q *runQueue) rollPeriod(now int64) {
+	if now-q.periodStart >= rtPeriod {
+		q.periodStart = now
+		q.periodUsed = [numQueues]int64{}
 	}
 }
 
 // rtThrottled reports whether realtime has used its share of this period.
-func (s *Scheduler) rtThrottled() bool {
-	return float64(s.periodUsed[qRealtime]) >= rtRuntimeShare*float64(rtPeriod)*float64(s.workers)
+func (q *runQueue) rtThrottled() bool {
+	return float64(q.periodUsed[qRealtime]) >= rtRuntimeShare*float64(rtPeriod)*float64(q.workers)
 }
 
 // idleStarved reports whether idle is behind its guaranteed share of the
 // slot time elapsed in this period.
-func (s *Scheduler) idleStarved(now int64) bool {
-	elapsed := now - s.periodStart
-	return float64(s.periodUsed[qIdle]) < idleShare*float64(elapsed)*float64(s.workers)
+func (q *runQueue) idleStarved(now int64) bool {
+	elapsed := now - q.periodStart
+	return float64(q.periodUsed[qIdle]) < idleShare*float64(elapsed)*float64(q.workers)
 }
 
 // pickQueue returns the queue the next task comes from, or -1.
-func (s *Scheduler) pickQueue(now int64) int {
-	if s.nwaiting == 0 {
+func (q *runQueue) pickQueue(now int64) int {
+	if q.nwaiting == 0 {
 		return -1
 	}
-	q := &s.queues
-	if q[qExit].queued > 0 {
+	cq := &q.queues
+	if cq[qExit].queued > 0 {
 		return qExit
 	}
-	s.rollPeriod(now)
-	others := q[qFair].queued + q[qIdle].queued
-	if q[qIdle].queued > 0 && s.idleStarved(now) {
+	q.rollPeriod(now)
+	others := cq[qFair].queued + cq[qIdle].queued
+	if cq[qIdle].queued > 0 && q.idleStarved(now) {
 		return qIdle
 	}
-	if q[qRealtime].queued > 0 && (others == 0 || !s.rtThrottled()) {
+	if cq[qRealtime].queued > 0 && (others == 0 || !q.rtThrottled()) {
 		return qRealtime
 	}
-	if q[qFair].queued > 0 {
+	if cq[qFair].queued > 0 {
 		return qFair
 	}
 	return qIdle
 }
 
 // pick removes and returns the task that should run next, or nil.
-func (s *Scheduler) pick(now int64) *Task {
-	qi := s.pickQueue(now)
+func (q *runQueue) pick(now int64) *Task {
+	qi := q.pickQueue(now)
 	if qi < 0 {
 		return nil
 	}
-	cq := &s.queues[qi]
+	cq := &q.queues[qi]
 	ge := cq.groups.peek()
 	g := ge.group
 	t := g.tasks.peek().task
-	s.dequeueTask(t)
+	q.dequeue(t)
 	return t
 }
 
 // sliceLeft is the wall-clock time t may run before its vruntime reaches
 // its deadline: the rest of its current request, which a preemption in
 // the middle does not renew.
-func (s *Scheduler) sliceLeft(t *Task) int64 {
+func sliceLeft(t *Task) int64 {
 	left := (t.ent.deadline - t.ent.vruntime) * t.ent.weight / nice0Weight
 	if left <= 0 {
-		left = s.requestSlice(t, false)
+		left = requestSlice(t, false)
 	}
 	return max(left, int64(minSlice))
 }

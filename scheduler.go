@@ -11,7 +11,8 @@ import (
 // free slot; the mechanism moves tasks between slots and goroutines and
 // never decides an order.
 //
-//	policy     runqueue.go  class queues, groups, realtime throttling, pick
+//	policy     runqueue.go  runQueue: class queues, groups, throttling, pick;
+//	                        no goroutines, channels, clock, lock or statistics
 //	           eevdf.go     the EEVDF arithmetic both levels share
 //	mechanism  scheduler.go this map, the lifecycle, the Scheduler, New
 //	           submit.go    Run and Go: a task is made, checked and admitted
@@ -33,7 +34,7 @@ import (
 //   - queued: accepted, never started (stateQueued, s.queued, Stats.Queued);
 //     parked: started, waiting for its slot back after a Checkpoint or
 //     Blocking; waiting: queued or parked, i.e. in the run queue's heaps
-//     (s.nwaiting); blocking: inside Blocking's fn, holding no slot
+//     (s.rq.nwaiting); blocking: inside Blocking's fn, holding no slot
 //     (Stats.Blocked); started: started and not ended (running, parked or
 //     blocking: Stats.Started); live: accepted and not ended (s.live).
 //   - active (the policy's word, as the kernel's): waiting or running, so
@@ -121,8 +122,7 @@ type Scheduler struct {
 	closed    bool
 	killing   bool // Close gave up waiting: every task must unwind
 	releasing bool // releaseWhenDrained's goroutine was started
-	queues    [numQueues]classQueue
-	nwaiting  int     // waiting tasks: queued or parked (in the heaps)
+	rq        runQueue // the policy
 	queued    int     // queued tasks, which never started (the queue limit counts these)
 	blocked   int     // tasks inside Blocking
 	running   []*Task // tasks holding a slot
@@ -136,8 +136,6 @@ type Scheduler struct {
 	groups      map[string]*groupCounters
 	otherGroups groupCounters
 	watches     map[<-chan struct{}]*ctxWatch
-	periodStart int64
-	periodUsed  [numQueues]int64
 	stats       counters
 	watching    bool // the monitor is watching slices
 
@@ -236,8 +234,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	logger.Info("cpusched: scheduler started", "isolation", cfg.isolation.String(), "workers", cfg.workers, "slice", cfg.slice, "gomaxprocs", runtime.GOMAXPROCS(0))
 	s.killCtx, s.kill = context.WithCancel(context.Background())
-	s.initQueues()
-	s.periodStart = s.clock.Now()
+	s.rq = newRunQueue(int64(cfg.slice), cfg.workers, s.clock.Now())
 	if !cfg.noMonitor {
 		s.monitorKick = make(chan struct{}, 1)
 		s.monitorStop = make(chan struct{})

@@ -27,14 +27,14 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.runIdx = int32(len(s.running))
 	s.running = append(s.running, t)
 	t.since = now
-	t.sliceEnd = now + s.sliceLeft(t)
+	t.sliceEnd = now + sliceLeft(t)
 	t.preempt.And(preemptCancel)
 	if s.killing || t.ctx.Err() != nil {
 		// Close gave up, or the context ended unseen (a Run that waited
 		// unwatched, or joined a watch that had already fired).
 		t.preempt.Or(preemptCancel)
 	}
-	if s.nwaiting > 0 {
+	if s.rq.nwaiting > 0 {
 		s.watchLocked()
 		s.kickMonitor() // this slice may end before the one the monitor waits for
 	}
@@ -76,17 +76,17 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
-	s.account(t, now) // renews the deadline when the request is used up
+	s.chargeLocked(t, now) // renews the deadline when the request is used up
 	t.preempt.And(preemptCancel)
 	if now >= t.sliceEnd {
-		t.sliceEnd = now + s.sliceLeft(t)
+		t.sliceEnd = now + sliceLeft(t)
 	}
-	if s.nwaiting == 0 {
+	if s.rq.nwaiting == 0 {
 		s.mu.Unlock()
 		return
 	}
-	s.enqueueTask(t)
-	next := s.pick(now)
+	s.rq.enqueue(t)
+	next := s.rq.pick(now)
 	if next == t {
 		s.mu.Unlock()
 		return
@@ -114,15 +114,15 @@ func (s *Scheduler) block(t *Task) bool {
 		return false
 	}
 	t.preempt.And(preemptCancel) // a slice end or urgent request is moot now
-	s.account(t, now)
+	s.chargeLocked(t, now)
 	t.avgBurst = ewma(t.avgBurst, t.burst)
 	t.burst = 0
 	s.releaseSlotLocked(t)
-	s.deactivateTask(t)
+	s.rq.deactivate(t)
 	t.state = stateBlocking
 	s.blocked++
 	var first bool
-	next := s.pick(now)
+	next := s.rq.pick(now)
 	if next != nil {
 		first = s.startLocked(next, now)
 	}
@@ -141,8 +141,8 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	if t.preempt.Load()&preemptCancel != 0 && !s.killing {
 		t.qidx = qExit
 	}
-	s.activateTask(t, false)
-	if s.killing || len(s.running) < s.workers && s.nwaiting == 0 {
+	s.rq.activate(t, false)
+	if s.killing || len(s.running) < s.workers && s.rq.nwaiting == 0 {
 		// Once Close gave up, a task back from Blocking gets a slot at
 		// once, even past Workers, to return (startLocked cancels it).
 		s.startLocked(t, now)
@@ -153,11 +153,27 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	if t.wake == nil {
 		t.wake = make(chan struct{}, 1)
 	}
-	s.enqueueTask(t)
+	s.rq.enqueue(t)
 	s.preemptForLocked(t)
 	s.watchLocked()
 	s.mu.Unlock()
 	<-t.wake
+}
+
+// chargeLocked charges t's run time since it last was: to the task, to
+// the policy (its vruntimes, at every level) and to the statistics.
+func (s *Scheduler) chargeLocked(t *Task, now int64) {
+	delta := now - t.since
+	if delta <= 0 {
+		return
+	}
+	t.since = now
+	t.burst += delta
+	t.runTime += delta
+	s.rq.charge(t, delta, now)
+	s.stats.runTime += delta
+	s.stats.classRunTime[t.classID] += delta
+	t.gstats.runTime += delta
 }
 
 // ewma is a moving average that weighs the newest sample 1/4.
@@ -178,7 +194,7 @@ func (s *Scheduler) preemptForLocked(t *Task) {
 	switch {
 	case t.qidx == qExit:
 		victimMin = qRealtime
-	case t.qidx == qRealtime && !s.rtThrottled():
+	case t.qidx == qRealtime && !s.rq.rtThrottled():
 		victimMin = qFair
 	case t.qidx == qFair && t.class() == ClassNormal && !t.started:
 		// Wakeup preemption, as EEVDF's: a new task starts a slice ahead

@@ -147,7 +147,7 @@ func (s *Scheduler) reject() {
 func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	if s.closed || (len(s.running) >= s.workers || s.nwaiting > 0) && s.queued >= s.cfg.queueLimit {
+	if s.closed || (len(s.running) >= s.workers || s.rq.nwaiting > 0) && s.queued >= s.cfg.queueLimit {
 		err := ErrQueueFull
 		if s.closed {
 			err = ErrClosed
@@ -157,7 +157,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		t.endTrace()
 		return false, err
 	}
-	free := len(s.running) < s.workers && s.nwaiting == 0
+	free := len(s.running) < s.workers && s.rq.nwaiting == 0
 	s.stats.submitted++
 	s.stats.classSubmitted[t.classID]++
 	t.gstats = s.groupStatsLocked(t.groupName)
@@ -180,7 +180,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 	if !t.callerWaits || free {
 		s.addWatchLocked(t)
 	}
-	s.activateTask(t, true)
+	s.rq.activate(t, true)
 	if free {
 		s.startLocked(t, now)
 	} else {
@@ -189,7 +189,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 			t.wake = make(chan struct{}, 1) // a Go task gets a goroutine instead
 		}
 		s.queued++
-		s.enqueueTask(t)
+		s.rq.enqueue(t)
 		s.preemptForLocked(t)
 		s.watchLocked()
 	}
