@@ -120,13 +120,13 @@ type Scheduler struct {
 
 	mu        sync.Mutex
 	closed    bool
-	killing   bool // Close gave up waiting: every task must unwind
-	releasing bool // releaseWhenDrained's goroutine was started
+	killing   bool     // Close gave up waiting: every task must unwind
+	releasing bool     // releaseWhenDrained's goroutine was started
 	rq        runQueue // the policy
-	queued    int     // queued tasks, which never started (the queue limit counts these)
-	blocked   int     // tasks inside Blocking
-	running   []*Task // tasks holding a slot
-	live      int     // accepted tasks not yet ended
+	queued    int      // queued tasks, which never started (the queue limit counts these)
+	blocked   int      // tasks inside Blocking
+	running   []*Task  // tasks holding a slot
+	live      int      // accepted tasks not yet ended
 	drained   chan struct{}
 	// groups holds the tracked groups: the default group "" and every
 	// group named by SetGroupWeight, with their weights and counters, kept
