@@ -35,7 +35,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	gc := fs.Bool("gc", false, "pass -gc to the server: garbage per probe request, so the collector is always busy")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json and DIR/bench.png (probe latency plot)")
-	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched into DIR and attribute every probe request slower than 2x the idle p99 to its causes (DIR/MODE-hog-sched.txt)")
+	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched and hog-sched+small into DIR and attribute every probe request slower than 2x the idle p99 to its causes (DIR/MODE-STEP.txt)")
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 30 s")
 	workers := fs.Int("workers", 0, fmt.Sprintf("pass -workers to every server (%d..%d); 0 lets each mode choose", cpusched.MinWorkers, cpusched.MaxWorkers))
 	slice := fs.Duration("slice", 0, fmt.Sprintf("pass -slice to every server (%v..%v); 0 lets each mode choose", cpusched.MinSlice, cpusched.MaxSlice))

@@ -157,11 +157,11 @@ type Config struct {
 	// Warmup for a quick run (QuickStep, QuickWarmup).
 	Quick bool
 	// TraceDir, when set, records a runtime/trace of each server over the
-	// hog-sched step's measured window (through its /debug/pprof/trace) and
-	// attributes every probe request slower than twice the idle step's p99
-	// to its causes (package tailtrace): DIR/MODE-hog-sched.trace and
-	// DIR/MODE-hog-sched.txt. The tracing itself costs the server some CPU
-	// and latency.
+	// measured windows of the hog-sched and hog-sched+small steps (through
+	// its /debug/pprof/trace) and attributes every probe request slower
+	// than twice the idle step's p99 to its causes (package tailtrace):
+	// DIR/MODE-STEP.trace and DIR/MODE-STEP.txt. The tracing itself costs
+	// the server some CPU and latency.
 	TraceDir string
 	// Progress shows what runs now; nil shows nothing.
 	Progress *report.Progress
@@ -528,8 +528,8 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 		smallCfgs[0].OnResponse = waited.record
 	}
 	var tr *tracing
-	if cfg.TraceDir != "" && step == StepHogSched {
-		tr = m.startTrace(ctx, &probeCfg)
+	if cfg.TraceDir != "" && (step == StepHogSched || step == StepHogSchedSm) {
+		tr = m.startTrace(ctx, step, &probeCfg)
 	}
 	probeRes, smallRes, err := runProbeAndSmall(loadCtx, probeCfg, smallCfgs, cfg.Step)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 // tracing is one recording of a server's runtime/trace over a measured
 // window, with the probe's latency of every request the server numbered.
 type tracing struct {
-	base     string // DIR/MODE-hog-sched
+	base     string // DIR/MODE-STEP
 	sleep    time.Duration
 	mu       sync.Mutex
 	client   map[uint64]tailtrace.Client
@@ -30,10 +30,10 @@ type tracing struct {
 }
 
 // startTrace asks the server for a trace as long as the measured window
-// (/debug/pprof/trace) and makes probe record its latencies by the
+// of step (/debug/pprof/trace) and makes probe record its latencies by the
 // server's sequence numbers.
-func (m *meter) startTrace(ctx context.Context, probe *load.Config) *tracing {
-	name := strings.NewReplacer(":", "-w", "/", "_").Replace(m.spec) + "-" + StepHogSched
+func (m *meter) startTrace(ctx context.Context, step string, probe *load.Config) *tracing {
+	name := strings.NewReplacer(":", "-w", "/", "_", "+", "-").Replace(m.spec + "-" + step)
 	tr := &tracing{
 		base:   filepath.Join(m.cfg.TraceDir, name),
 		sleep:  time.Millisecond, // the probe is /delay1ms
