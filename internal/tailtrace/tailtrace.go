@@ -124,7 +124,7 @@ type Client struct {
 }
 
 // Wait is one stretch during which a slow request's goroutine was runnable
-// and not running, with what held the Ps when it began.
+// and not running, with what held the Ps halfway through it.
 type Wait struct {
 	Who      string        // "handler" or "sleeper"
 	Dur      time.Duration // how long it stayed runnable
@@ -134,7 +134,7 @@ type Wait struct {
 	IdlePs   int           // Ps running nothing then
 	Handoffs int           // Ps on their way to a worker thread that had not run yet
 	Stolen   bool          // it ran on another P than the one it was queued on
-	Holder   string        // what the P it was queued on was running then: worker, other, nothing, or - (queued on no P)
+	Holder   string        // what held the P it was queued on then: worker, handoff, other, nothing, or - (queued on no P)
 	QueuedOn int64         // that P, or -1 (the global queue)
 }
 
