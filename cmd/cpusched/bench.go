@@ -34,6 +34,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	gc := fs.Bool("gc", false, "pass -gc to the server: garbage per probe request, so the collector is always busy")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json and DIR/bench.png (probe latency plot)")
+	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched and hog-sched+small into DIR and attribute every probe request slower than 2x the idle p99 to its causes (DIR/MODE-STEP.txt)")
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 30 s")
 	workers := fs.Int("workers", 0, "pass -workers to every server; 0 lets each mode choose")
 	slice := fs.Duration("slice", 0, "pass -slice to every server; 0 lets each mode choose")
@@ -58,6 +59,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.GC, cfg.Quick = *gc, *quick
 	cfg.Workers, cfg.Slice = *workers, *slice
 	cfg.CPUQuota = *cpuQuota
+	cfg.TraceDir = *traceDir
 	cfg.Step = *step
 	if *quick {
 		cfg.Warmup = bench.QuickWarmup
@@ -111,6 +113,11 @@ func writeBenchOutputs(rep *bench.Report, jsonPath, outDir string, stdout io.Wri
 	if jsonPath != "" && jsonPath != "-" {
 		if err := writeFile(jsonPath, rep.WriteJSON); err != nil {
 			return err
+		}
+	}
+	for _, r := range rep.Results {
+		if r.Attribution != "" && jsonPath != "-" {
+			fmt.Fprintf(stdout, "\n%s: slow probe requests attributed in %s\n", r.Mode, r.Attribution)
 		}
 	}
 	if outDir != "" {

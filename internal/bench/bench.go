@@ -156,6 +156,13 @@ type Config struct {
 	// Quick is recorded in the report's config; the caller sets Step and
 	// Warmup for a quick run (QuickStep, QuickWarmup).
 	Quick bool
+	// TraceDir, when set, records a runtime/trace of each server over the
+	// measured windows of the hog-sched and hog-sched+small steps (through
+	// its /debug/pprof/trace) and attributes every probe request slower
+	// than twice the idle step's p99 to its causes (package tailtrace):
+	// DIR/MODE-STEP.trace and DIR/MODE-STEP.txt. The tracing itself costs
+	// the server some CPU and latency.
+	TraceDir string
 	// Progress shows what runs now; nil shows nothing.
 	Progress *report.Progress
 }
@@ -278,6 +285,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		rep.Config.Cgroup = cgroups.String()
 	}
+	if cfg.TraceDir != "" {
+		if err := os.MkdirAll(cfg.TraceDir, 0o755); err != nil {
+			return nil, fmt.Errorf("bench: TraceDir (-trace): %w", err)
+		}
+	}
 	modes := cfg.modes()
 	steps := Steps()
 	prog := newTracker(cfg, len(modes)*len(steps))
@@ -371,6 +383,7 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, ph
 	info = spec + ": " + srv.banner
 
 	m := newMeter(cfg, srv.url, cg, srv.cmd.Process.Pid)
+	m.spec = spec
 	defer m.close()
 	for i, step := range Steps() {
 		r, err := m.step(ctx, spec, step, func(what string) { phase(step, i, what) })
@@ -405,6 +418,8 @@ type meter struct {
 	sys                                 *sysstat.Reader
 	cgroup                              *cpuCgroup // the server's, or nil
 	serverPID                           int
+	spec                                string  // the Config.Modes item measured
+	idleP99                             float64 // the idle step's probe p99, ms
 }
 
 func newMeter(cfg Config, base string, cg *cpuCgroup, serverPID int) *meter {
@@ -527,9 +542,19 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 	if small {
 		smallCfgs[0].OnResponse = waited.record
 	}
+	var tr *tracing
+	if cfg.TraceDir != "" && (step == StepHogSched || step == StepHogSchedSm) {
+		tr = m.startTrace(ctx, step, &probeCfg)
+	}
 	probeRes, smallRes, err := runProbeAndSmall(loadCtx, probeCfg, smallCfgs, cfg.Step)
 	if err != nil {
 		return res, err
+	}
+	if tr != nil {
+		phase("attributing the slow probe requests")
+		if res.Attribution, err = tr.finish(2 * m.idleP99); err != nil {
+			return res, err
+		}
 	}
 	after, err := m.sample(ctx)
 	if err != nil {
@@ -540,6 +565,9 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 	res.Probe = &ProbeResult{
 		RPS: ps.RPS, P50Ms: ps.P50Ms, P99Ms: ps.P99Ms, P999Ms: ps.P999Ms, MaxMs: ps.MaxMs,
 		Errors: ps.Failed + ps.Non2xx,
+	}
+	if step == StepIdle {
+		m.idleP99 = ps.P99Ms
 	}
 	if hogPath != "" {
 		res.Hog = &HogResult{PassesPerS: after.passesPerSecondSince(before)}
@@ -615,8 +643,8 @@ func newWaitedRecorder() *waitedRecorder {
 	return &waitedRecorder{hist: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
 }
 
-func (w *waitedRecorder) record(h http.Header) {
-	ns, err := strconv.ParseInt(h.Get(demo.WaitedHeader), 10, 64)
+func (w *waitedRecorder) record(r load.Response) {
+	ns, err := strconv.ParseInt(r.Header.Get(demo.WaitedHeader), 10, 64)
 	if err != nil || ns < 0 {
 		return // not a scheduled response (a 503, say)
 	}

@@ -560,3 +560,51 @@ func childrenRunning(t *testing.T, exe string) []int {
 	}
 	return pids
 }
+
+// TestRunWithTrace: with TraceDir, the two scheduled-load steps record a
+// trace whose probe requests are matched to the client's latencies, and
+// their rows name the attribution file.
+func TestRunWithTrace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the demo server; skipped with -short")
+	}
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	cfg := DefaultConfig(cpuschedBin, "serve")
+	cfg.Modes = []string{AllModes()[len(AllModes())-1]}
+	cfg.Step, cfg.Warmup, cfg.Settle = 500*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate = 100, 4, 50
+	cfg.TraceDir = filepath.Join(t.TempDir(), "traces")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	for _, row := range rep.Results {
+		traced := row.Step == StepHogSched || row.Step == StepHogSchedSm
+		if (row.Attribution != "") != traced {
+			t.Errorf("%s: attribution %q, want one only for %s and %s", row.Step, row.Attribution, StepHogSched, StepHogSchedSm)
+		}
+		if !traced || row.Attribution == "" {
+			continue
+		}
+		text, err := os.ReadFile(row.Attribution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(strings.TrimSuffix(row.Attribution, ".txt") + ".trace"); err != nil {
+			t.Errorf("%s: %v", row.Step, err)
+		}
+		var secs float64
+		var probes, matched int
+		line := string(text[max(0, bytes.Index(text, []byte("trace: "))):])
+		if _, err := fmt.Sscanf(line, "trace: %f s, %d probe requests traced, %d matched", &secs, &probes, &matched); err != nil {
+			t.Fatalf("%s: cannot read the counts in %q: %v", row.Step, line, err)
+		}
+		if probes == 0 || matched != probes {
+			t.Errorf("%s: %d probe requests traced, %d matched; want some, all matched", row.Step, probes, matched)
+		}
+	}
+}

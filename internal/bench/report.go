@@ -85,6 +85,9 @@ type Result struct {
 	// CgroupCPU is the server cgroup's throttling over the measured window;
 	// absent without a CPU quota.
 	CgroupCPU *CgroupCPUStat `json:"cgroup_cpu_stat,omitempty"`
+	// Attribution is the file with the slow probe requests' causes, with
+	// Config.TraceDir (hog-sched only).
+	Attribution string `json:"attribution,omitempty"`
 }
 
 // ProbeResult is the 1 ms probe's outcome: achieved rate, latency from each

@@ -35,6 +35,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"runtime/trace"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,9 @@ type Server struct {
 
 	passesDirect atomic.Uint64
 	passesSched  atomic.Uint64
+	// probeSeq numbers the /delay requests served while a runtime/trace is
+	// recorded (see ProbeTaskType).
+	probeSeq atomic.Uint64
 	// requests counts requests per route; the map is filled in NewServer and
 	// only read afterwards.
 	requests map[string]*atomic.Uint64
@@ -209,10 +213,15 @@ func (s *Server) handleDelay(w http.ResponseWriter, r *http.Request) {
 // pattern whose latency CPU-heavy work hurts. The handler always waits for
 // the sleeper, so no goroutine outlives the request.
 func (s *Server) delay(w http.ResponseWriter, r *http.Request, d time.Duration) {
+	ctx := r.Context()
+	if trace.IsEnabled() {
+		var end func()
+		ctx, end = s.traceProbe(ctx, w)
+		defer end()
+	}
 	if s.cfg.GC {
 		makeGarbage()
 	}
-	ctx := r.Context()
 	woke := make(chan bool, 1)
 	go func() {
 		// A timer rather than time.Sleep, so that the sleeper ends with the
@@ -231,6 +240,29 @@ func (s *Server) delay(w http.ResponseWriter, r *http.Request, d time.Duration) 
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	fmt.Fprintf(w, "delayed %v\n", d)
+}
+
+// Marks of the /delay requests in a runtime/trace (one is recorded while
+// /debug/pprof/trace runs): each request is a trace task of type
+// ProbeTaskType on the handler goroutine, with a log entry of category
+// ProbeSeqCategory holding its sequence number, which the response also
+// carries in its ProbeSeqHeader header, so that a client can match its own
+// latency of a request to the request's events in the trace
+// (internal/tailtrace does).
+const (
+	ProbeTaskType    = "demo.probe"
+	ProbeSeqCategory = "seq"
+	ProbeSeqHeader   = "Demo-Probe-Seq"
+)
+
+// traceProbe makes the request a trace task and numbers it; the caller
+// must call end when the handler returns.
+func (s *Server) traceProbe(ctx context.Context, w http.ResponseWriter) (context.Context, func()) {
+	ctx, task := trace.NewTask(ctx, ProbeTaskType)
+	seq := strconv.FormatUint(s.probeSeq.Add(1), 10)
+	trace.Log(ctx, ProbeSeqCategory, seq)
+	w.Header().Set(ProbeSeqHeader, seq)
+	return ctx, task.End
 }
 
 // makeGarbage allocates BufferSize bytes, touches every page and leaves the

@@ -114,15 +114,23 @@ type Config struct {
 	// needs Rate > 0.
 	Drain bool
 
-	// OnResponse, if set, is called with each complete response's header
-	// (after its body was read), from the goroutine that sent it: several
-	// at once under concurrency, so it must be safe for that.
-	OnResponse func(http.Header)
+	// OnResponse, if set, is called with each complete response (after
+	// its body was read), from the goroutine that sent it: several at once
+	// under concurrency, so it must be safe for that.
+	OnResponse func(Response)
 
 	// Insecure skips TLS certificate verification in the client Run builds
 	// (for https on loopback with a self-signed certificate). It has no
 	// effect when Client is set.
 	Insecure bool
+}
+
+// Response is what Config.OnResponse learns of one complete response.
+type Response struct {
+	Header  http.Header
+	Latency time.Duration // as recorded: from the due time in open loop, from Sent in closed loop
+	Sent    time.Time     // when the request was handed to the HTTP client
+	Done    time.Time     // when the whole body had been read
 }
 
 // Validate reports the first problem with c, as an error that names the field,
@@ -484,6 +492,7 @@ func waitUntil(ctx context.Context, timer *time.Timer, due time.Time) bool {
 func (r *runner) do(runCtx context.Context, s *shard, from time.Time) {
 	ctx, cancel := context.WithTimeout(runCtx, r.cfg.Timeout)
 	defer cancel()
+	sent := time.Now()
 	resp, err := r.client.Do(r.req.WithContext(ctx))
 	if err != nil {
 		r.fail(runCtx, s, err, false, 0)
@@ -495,10 +504,12 @@ func (r *runner) do(runCtx context.Context, s *shard, from time.Time) {
 		r.fail(runCtx, s, err, true, n)
 		return
 	}
-	us := time.Since(from).Microseconds()
+	done := time.Now()
+	latency := done.Sub(from)
+	us := latency.Microseconds()
 	r.completed.Add(1)
 	if r.cfg.OnResponse != nil {
-		r.cfg.OnResponse(resp.Header)
+		r.cfg.OnResponse(Response{Header: resp.Header, Latency: latency, Sent: sent, Done: done})
 	}
 
 	s.mu.Lock()

@@ -1,0 +1,170 @@
+package tailtrace
+
+import (
+	"bytes"
+	"context"
+	"runtime/trace"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	testTaskType = "test.probe"
+	testSeqCat   = "seq"
+)
+
+// probeTrace records a trace of n probe requests served the way the demo
+// serves /delay1ms: a goroutine that waits for its request, begins a task
+// that logs its sequence number, starts a sleeper on a 1 ms timer and waits
+// for it. It returns the trace and each request's client view (latency from
+// the release to the answer, on the wall clock). A request 0 goes first,
+// unrecorded: the goroutine may not yet wait when it is sent, and a request
+// that did not wait cannot be followed.
+func probeTrace(t *testing.T, n int) ([]byte, map[uint64]Client) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := trace.Start(&buf); err != nil {
+		t.Skipf("tracing unavailable: %v", err)
+	}
+	clients := map[uint64]Client{}
+	var mu sync.Mutex
+	requests := make(chan uint64)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the connection goroutine
+		defer wg.Done()
+		for seq := range requests {
+			sent := time.Now()
+			ctx, task := trace.NewTask(context.Background(), testTaskType)
+			trace.Log(ctx, testSeqCat, strconv.FormatUint(seq, 10))
+			woke := make(chan struct{})
+			go func() {
+				time.Sleep(time.Millisecond)
+				close(woke)
+			}()
+			<-woke
+			task.End()
+			done := time.Now()
+			if seq > 0 {
+				mu.Lock()
+				clients[seq] = Client{Latency: done.Sub(sent), Sent: sent, Done: done}
+				mu.Unlock()
+			}
+		}
+	}()
+	for seq := uint64(0); seq <= uint64(n); seq++ {
+		requests <- seq
+		time.Sleep(2 * time.Millisecond) // the goroutine waits between requests
+	}
+	close(requests)
+	wg.Wait()
+	trace.Stop()
+	return buf.Bytes(), clients
+}
+
+func TestAnalyzeCountsAndAccounting(t *testing.T) {
+	data, clients := probeTrace(t, 20)
+	// Make requests 3 and 7 slow as the client saw them: 50 ms later than
+	// measured, as if the client had sent them late.
+	for _, seq := range []uint64{3, 7} {
+		c := clients[seq]
+		c.Latency += 50 * time.Millisecond
+		clients[seq] = c
+	}
+	delete(clients, 20) // one the client never saw answered
+	b, err := Analyze(bytes.NewReader(data), Config{
+		TaskType: testTaskType, SeqCategory: testSeqCat, Sleep: time.Millisecond,
+		Threshold: 40 * time.Millisecond, Client: clients,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Traced != 20 || b.Matched != 19 || b.Slow != 2 {
+		t.Fatalf("traced %d, matched %d, slow %d; want 20, 19, 2", b.Traced, b.Matched, b.Slow)
+	}
+	if b.Incomplete != 0 || len(b.Requests) != 2 {
+		t.Fatalf("incomplete %d, followed slow %d; want 0 and 2", b.Incomplete, len(b.Requests))
+	}
+	for _, r := range b.Requests {
+		if r.Seq != 3 && r.Seq != 7 {
+			t.Errorf("slow request #%d, want only #3 and #7", r.Seq)
+		}
+		// The added 50 ms happened before the request was sent.
+		if r.Main != CauseClientLate {
+			t.Errorf("#%d: main cause %v, want %v", r.Seq, r.Main, CauseClientLate)
+		}
+		// The server parts add up to the span.
+		var server time.Duration
+		for c, d := range r.Parts {
+			switch Cause(c) {
+			case CauseClientLate, CauseInbound, CauseOutbound, CauseOutside:
+			default:
+				server += d
+			}
+		}
+		if diff := server - r.Span; diff < -time.Microsecond || diff > time.Microsecond {
+			t.Errorf("#%d: server parts sum to %v, span is %v", r.Seq, server, r.Span)
+		}
+		if r.Parts[CauseSleep] <= 0 || r.Parts[CauseSleep] > time.Millisecond {
+			t.Errorf("#%d: sleep part %v, want in (0, 1ms]", r.Seq, r.Parts[CauseSleep])
+		}
+	}
+	var out strings.Builder
+	if err := b.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"20 probe requests traced", "19 matched", "2 slower than 40.00 ms", CauseClientLate.String(), "#3 ", "#7 "} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestAnalyzeNoSlowRequests(t *testing.T) {
+	data, clients := probeTrace(t, 5)
+	b, err := Analyze(bytes.NewReader(data), Config{
+		TaskType: testTaskType, SeqCategory: testSeqCat, Sleep: time.Millisecond,
+		Threshold: time.Hour, Client: clients,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Slow != 0 || len(b.Requests) != 0 || b.Followed != 5 {
+		t.Fatalf("slow %d (%d followed slow), followed %d; want 0, 0, 5", b.Slow, len(b.Requests), b.Followed)
+	}
+	var out strings.Builder
+	if err := b.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "slowest requests") {
+		t.Errorf("report lists slow requests when there are none:\n%s", out.String())
+	}
+}
+
+func TestAnalyzeBadTrace(t *testing.T) {
+	_, err := Analyze(strings.NewReader("not a trace"), Config{TaskType: testTaskType, SeqCategory: testSeqCat})
+	if err == nil || !strings.HasPrefix(err.Error(), "tailtrace: ") {
+		t.Fatalf("Analyze(garbage) = %v, want a tailtrace: error", err)
+	}
+}
+
+func TestCauseString(t *testing.T) {
+	for _, c := range Causes() {
+		if c.String() == "" || strings.HasPrefix(c.String(), "Cause(") {
+			t.Errorf("cause %d has no name", int(c))
+		}
+		if shortNames[c] == "" {
+			t.Errorf("cause %v has no short name", c)
+		}
+	}
+	if got := Cause(-1).String(); got != "Cause(-1)" {
+		t.Errorf("Cause(-1).String() = %q", got)
+	}
+}
