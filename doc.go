@@ -33,7 +33,7 @@
 // IsolationReserve, Run of an empty task with a free slot, 0.7x a plain
 // goroutine + WaitGroup serially and 0.9x in parallel, and Go + Wait 2.2x;
 // with IsolationOSPriority, Run hands the task to a worker thread, 7.2 us
-// serially and 9.5 us in parallel; a queued task, 375 bytes and no
+// serially and 9.5 us in parallel; a queued task, 430 bytes and no
 // goroutine.
 //
 // Isolation decides how the rest of the program is protected:

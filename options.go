@@ -157,6 +157,7 @@ type config struct {
 	noMonitor       bool          // tests drive slice expiry themselves
 	osPolicy        osprio.Policy // IsolationOSPriority's thread setting
 	logger          *slog.Logger  // nil: silent
+	laneShare       float64       // the small-task lane's budget (runqueue.go)
 }
 
 // An Option configures a Scheduler in New.
@@ -232,6 +233,12 @@ func withClock(c clock) Option {
 	return optionFunc(func(cfg *config) error { cfg.clock = c; return nil })
 }
 
+// withLaneShare sets the small-task lane's budget, as a share of the slot
+// time of each lanePeriod; 0 closes the lane (tests compare with it).
+func withLaneShare(share float64) Option {
+	return optionFunc(func(cfg *config) error { cfg.laneShare = share; return nil })
+}
+
 // withoutMonitor stops New from starting the slice monitor (tests that end
 // slices by hand with expireSlices).
 func withoutMonitor() Option {
@@ -275,6 +282,7 @@ func newConfig(opts []Option) (config, error) {
 		isolation:  DefaultIsolation(),
 		clock:      systemClock{},
 		osPolicy:   defaultOSPolicy,
+		laneShare:  defaultLaneShare,
 	}
 	for _, o := range opts {
 		if o == nil {

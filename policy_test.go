@@ -2,6 +2,7 @@ package cpusched
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,6 +123,27 @@ func TestShortSliceSameShare(t *testing.T) {
 	checkRatios(t, got, []float64{1, 1}, 0.10)
 }
 
+// longSteps returns a task body that, until stop is closed, calls step,
+// advances clk by d, ends the slices that are over (as the monitor would)
+// and calls Checkpoint.
+func longSteps(clk *fakeClock, stop <-chan struct{}, step func(), d time.Duration) func(*Task) error {
+	return func(task *Task) error {
+		for {
+			select {
+			case <-stop:
+				return nil
+			default:
+			}
+			step()
+			clk.Advance(int64(d))
+			task.s.tick()
+			if err := task.Checkpoint(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // TestNewTaskRunsBeforeOldOnes: with one worker busy with long tasks, a new
 // small task gets the slot at the next slice end, ahead of the long tasks
 // that are waiting for their turn again.
@@ -132,25 +154,8 @@ func TestNewTaskRunsNext(t *testing.T) {
 	var mu sync.Mutex
 	note := func(x string) { mu.Lock(); order = append(order, x); mu.Unlock() }
 	stop := make(chan struct{})
-	long := func(name string) func(*Task) error {
-		return func(task *Task) error {
-			for {
-				select {
-				case <-stop:
-					return nil
-				default:
-				}
-				note(name)
-				clk.Advance(int64(500 * time.Microsecond))
-				task.s.tick()
-				if err := task.Checkpoint(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	h1, _ := s.Go(context.Background(), long("L1"))
-	h2, _ := s.Go(context.Background(), long("L2"))
+	h1, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L1") }, 500*time.Microsecond))
+	h2, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L2") }, 500*time.Microsecond))
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) > 20 })
 	mu.Lock() // S is queued between two steps of a long task
 	arrival := len(order)
@@ -288,5 +293,115 @@ func TestNewTaskPreemptsLongRunner(t *testing.T) {
 		if !pastFirst && got != 0 {
 			t.Errorf("task in its first slice: Preempted = %d, want 0", got)
 		}
+	}
+}
+
+// TestLaneServesSmallTasksInArrivalOrder: with one worker shared by two
+// long tasks, small tasks that arrive while a long task runs get the slot
+// at its next Checkpoint, one after the other in the order they came,
+// before the long task that waits (whatever its deadline).
+func TestLaneServesSmallTasksInArrivalOrder(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	var mu sync.Mutex
+	var order []string
+	note := func(x string) { mu.Lock(); order = append(order, x); mu.Unlock() }
+	stop := make(chan struct{})
+	h1, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L1") }, 100*time.Microsecond))
+	h2, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L2") }, 100*time.Microsecond))
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) > 100 })
+	mu.Lock() // the small tasks are queued between two steps of a long task
+	arrival := len(order)
+	var smalls []*Handle
+	for _, name := range []string{"S1", "S2", "S3"} {
+		h, err := s.Go(context.Background(), func(*Task) error {
+			note(name)
+			clk.Advance(int64(200 * time.Microsecond))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		smalls = append(smalls, h)
+	}
+	mu.Unlock()
+	for _, h := range smalls {
+		h.Wait()
+	}
+	close(stop)
+	h1.Wait()
+	h2.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	// At most the step of the long task holding the slot as they arrived
+	// (it was past its first request, so asked to yield at once).
+	got := order[arrival:]
+	i := slices.Index(got, "S1")
+	if i < 0 || i > 1 || len(got) < i+3 || !slices.Equal(got[i:i+3], []string{"S1", "S2", "S3"}) {
+		t.Errorf("after the small tasks arrived: %v, want at most one long step, then S1 S2 S3", got[:min(len(got), 8)])
+	}
+}
+
+// TestLaneAsksEveryRunnerOneYields: a small task that arrives while two
+// long tasks past their first request hold both slots asks both to come to
+// their next Checkpoint; the first to come hands its slot over, the other
+// finds the lane empty and goes on.
+func TestLaneAsksEveryRunnerOneYields(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(2), WithSlice(10*time.Millisecond), withClock(clk), withoutMonitor())
+	var ready sync.WaitGroup
+	ready.Add(2)
+	resume := make(chan struct{})
+	var smallRan atomic.Bool
+	var longs []*Handle
+	for range 2 {
+		h, err := s.Go(context.Background(), func(task *Task) error {
+			// Outlive the first request (2.5 ms) with nobody waiting.
+			clk.Advance(int64(3 * time.Millisecond))
+			task.s.tick()
+			if err := task.Checkpoint(); err != nil {
+				return err
+			}
+			ready.Done()
+			<-resume
+			deadline := time.Now().Add(5 * time.Second)
+			for !smallRan.Load() && time.Now().Before(deadline) {
+				if err := task.Checkpoint(); err != nil { // the clock stands still: no slice end
+					return err
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+			return task.Checkpoint() // the one that did not yield: the lane is empty now
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		longs = append(longs, h)
+	}
+	ready.Wait()
+	small, err := s.Go(context.Background(), func(*Task) error { smallRan.Store(true); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	asked := 0
+	for _, r := range s.running {
+		if r.preempt.Load()&preemptLane != 0 {
+			asked++
+		}
+	}
+	s.mu.Unlock()
+	if asked != 2 {
+		t.Errorf("%d running tasks asked to make room for the lane, want 2", asked)
+	}
+	close(resume)
+	small.Wait()
+	for _, h := range longs {
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.Stats().Preempted; got != 1 {
+		t.Errorf("Preempted = %d, want 1 (one long task hands its slot over, the other goes on)", got)
 	}
 }

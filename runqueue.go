@@ -1,5 +1,7 @@
 package cpusched
 
+import "time"
+
 // The run queue: which waiting task gets the next free worker slot.
 //
 // The problem. Tasks wait for one of a fixed number of worker slots. When a
@@ -31,9 +33,72 @@ package cpusched
 //  4. A task's request (slice) sets its deadline: new tasks start with one
 //     slice of credit and ask for a quarter slice first; tasks whose bursts are short against their Blocking waits
 //     ask for proportionally shorter slices; Batch asks for four slices.
+//  5. Before EEVDF picks in the fair class, small tasks (Normal tasks that
+//     have used less than one slice) are served first come, first served
+//     from a lane, within a budget (see "The small-task lane" below).
 //
 // All of it is guarded by Scheduler.mu; nothing here runs on Checkpoint's
 // fast path.
+//
+// The small-task lane.
+//
+// The problem. A task that needs a fraction of a slice should not wait
+// behind long tasks that were preempted at a Checkpoint. EEVDF alone
+// mostly gets this right (a new task starts a slice ahead with a short
+// request), but not always: a long task preempted in the middle of its
+// request keeps its near deadline, and one that has waited long has lag
+// that puts its deadline before a newcomer's. And the wakeup preemption
+// that makes room for a newcomer asked one running task to come to a
+// Checkpoint: in IsolationOSPriority that task's thread may be the one the
+// kernel is not running (its threads give way to every other thread), and
+// the newcomer then waits until the other slot's slice ends. The other
+// way round, nothing bounded what new tasks take: under a flood of them
+// (arriving faster than the slots can serve them) each one's head start
+// beat the long tasks' deadlines, which got 0.03% of the slot time.
+//
+// Rejected approaches:
+//   - A bigger head start (more lag for new tasks): the credit is paid by
+//     the waiting tasks, any amount loses to some long task's lag, and a
+//     flood takes everything.
+//   - cpuworker's fixed-priority queue for new tasks: a steady stream of
+//     them starves the rest, and they run uncharged.
+//   - A lane whose tasks stay in the EEVDF heaps, so that EEVDF orders
+//     them once the budget is used: the head start then gives a flood the
+//     rest of the slot time too.
+//
+// The lane, as it works:
+//
+//  1. A queued Normal task that has used less than its slice (t.small)
+//     waits in its group's lane, a FIFO, instead of the EEVDF heaps. It
+//     stays active, so its vruntime counts in V as any other's. The fair
+//     class keeps the groups with a non-empty lane in a list.
+//  2. When a fair task is to be picked and the lane is open, the lane task
+//     that has waited longest, among the heads of the lanes of the groups
+//     eligible at group level (vruntime <= the class's V), runs. Only
+//     eligible groups: a group that has had its share waits, so group
+//     shares hold. Otherwise EEVDF picks from the heaps, and when they are
+//     empty (only lane tasks wait) the lane's oldest task runs.
+//  3. Its run time is charged to its vruntime and its group's as any other
+//     (account), so nice and group shares hold: a lane task takes its
+//     slot time early, from its own credit, not on top of its share; one
+//     that goes on past its slice has negative lag, which EEVDF makes it
+//     repay.
+//  4. A task the lane picked runs to the end of its first slice of run
+//     time (sliceLeft), unless it ends or blocks first; later lane tasks
+//     do not preempt it (first come, first served). Past it, it is an
+//     ordinary EEVDF task.
+//  5. A task that joins the lane while the lane would run it asks every
+//     running fair task past its first request that the lane did not
+//     start (and every idle task) to come to its next Checkpoint
+//     (preemptLane); the first to come hands its slot over, the others
+//     find the lane empty and go on (yield), at the cost of a lock each.
+//  6. The budget, as the realtime throttle's: the tasks the lane picked
+//     may use defaultLaneShare of the slot time of each lanePeriod. Once
+//     it is used, the lane is closed until the period ends: small tasks
+//     then wait while long tasks do, so a flood of small tasks takes no
+//     more than the budget from the long ones.
+//
+// Cost: one lane step per group with queued small tasks at each pick.
 
 const (
 	qExit = iota
@@ -61,6 +126,18 @@ const (
 	// minLatencyFactor bounds how much shorter a latency-sensitive task's
 	// request may get: an eighth of its slice.
 	minLatencyFactor = 8
+	// lanePeriod and defaultLaneShare are the small-task lane's budget: the
+	// tasks it picks may use 90% of the slot time of each 100 ms. The
+	// budget is the knob between small-task latency and long-task
+	// throughput under a flood of small tasks: the more the lane may take,
+	// the less the long tasks keep. Below it, small tasks get what they ask
+	// for at once; 90% covers streams that take up to 75% of the slot time
+	// (TestSmallTaskStreamKeepsNiceShares; at 80% the 75% stream began to
+	// queue) and leaves long tasks 10%, as the realtime throttle leaves
+	// others 5%. A period of 100 ms rather than the realtime throttle's
+	// second bounds how long a flood holds long tasks back to 90 ms.
+	lanePeriod       = int64(100 * time.Millisecond)
+	defaultLaneShare = 0.9
 )
 
 // queueOf returns the queue a class uses.
@@ -83,18 +160,27 @@ type groupNode struct {
 	tasks  eevdfQueue
 	queued int // tasks in tasks' heaps
 	active int // tasks active (queued or holding a slot)
+	// lane is the group's small-task lane, a FIFO through Task.laneLink;
+	// laneLink links the groups with a non-empty lane
+	// (classQueue.laneGroups).
+	lane     list[Task]
+	laneLink link[groupNode]
 }
+
+func taskLaneLink(t *Task) *link[Task]            { return &t.laneLink }
+func groupLaneLink(g *groupNode) *link[groupNode] { return &g.laneLink }
 
 // classQueue holds the groups with active tasks of one class.
 type classQueue struct {
-	groups eevdfQueue
-	byName map[string]*groupNode // active groups, and idle tracked ones
-	queued int                   // tasks queued in this class
+	groups     eevdfQueue
+	byName     map[string]*groupNode // active groups, and idle tracked ones
+	queued     int                   // tasks queued in this class
+	laneGroups list[groupNode]       // groups with lane tasks (fair class only)
 }
 
 func (s *Scheduler) initQueues() {
 	for i := range s.queues {
-		s.queues[i] = classQueue{groups: newEEVDFQueue(), byName: map[string]*groupNode{}}
+		s.queues[i] = classQueue{groups: newEEVDFQueue(), byName: map[string]*groupNode{}, laneGroups: list[groupNode]{at: groupLaneLink}}
 	}
 }
 
@@ -120,7 +206,7 @@ func (s *Scheduler) activateTask(t *Task, first bool) {
 	cq := &s.queues[t.qidx]
 	g := cq.byName[t.groupName]
 	if g == nil {
-		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue()}
+		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue(), lane: list[Task]{at: taskLaneLink}}
 		g.entity = entity{weight: groupWeight(s.groupWeightLocked(t.groupName)), heapIdx: -1, group: g}
 		cq.byName[t.groupName] = g
 	}
@@ -164,28 +250,107 @@ func (s *Scheduler) deactivateTask(t *Task) {
 	t.group = nil
 }
 
-// enqueueTask puts active task t in the heaps.
+// enqueueTask queues active task t: in its group's lane if it is small,
+// in the heaps otherwise.
 func (s *Scheduler) enqueueTask(t *Task) {
 	g := t.group
-	g.tasks.push(&t.ent)
-	g.queued++
-	if g.heapIdx < 0 {
-		g.class.groups.push(&g.entity)
+	if t.small() {
+		laneJoin(t)
+	} else {
+		g.tasks.push(&t.ent)
+		g.queued++
+		if g.heapIdx < 0 {
+			g.class.groups.push(&g.entity)
+		}
 	}
 	g.class.queued++
 	s.nqueued++
 }
 
-// dequeueTask takes queued task t out of the heaps; it stays active.
+// dequeueTask takes queued task t out of the lane or the heaps; it stays
+// active.
 func (s *Scheduler) dequeueTask(t *Task) {
 	g := t.group
-	g.tasks.remove(&t.ent)
-	g.queued--
-	if g.queued == 0 {
-		g.class.groups.remove(&g.entity)
+	if t.inLane {
+		laneLeave(t)
+	} else {
+		g.tasks.remove(&t.ent)
+		g.queued--
+		if g.queued == 0 {
+			g.class.groups.remove(&g.entity)
+		}
 	}
 	g.class.queued--
 	s.nqueued--
+}
+
+// small reports whether t may use the lane: a Normal task in the fair
+// queue that has used less than its slice. Batch is left out: it is
+// throughput work that nobody waits on.
+func (t *Task) small() bool {
+	return t.qidx == qFair && t.class() == ClassNormal && t.runTime < t.slice
+}
+
+// laneJoin appends queued task t to its group's lane.
+func laneJoin(t *Task) {
+	g := t.group
+	if g.lane.head == nil {
+		g.class.laneGroups.pushBack(g)
+	}
+	g.lane.pushBack(t)
+	t.inLane = true
+}
+
+// laneLeave takes t out of its group's lane.
+func laneLeave(t *Task) {
+	g := t.group
+	g.lane.remove(t)
+	t.inLane = false
+	if g.lane.head == nil {
+		g.class.laneGroups.remove(g)
+	}
+}
+
+// rollLane starts a new lane budget period when the current one is over.
+func (s *Scheduler) rollLane(now int64) {
+	if now-s.laneStart >= lanePeriod {
+		s.laneStart = now
+		s.laneUsed = 0
+	}
+}
+
+// laneOpen reports whether the lane has budget left in this period.
+func (s *Scheduler) laneOpen(now int64) bool {
+	s.rollLane(now)
+	return float64(s.laneUsed) < s.cfg.laneShare*float64(lanePeriod)*float64(s.workers)
+}
+
+// lanePeek returns the task the lane would run next while other tasks
+// wait, or nil when the lane is closed or none of its groups is eligible.
+func (s *Scheduler) lanePeek(now int64) *Task {
+	cq := &s.queues[qFair]
+	if cq.laneGroups.head == nil || !s.laneOpen(now) {
+		return nil
+	}
+	return cq.laneOldest(true)
+}
+
+// laneOldest returns the lane task that has waited longest among the heads
+// of the groups' lanes, of the groups eligible at group level (their
+// vruntime <= V) only if eligibleOnly. It costs one step per group with
+// lane tasks.
+func (cq *classQueue) laneOldest(eligibleOnly bool) *Task {
+	v := cq.groups.V()
+	var oldest *Task
+	for g := cq.laneGroups.head; g != nil; g = g.laneLink.next {
+		if eligibleOnly && g.vruntime > v {
+			continue // the group has had its share
+		}
+		if h := g.lane.head; oldest == nil || h.since < oldest.since {
+			oldest = h
+		}
+	}
+	return oldest
 }
 
 // account charges t's run time since it last was, at every level.
@@ -206,6 +371,12 @@ func (s *Scheduler) account(t *Task, now int64) {
 	}
 	if g.class.groups.account(&g.entity, delta) {
 		g.class.groups.renew(&g.entity, scaleVirtual(int64(s.cfg.slice), g.weight))
+	}
+	if t.laneRun {
+		s.rollLane(now)
+		s.laneUsed += delta
+		s.stats.laneRunTime += delta
+		t.laneRun = t.runTime < t.slice
 	}
 	s.rollPeriod(now)
 	s.periodUsed[t.qidx] += delta
@@ -264,20 +435,36 @@ func (s *Scheduler) pick(now int64) *Task {
 		return nil
 	}
 	cq := &s.queues[qi]
+	if qi == qFair {
+		t := s.lanePeek(now)
+		if t == nil && !cq.groups.queued() {
+			t = cq.laneOldest(false) // only lane tasks wait
+		}
+		if t != nil {
+			s.dequeueTask(t)
+			t.laneRun = true
+			return t
+		}
+	}
 	ge := cq.groups.peek()
 	g := ge.group
 	t := g.tasks.peek().task
 	s.dequeueTask(t)
+	t.laneRun = false
 	return t
 }
 
 // sliceLeft is the wall-clock time t may run before its vruntime reaches
 // its deadline: the rest of its current request, which a preemption in
-// the middle does not renew.
+// the middle does not renew; for a task the lane picked, the rest of its
+// first slice of run time.
 func (s *Scheduler) sliceLeft(t *Task) int64 {
 	left := (t.ent.deadline - t.ent.vruntime) * t.ent.weight / nice0Weight
 	if left <= 0 {
 		left = s.requestSlice(t, false)
+	}
+	if t.laneRun {
+		left = t.slice - t.runTime // the lane serves the first slice
 	}
 	return max(left, int64(MinSlice))
 }

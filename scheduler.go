@@ -123,7 +123,7 @@ type Scheduler struct {
 	killing    bool // Close gave up waiting: every task must unwind
 	releasing  bool // releaseWhenDrained's goroutine was started
 	queues     [numQueues]classQueue
-	nqueued    int     // tasks in the heaps, in every state
+	nqueued    int     // tasks in the heaps and lanes, in every state
 	waitingNew int     // queued tasks that never started (the queue limit counts these)
 	blocked    int     // tasks inside Blocking
 	running    []*Task // tasks holding a slot
@@ -139,6 +139,8 @@ type Scheduler struct {
 	watches     map[<-chan struct{}]*ctxWatch
 	periodStart int64
 	periodUsed  [numQueues]int64
+	laneStart   int64 // the small-task lane's budget period
+	laneUsed    int64 // slot time the lane's tasks used in it
 	stats       counters
 	watching    bool // the monitor is watching slices
 
@@ -160,6 +162,7 @@ type Scheduler struct {
 type counters struct {
 	submitted, completed, failed, canceled, panicked, rejected, preempted uint64
 	queueWait, maxQueueWait, runTime                                      int64
+	laneRunTime                                                           int64 // slot time the lane gave (tests)
 	classSubmitted                                                        [numClasses]uint64
 	classRunTime                                                          [numClasses]int64
 	classWaits, classRuns                                                 [numClasses]Histogram
@@ -241,6 +244,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	s.killCtx, s.kill = context.WithCancel(context.Background())
 	s.initQueues()
 	s.periodStart = s.clock.Now()
+	s.laneStart = s.periodStart
 	if !cfg.noMonitor {
 		s.monitorKick = make(chan struct{}, 1)
 		s.monitorStop = make(chan struct{})
@@ -340,7 +344,7 @@ func (s *Scheduler) cancelQueued(t *Task) bool {
 
 // Go queues fn as a task and returns at once; the Handle tells when it has
 // ended and its error. A queued task costs no goroutine (one is started
-// when the task gets a slot) and 375 bytes (TestQueuedTaskMemory), plus
+// when the task gets a slot) and 430 bytes (TestQueuedTaskMemory), plus
 // about 570 bytes for the first task of each distinct cancelable context,
 // which is watched with one context.AfterFunc. Go's own error is only for a task it refused
 // (ErrClosed, ErrQueueFull, an out-of-range option, a nil fn); an expired
@@ -457,7 +461,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		}
 		s.waitingNew++
 		s.enqueueTask(t)
-		s.preemptFor(t)
+		s.preemptFor(t, now)
 		s.watchLocked()
 	}
 	s.mu.Unlock()
@@ -511,6 +515,7 @@ func (s *Scheduler) releaseSlot(t *Task) {
 	s.running[last] = nil
 	s.running = s.running[:last]
 	t.runIdx = -1
+	t.laneRun = false
 }
 
 // resume lets next run on the slot it was given.
@@ -655,12 +660,16 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
+	asked := t.preempt.Load()
+	sliceOver := now >= t.sliceEnd
 	s.account(t, now) // renews the deadline when the request is used up
 	t.preempt.And(preemptCancel)
-	if now >= t.sliceEnd {
+	if sliceOver {
 		t.sliceEnd = now + s.sliceLeft(t)
 	}
-	if s.nqueued == 0 {
+	if s.nqueued == 0 || asked == preemptLane && !sliceOver && s.lanePeek(now) == nil {
+		// Nobody waits, or only to make room for a lane task that another
+		// slot has taken (or whose lane has closed): go on.
 		s.mu.Unlock()
 		return
 	}
@@ -733,7 +742,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 		t.wake = make(chan struct{}, 1)
 	}
 	s.enqueueTask(t)
-	s.preemptFor(t)
+	s.preemptFor(t, now)
 	s.watchLocked()
 	s.mu.Unlock()
 	<-t.wake
@@ -748,26 +757,25 @@ func ewma(avg, sample int64) int64 {
 }
 
 // preemptFor asks a running task to yield at its next Checkpoint when
-// queued task t is of a more urgent class: exit over everything, realtime
-// (unless throttled) over fair and idle, normal over idle. Batch and idle
-// never preempt early.
-func (s *Scheduler) preemptFor(t *Task) {
+// queued task t should have its slot: exit over everything, realtime
+// (unless throttled) over fair and idle, normal over idle, and a task the
+// lane would run now over fair tasks past their first request (wakeup
+// preemption, see preemptForLane). Batch and idle never preempt early, nor
+// does a task in the lane while the lane would not run it: EEVDF does not
+// pick lane tasks, so a yield would not give it the slot.
+func (s *Scheduler) preemptFor(t *Task, now int64) {
+	if t.inLane {
+		if s.lanePeek(now) != nil {
+			s.preemptForLane()
+		}
+		return
+	}
 	var victimMin int // running tasks with qidx >= victimMin may be preempted
-	newcomer := false // only tasks past their first slice may be preempted
 	switch {
 	case t.qidx == qExit:
 		victimMin = qRealtime
 	case t.qidx == qRealtime && !s.rtThrottled():
 		victimMin = qFair
-	case t.qidx == qFair && t.class() == ClassNormal && !t.started:
-		// Wakeup preemption, as EEVDF's: a new task starts a slice ahead
-		// with a short request, so its deadline is earlier than that of a
-		// task past its first slice; ask one such task to come to its next
-		// Checkpoint now rather than at its slice end. The pick there
-		// decides: if the runner's deadline is still the earliest it goes
-		// on. This is what lets long slices (fewer switches) and short
-		// waits for small tasks go together.
-		victimMin, newcomer = qFair, true
 	case t.qidx == qFair && t.class() == ClassNormal:
 		victimMin = qIdle
 	default:
@@ -778,9 +786,6 @@ func (s *Scheduler) preemptFor(t *Task) {
 		if int(r.qidx) < victimMin || r.preempt.Load()&preemptUrgent != 0 {
 			continue
 		}
-		if newcomer && r.qidx == qFair && !r.longRunner {
-			continue // never preempt a task in its first slice early
-		}
 		if victim == nil || r.qidx > victim.qidx || r.qidx == victim.qidx && r.sliceEnd < victim.sliceEnd {
 			victim = r
 		}
@@ -790,15 +795,37 @@ func (s *Scheduler) preemptFor(t *Task) {
 	}
 }
 
+// preemptForLane is wakeup preemption, as EEVDF's, for the lane: it asks
+// every running task that a new task may preempt (fair tasks past their
+// first request, except those the lane gave their slot, and idle tasks) to
+// come to its next Checkpoint rather than at its slice end, where the
+// first to come hands its slot to the lane and the others go on (yield).
+// This is what lets long slices (fewer switches) and short waits for
+// small tasks go together. A task in its first request is never preempted
+// early, nor one the lane runs (first come, first served).
+//
+// Asking all of them, not one: in IsolationOSPriority the one asked may be
+// on a thread the kernel is not running, and the lane task would wait for
+// the other slot's slice end.
+func (s *Scheduler) preemptForLane() {
+	for _, r := range s.running {
+		if r.qidx == qIdle || r.qidx == qFair && r.longRunner && !r.laneRun {
+			r.preempt.Or(preemptLane)
+		}
+	}
+}
+
 // ctxWatch watches one Done channel for all the tasks whose context has
 // it: one context.AfterFunc per distinct context rather than per task keeps
 // a queued task's cost low when many tasks share a context.
 type ctxWatch struct {
 	done  <-chan struct{}
 	stop  func() bool
-	tasks *Task // list through Task.watchNext
+	tasks list[Task] // through Task.watchLink
 	n     int
 }
+
+func watchLink(t *Task) *link[Task] { return &t.watchLink }
 
 // addWatchLocked starts watching t's context, if it can end.
 func (s *Scheduler) addWatchLocked(t *Task) {
@@ -808,7 +835,7 @@ func (s *Scheduler) addWatchLocked(t *Task) {
 	}
 	w := s.watches[done]
 	if w == nil {
-		w = &ctxWatch{done: done}
+		w = &ctxWatch{done: done, tasks: list[Task]{at: watchLink}}
 		if s.watches == nil {
 			s.watches = map[<-chan struct{}]*ctxWatch{}
 		}
@@ -817,11 +844,7 @@ func (s *Scheduler) addWatchLocked(t *Task) {
 		w.stop = context.AfterFunc(ctx, func() { s.contextDone(w) })
 	}
 	t.watch = w
-	t.watchNext = w.tasks
-	if w.tasks != nil {
-		w.tasks.watchPrev = t
-	}
-	w.tasks = t
+	w.tasks.pushBack(t)
 	w.n++
 }
 
@@ -831,15 +854,8 @@ func (s *Scheduler) dropWatchLocked(t *Task) {
 	if w == nil {
 		return
 	}
-	if t.watchPrev != nil {
-		t.watchPrev.watchNext = t.watchNext
-	} else {
-		w.tasks = t.watchNext
-	}
-	if t.watchNext != nil {
-		t.watchNext.watchPrev = t.watchPrev
-	}
-	t.watch, t.watchPrev, t.watchNext = nil, nil, nil
+	w.tasks.remove(t)
+	t.watch = nil
 	w.n--
 	if w.n == 0 {
 		w.stop()
@@ -853,8 +869,8 @@ func (s *Scheduler) dropWatchLocked(t *Task) {
 func (s *Scheduler) contextDone(w *ctxWatch) {
 	var removed []*Task
 	s.mu.Lock()
-	for t := w.tasks; t != nil; {
-		next := t.watchNext
+	for t := w.tasks.head; t != nil; {
+		next := t.watchLink.next
 		switch t.state {
 		case stateQueued:
 			s.removeQueuedLocked(t)
@@ -903,7 +919,7 @@ func (s *Scheduler) moveToExit(t *Task) {
 	t.qidx = qExit
 	s.activateTask(t, false)
 	s.enqueueTask(t)
-	s.preemptFor(t)
+	s.preemptFor(t, s.clock.Now())
 }
 
 // SetGroupWeight sets the weight of a group, 1..10000 (default 100): groups
@@ -1062,16 +1078,22 @@ func (s *Scheduler) killAll() {
 	s.kill()
 	var removed []*Task
 	var parked []*Task
+	sortQueued := func(t *Task) {
+		if t.state == stateQueued {
+			removed = append(removed, t)
+		} else {
+			parked = append(parked, t)
+		}
+	}
 	for i := range s.queues {
 		for _, g := range s.queues[i].byName {
 			for _, h := range []*entityHeap{&g.tasks.ready, &g.tasks.later} {
 				for _, e := range h.items {
-					if e.task.state == stateQueued {
-						removed = append(removed, e.task)
-					} else {
-						parked = append(parked, e.task)
-					}
+					sortQueued(e.task)
 				}
+			}
+			for t := g.lane.head; t != nil; t = t.laneLink.next {
+				sortQueued(t)
 			}
 		}
 	}
