@@ -144,6 +144,15 @@ func longSteps(clk *fakeClock, stop <-chan struct{}, step func(), d time.Duratio
 	}
 }
 
+// bothPast reports whether L1 and L2 each appear at least n times in order.
+func bothPast(order []string, n int) bool {
+	count := map[string]int{}
+	for _, x := range order {
+		count[x]++
+	}
+	return count["L1"] >= n && count["L2"] >= n
+}
+
 // TestNewTaskRunsBeforeOldOnes: with one worker busy with long tasks, a new
 // small task gets the slot at the next slice end, ahead of the long tasks
 // that are waiting for their turn again.
@@ -156,7 +165,9 @@ func TestNewTaskRunsNext(t *testing.T) {
 	stop := make(chan struct{})
 	h1, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L1") }, 500*time.Microsecond))
 	h2, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L2") }, 500*time.Microsecond))
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) > 20 })
+	// Both long tasks past their first slice (2 steps): a long task still
+	// in it would be served first, first come, first served.
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return bothPast(order, 4) })
 	mu.Lock() // S is queued between two steps of a long task
 	arrival := len(order)
 	small, _ := s.Go(context.Background(), func(*Task) error { note("S"); return nil })
@@ -261,9 +272,9 @@ func TestNewTaskPreemptsLongRunner(t *testing.T) {
 		var checkpointsBeforeSmall atomic.Int64
 		h, _ := s.Go(context.Background(), func(task *Task) error {
 			if pastFirst {
-				// Outlive the first slice (2.5 ms) with nobody waiting: the
+				// Outlive the first slice (10 ms) with nobody waiting: the
 				// slice is renewed at the Checkpoint.
-				clk.Advance(int64(3 * time.Millisecond))
+				clk.Advance(int64(11 * time.Millisecond))
 				task.s.tick()
 				if err := task.Checkpoint(); err != nil {
 					return err
@@ -309,7 +320,7 @@ func TestLaneServesSmallTasksInArrivalOrder(t *testing.T) {
 	stop := make(chan struct{})
 	h1, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L1") }, 100*time.Microsecond))
 	h2, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L2") }, 100*time.Microsecond))
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) > 100 })
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return bothPast(order, 20) })
 	mu.Lock() // the small tasks are queued between two steps of a long task
 	arrival := len(order)
 	var smalls []*Handle
@@ -334,7 +345,7 @@ func TestLaneServesSmallTasksInArrivalOrder(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	// At most the step of the long task holding the slot as they arrived
-	// (it was past its first request, so asked to yield at once).
+	// (it was past its first slice, so asked to yield at once).
 	got := order[arrival:]
 	i := slices.Index(got, "S1")
 	if i < 0 || i > 1 || len(got) < i+3 || !slices.Equal(got[i:i+3], []string{"S1", "S2", "S3"}) {
@@ -343,21 +354,24 @@ func TestLaneServesSmallTasksInArrivalOrder(t *testing.T) {
 }
 
 // TestLaneAsksEveryRunnerOneYields: a small task that arrives while two
-// long tasks past their first request hold both slots asks both to come to
+// long tasks past their first slice hold both slots asks both to come to
 // their next Checkpoint; the first to come hands its slot over, the other
 // finds the lane empty and goes on.
 func TestLaneAsksEveryRunnerOneYields(t *testing.T) {
 	clk := newFakeClock()
 	s := newTestScheduler(t, WithWorkers(2), WithSlice(10*time.Millisecond), withClock(clk), withoutMonitor())
-	var ready sync.WaitGroup
+	var started, ready sync.WaitGroup
+	started.Add(2)
 	ready.Add(2)
-	resume := make(chan struct{})
+	outlived, resume := make(chan struct{}), make(chan struct{})
 	var smallRan atomic.Bool
 	var longs []*Handle
 	for range 2 {
 		h, err := s.Go(context.Background(), func(task *Task) error {
-			// Outlive the first request (2.5 ms) with nobody waiting.
-			clk.Advance(int64(3 * time.Millisecond))
+			// Outlive the first slice (10 ms) with nobody waiting; the
+			// clock moves once, so that no slice ends later on.
+			started.Done()
+			<-outlived
 			task.s.tick()
 			if err := task.Checkpoint(); err != nil {
 				return err
@@ -378,6 +392,9 @@ func TestLaneAsksEveryRunnerOneYields(t *testing.T) {
 		}
 		longs = append(longs, h)
 	}
+	started.Wait()
+	clk.Advance(int64(11 * time.Millisecond))
+	close(outlived)
 	ready.Wait()
 	small, err := s.Go(context.Background(), func(*Task) error { smallRan.Store(true); return nil })
 	if err != nil {

@@ -88,10 +88,10 @@ import "time"
 //     do not preempt it (first come, first served). Past it, it is an
 //     ordinary EEVDF task.
 //  5. A task that joins the lane while the lane would run it asks every
-//     running fair task past its first request that the lane did not
-//     start (and every idle task) to come to its next Checkpoint
-//     (preemptLane); the first to come hands its slot over, the others
-//     find the lane empty and go on (yield), at the cost of a lock each.
+//     running fair task past its first slice (and every idle task) to come
+//     to its next Checkpoint (preemptLane); the first to come hands its
+//     slot over, the others find the lane empty and go on (yield), at the
+//     cost of a lock each.
 //  6. The budget, as the realtime throttle's: the tasks the lane picked
 //     may use defaultLaneShare of the slot time of each lanePeriod. Once
 //     it is used, the lane is closed until the period ends: small tasks
@@ -367,7 +367,6 @@ func (s *Scheduler) account(t *Task, now int64) {
 		// The request is used up, in one stretch or in pieces between
 		// preemptions: ask for a new one (a new deadline).
 		g.tasks.renew(&t.ent, scaleVirtual(s.requestSlice(t, false), t.ent.weight))
-		t.longRunner = true
 	}
 	if g.class.groups.account(&g.entity, delta) {
 		g.class.groups.renew(&g.entity, scaleVirtual(int64(s.cfg.slice), g.weight))

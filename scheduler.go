@@ -759,14 +759,14 @@ func ewma(avg, sample int64) int64 {
 // preemptFor asks a running task to yield at its next Checkpoint when
 // queued task t should have its slot: exit over everything, realtime
 // (unless throttled) over fair and idle, normal over idle, and a task the
-// lane would run now over fair tasks past their first request (wakeup
+// lane would run now over fair tasks past their first slice (wakeup
 // preemption, see preemptForLane). Batch and idle never preempt early, nor
 // does a task in the lane while the lane would not run it: EEVDF does not
 // pick lane tasks, so a yield would not give it the slot.
 func (s *Scheduler) preemptFor(t *Task, now int64) {
 	if t.inLane {
 		if s.lanePeek(now) != nil {
-			s.preemptForLane()
+			s.preemptForLane(now)
 		}
 		return
 	}
@@ -796,20 +796,21 @@ func (s *Scheduler) preemptFor(t *Task, now int64) {
 }
 
 // preemptForLane is wakeup preemption, as EEVDF's, for the lane: it asks
-// every running task that a new task may preempt (fair tasks past their
-// first request, except those the lane gave their slot, and idle tasks) to
-// come to its next Checkpoint rather than at its slice end, where the
-// first to come hands its slot to the lane and the others go on (yield).
-// This is what lets long slices (fewer switches) and short waits for
-// small tasks go together. A task in its first request is never preempted
-// early, nor one the lane runs (first come, first served).
+// every running task that is not itself a small task (fair tasks that
+// have used a slice, counting the run time since they were last charged,
+// and idle tasks) to come to its next Checkpoint rather than at its slice
+// end, where the first to come hands its slot to the lane and the others
+// go on (yield). This is what lets long slices (fewer switches) and short
+// waits for small tasks go together. A task within its first slice is
+// never preempted early: it came first, and once preempted it would join
+// the lane itself and take the next runner's slot in turn.
 //
 // Asking all of them, not one: in IsolationOSPriority the one asked may be
 // on a thread the kernel is not running, and the lane task would wait for
 // the other slot's slice end.
-func (s *Scheduler) preemptForLane() {
+func (s *Scheduler) preemptForLane(now int64) {
 	for _, r := range s.running {
-		if r.qidx == qIdle || r.qidx == qFair && r.longRunner && !r.laneRun {
+		if r.qidx == qIdle || r.qidx == qFair && r.runTime+now-r.since >= r.slice {
 			r.preempt.Or(preemptLane)
 		}
 	}

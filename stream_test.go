@@ -213,28 +213,33 @@ func TestSmallTaskStreamKeepsGroupShares(t *testing.T) {
 
 // TestSmallTaskFloodBoundedByLaneBudget: small tasks arriving at twice the
 // slot's capacity (a flood: their queue only grows) against two long
-// tasks. The lane may give them defaultLaneShare of the slot time; the
+// tasks. The lane may give them its budget's share of the slot time; the
 // long tasks keep the rest, shared equally. (Ordered by EEVDF alone, as
 // before the lane, the small tasks' head start let them take all but
 // 0.25 ms of the second.)
 func TestSmallTaskFloodBoundedByLaneBudget(t *testing.T) {
 	const total = time.Second
-	r := streamRun(t, streamSpec{
-		slice:     time.Millisecond,
-		long:      [][]TaskOption{{}, {}},
-		smallWork: 250 * time.Microsecond,
-		load:      2,
-		total:     total,
-	})
-	long := r.long[0] + r.long[1]
-	t.Logf("long tasks %v, lane %v; %d small tasks", r.long, r.lane, len(r.smallWait))
-	budget := time.Duration(defaultLaneShare * float64(total))
-	// A lane task may finish its slice after the budget is used.
-	if r.lane > budget+time.Millisecond {
-		t.Errorf("the lane ran %v in %v, want at most its budget %v (+ one slice)", r.lane, total, budget)
+	for _, share := range []float64{defaultLaneShare, 0.5} {
+		t.Run(fmt.Sprintf("budget%.0f%%", 100*share), func(t *testing.T) {
+			r := streamRun(t, streamSpec{
+				slice:     time.Millisecond,
+				long:      [][]TaskOption{{}, {}},
+				smallWork: 250 * time.Microsecond,
+				load:      2,
+				total:     total,
+				opts:      []Option{withLaneShare(share)},
+			})
+			long := r.long[0] + r.long[1]
+			t.Logf("long tasks %v, lane %v; %d small tasks", r.long, r.lane, len(r.smallWait))
+			budget := time.Duration(share * float64(total))
+			// A lane task may finish its slice after the budget is used.
+			if r.lane > budget+time.Millisecond {
+				t.Errorf("the lane ran %v in %v, want at most its budget %v (+ one slice)", r.lane, total, budget)
+			}
+			if want := total - budget - time.Millisecond; long < want {
+				t.Errorf("the long tasks got %v of %v, want at least %v (what the lane's budget leaves)", long, total, want)
+			}
+			checkRatios(t, r.long, []float64{1, 1}, 0.05)
+		})
 	}
-	if want := total - budget - time.Millisecond; long < want {
-		t.Errorf("the long tasks got %v of %v, want at least %v (what the lane's budget leaves)", long, total, want)
-	}
-	checkRatios(t, r.long, []float64{1, 1}, 0.05)
 }

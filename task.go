@@ -45,9 +45,6 @@ type Task struct {
 	// callerWaits is set for Run: the caller watches ctx while the task is
 	// queued, so no context.AfterFunc is registered until it starts.
 	callerWaits bool
-	// longRunner is set once the task has outlived its first slice: a new
-	// Normal task may preempt it early (see preemptForLane).
-	longRunner bool
 	// inLane is set while the task is queued in its group's small-task
 	// lane (runqueue.go), linked through laneLink; laneRun
 	// while it holds a slot the lane gave it, within its first slice.
