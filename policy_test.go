@@ -422,3 +422,33 @@ func TestLaneAsksEveryRunnerOneYields(t *testing.T) {
 		t.Errorf("Preempted = %d, want 1 (one long task hands its slot over, the other goes on)", got)
 	}
 }
+
+// TestLaneTakesTasksWithinTheirFirstSlice: which tasks wait in the lane.
+func TestLaneTakesTasksWithinTheirFirstSlice(t *testing.T) {
+	s := newTestScheduler(t, WithWorkers(1), WithSlice(time.Millisecond), withClock(newFakeClock()), withoutMonitor())
+	for _, tc := range []struct {
+		name    string
+		opts    []TaskOption
+		runTime time.Duration
+		want    bool
+	}{
+		{"new normal task", nil, 0, true},
+		{"normal, just under a slice", nil, time.Millisecond - 1, true},
+		{"normal, a slice used", nil, time.Millisecond, false},
+		{"batch", []TaskOption{WithClass(ClassBatch)}, 0, false},
+		{"realtime", []TaskOption{WithClass(ClassRealtime)}, 0, false},
+		{"idle", []TaskOption{WithClass(ClassIdle)}, 0, false},
+		{"own long slice, past the scheduler's", []TaskOption{WithTaskSlice(MaxSlice)}, time.Millisecond, false},
+		{"own short slice, past it", []TaskOption{WithTaskSlice(100 * time.Microsecond)}, 100 * time.Microsecond, false},
+		{"own short slice, within it", []TaskOption{WithTaskSlice(100 * time.Microsecond)}, 50 * time.Microsecond, true},
+	} {
+		task, _, err := s.newTask(context.Background(), func(*Task) error { return nil }, tc.opts, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task.runTime = int64(tc.runTime)
+		if got := s.small(task); got != tc.want {
+			t.Errorf("%s, %v used: small = %v, want %v", tc.name, tc.runTime, got, tc.want)
+		}
+	}
+}

@@ -68,7 +68,8 @@ import "time"
 //
 // The lane, as it works:
 //
-//  1. A queued Normal task that has used less than its slice (t.small)
+//  1. A queued Normal task that has used less than its slice (small; a
+//     task's own slice counts up to the scheduler's)
 //     waits in its group's lane, a FIFO, instead of the EEVDF heaps. It
 //     stays active, so its vruntime counts in V as any other's. The fair
 //     class keeps the groups with a non-empty lane in a list.
@@ -254,7 +255,7 @@ func (s *Scheduler) deactivateTask(t *Task) {
 // in the heaps otherwise.
 func (s *Scheduler) enqueueTask(t *Task) {
 	g := t.group
-	if t.small() {
+	if s.small(t) {
 		laneJoin(t)
 	} else {
 		g.tasks.push(&t.ent)
@@ -285,11 +286,16 @@ func (s *Scheduler) dequeueTask(t *Task) {
 }
 
 // small reports whether t may use the lane: a Normal task in the fair
-// queue that has used less than its slice. Batch is left out: it is
+// queue that has used less than its lane slice. Batch is left out: it is
 // throughput work that nobody waits on.
-func (t *Task) small() bool {
-	return t.qidx == qFair && t.class() == ClassNormal && t.runTime < t.slice
+func (s *Scheduler) small(t *Task) bool {
+	return t.qidx == qFair && t.class() == ClassNormal && t.runTime < s.laneSlice(t)
 }
+
+// laneSlice is how much run time the lane serves t first: its slice, but
+// no more than the scheduler's, so that a task asking for long slices
+// (WithTaskSlice) does not hold the lane's later tasks back for as long.
+func (s *Scheduler) laneSlice(t *Task) int64 { return min(t.slice, int64(s.cfg.slice)) }
 
 // laneJoin appends queued task t to its group's lane.
 func laneJoin(t *Task) {
@@ -375,7 +381,7 @@ func (s *Scheduler) account(t *Task, now int64) {
 		s.rollLane(now)
 		s.laneUsed += delta
 		s.stats.laneRunTime += delta
-		t.laneRun = t.runTime < t.slice
+		t.laneRun = t.runTime < s.laneSlice(t)
 	}
 	s.rollPeriod(now)
 	s.periodUsed[t.qidx] += delta
@@ -463,7 +469,7 @@ func (s *Scheduler) sliceLeft(t *Task) int64 {
 		left = s.requestSlice(t, false)
 	}
 	if t.laneRun {
-		left = t.slice - t.runTime // the lane serves the first slice
+		left = s.laneSlice(t) - t.runTime // the lane serves the first slice
 	}
 	return max(left, int64(MinSlice))
 }

@@ -810,7 +810,7 @@ func (s *Scheduler) preemptFor(t *Task, now int64) {
 // the other slot's slice end.
 func (s *Scheduler) preemptForLane(now int64) {
 	for _, r := range s.running {
-		if r.qidx == qIdle || r.qidx == qFair && r.runTime+now-r.since >= r.slice {
+		if r.qidx == qIdle || r.qidx == qFair && r.runTime+now-r.since >= s.laneSlice(r) {
 			r.preempt.Or(preemptLane)
 		}
 	}
