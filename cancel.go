@@ -13,9 +13,11 @@ import "context"
 type ctxWatch struct {
 	done  <-chan struct{}
 	stop  func() bool
-	tasks *Task // list through Task.watchNext
+	tasks list[Task] // through Task.watchLink
 	n     int
 }
+
+func watchLink(t *Task) *link[Task] { return &t.watchLink }
 
 // addWatchLocked starts watching t's context, if it can end.
 func (s *Scheduler) addWatchLocked(t *Task) {
@@ -25,7 +27,7 @@ func (s *Scheduler) addWatchLocked(t *Task) {
 	}
 	w := s.watches[done]
 	if w == nil {
-		w = &ctxWatch{done: done}
+		w = &ctxWatch{done: done, tasks: list[Task]{at: watchLink}}
 		if s.watches == nil {
 			s.watches = map[<-chan struct{}]*ctxWatch{}
 		}
@@ -34,11 +36,7 @@ func (s *Scheduler) addWatchLocked(t *Task) {
 		w.stop = context.AfterFunc(ctx, func() { s.contextDone(w) })
 	}
 	t.watch = w
-	t.watchNext = w.tasks
-	if w.tasks != nil {
-		w.tasks.watchPrev = t
-	}
-	w.tasks = t
+	w.tasks.pushBack(t)
 	w.n++
 }
 
@@ -48,15 +46,8 @@ func (s *Scheduler) dropWatchLocked(t *Task) {
 	if w == nil {
 		return
 	}
-	if t.watchPrev != nil {
-		t.watchPrev.watchNext = t.watchNext
-	} else {
-		w.tasks = t.watchNext
-	}
-	if t.watchNext != nil {
-		t.watchNext.watchPrev = t.watchPrev
-	}
-	t.watch, t.watchPrev, t.watchNext = nil, nil, nil
+	w.tasks.remove(t)
+	t.watch = nil
 	w.n--
 	if w.n == 0 {
 		w.stop()
@@ -121,7 +112,7 @@ func (s *Scheduler) cancelLocked(t *Task, now int64) cancelAction {
 			t.qidx = qExit
 			s.rq.activate(t, false)
 			s.rq.enqueue(t)
-			s.preemptForLocked(t)
+			s.preemptForLocked(t, now)
 		}
 	}
 	return cancelAsked
@@ -148,8 +139,8 @@ func (s *Scheduler) contextDone(w *ctxWatch) {
 	var todo []cancelled
 	now := s.clock.Now()
 	s.mu.Lock()
-	for t := w.tasks; t != nil; {
-		next := t.watchNext // cancelLocked may drop t from the list
+	for t := w.tasks.head; t != nil; {
+		next := t.watchLink.next // cancelLocked may drop t from the list
 		if a := s.cancelLocked(t, now); a != cancelAsked {
 			todo = append(todo, cancelled{t, a})
 		}

@@ -254,6 +254,9 @@ func (q *eevdfQueue) remove(e *entity) {
 	}
 }
 
+// queued reports whether any entity is in the heaps.
+func (q *eevdfQueue) queued() bool { return len(q.ready.items)+len(q.later.items) > 0 }
+
 // peek returns the entity EEVDF would run next, or nil: the eligible one with
 // the earliest deadline, or, if none is eligible, the one with the least
 // vruntime (the closest to eligible; with V the average of the active

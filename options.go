@@ -59,6 +59,7 @@ type config struct {
 	osPolicy        osprio.Policy // IsolationOSPriority's thread setting
 	logger          *slog.Logger  // nil: silent
 	cpuLimit        cpuLimit      // the cgroup CPU limit IsolationOSPriority's default workers follow
+	laneShare       float64       // the small-task lane's budget (runqueue.go)
 }
 
 // An Option configures a Scheduler in New.
@@ -134,6 +135,12 @@ func withClock(c clock) Option {
 	return optionFunc(func(cfg *config) error { cfg.clock = c; return nil })
 }
 
+// withLaneShare sets the small-task lane's budget, as a share of the slot
+// time of each lanePeriod; 0 closes the lane (tests compare with it).
+func withLaneShare(share float64) Option {
+	return optionFunc(func(cfg *config) error { cfg.laneShare = share; return nil })
+}
+
 // withoutMonitor stops New from starting the slice monitor (tests that end
 // slices by hand with expireSlices).
 func withoutMonitor() Option {
@@ -170,6 +177,7 @@ func newConfig(opts []Option) (config, error) {
 		isolation:  DefaultIsolation(),
 		clock:      systemClock{},
 		osPolicy:   defaultOSPolicy,
+		laneShare:  defaultLaneShare,
 	}
 	c, err := applyOptions(c, opts)
 	if err != nil {

@@ -2,6 +2,7 @@ package cpusched
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -122,6 +123,36 @@ func TestShortSliceSameShare(t *testing.T) {
 	checkRatios(t, got, []float64{1, 1}, 0.10)
 }
 
+// longSteps returns a task body that, until stop is closed, calls step,
+// advances clk by d, ends the slices that are over (as the monitor would)
+// and calls Checkpoint.
+func longSteps(clk *fakeClock, stop <-chan struct{}, step func(), d time.Duration) func(*Task) error {
+	return func(task *Task) error {
+		for {
+			select {
+			case <-stop:
+				return nil
+			default:
+			}
+			step()
+			clk.Advance(int64(d))
+			task.s.tick()
+			if err := task.Checkpoint(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// bothPast reports whether L1 and L2 each appear at least n times in order.
+func bothPast(order []string, n int) bool {
+	count := map[string]int{}
+	for _, x := range order {
+		count[x]++
+	}
+	return count["L1"] >= n && count["L2"] >= n
+}
+
 // TestNewTaskRunsBeforeOldOnes: with one worker busy with long tasks, a new
 // small task gets the slot at the next slice end, ahead of the long tasks
 // that are waiting for their turn again.
@@ -132,26 +163,11 @@ func TestNewTaskRunsNext(t *testing.T) {
 	var mu sync.Mutex
 	note := func(x string) { mu.Lock(); order = append(order, x); mu.Unlock() }
 	stop := make(chan struct{})
-	long := func(name string) func(*Task) error {
-		return func(task *Task) error {
-			for {
-				select {
-				case <-stop:
-					return nil
-				default:
-				}
-				note(name)
-				clk.Advance(int64(500 * time.Microsecond))
-				task.s.tick()
-				if err := task.Checkpoint(); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	h1, _ := s.Go(context.Background(), long("L1"))
-	h2, _ := s.Go(context.Background(), long("L2"))
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) > 20 })
+	h1, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L1") }, 500*time.Microsecond))
+	h2, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L2") }, 500*time.Microsecond))
+	// Both long tasks past their first slice (2 steps): a long task still
+	// in it would be served first, first come, first served.
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return bothPast(order, 4) })
 	mu.Lock() // S is queued between two steps of a long task
 	arrival := len(order)
 	small, _ := s.Go(context.Background(), func(*Task) error { note("S"); return nil })
@@ -255,9 +271,9 @@ func TestNewTaskPreemptsLongRunner(t *testing.T) {
 		var checkpointsBeforeSmall atomic.Int64
 		h, _ := s.Go(context.Background(), func(task *Task) error {
 			if pastFirst {
-				// Outlive the first slice (2.5 ms) with nobody waiting: the
+				// Outlive the first slice (10 ms) with nobody waiting: the
 				// slice is renewed at the Checkpoint.
-				clk.Advance(int64(3 * time.Millisecond))
+				clk.Advance(int64(11 * time.Millisecond))
 				task.s.tick()
 				if err := task.Checkpoint(); err != nil {
 					return err
@@ -286,6 +302,152 @@ func TestNewTaskPreemptsLongRunner(t *testing.T) {
 		}
 		if !pastFirst && got != 0 {
 			t.Errorf("task in its first slice: Preempted = %d, want 0", got)
+		}
+	}
+}
+
+// TestLaneServesSmallTasksInArrivalOrder: with one worker shared by two
+// long tasks, small tasks that arrive while a long task runs get the slot
+// at its next Checkpoint, one after the other in the order they came,
+// before the long task that waits (whatever its deadline).
+func TestLaneServesSmallTasksInArrivalOrder(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	var mu sync.Mutex
+	var order []string
+	note := func(x string) { mu.Lock(); order = append(order, x); mu.Unlock() }
+	stop := make(chan struct{})
+	h1, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L1") }, 100*time.Microsecond))
+	h2, _ := s.Go(context.Background(), longSteps(clk, stop, func() { note("L2") }, 100*time.Microsecond))
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return bothPast(order, 20) })
+	mu.Lock() // the small tasks are queued between two steps of a long task
+	arrival := len(order)
+	var smalls []*Handle
+	for _, name := range []string{"S1", "S2", "S3"} {
+		h, err := s.Go(context.Background(), func(*Task) error {
+			note(name)
+			clk.Advance(int64(200 * time.Microsecond))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		smalls = append(smalls, h)
+	}
+	mu.Unlock()
+	for _, h := range smalls {
+		h.Wait()
+	}
+	close(stop)
+	h1.Wait()
+	h2.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	// At most the step of the long task holding the slot as they arrived
+	// (it was past its first slice, so asked to yield at once).
+	got := order[arrival:]
+	i := slices.Index(got, "S1")
+	if i < 0 || i > 1 || len(got) < i+3 || !slices.Equal(got[i:i+3], []string{"S1", "S2", "S3"}) {
+		t.Errorf("after the small tasks arrived: %v, want at most one long step, then S1 S2 S3", got[:min(len(got), 8)])
+	}
+}
+
+// TestLaneAsksEveryRunnerOneYields: a small task that arrives while two
+// long tasks past their first slice hold both slots asks both to come to
+// their next Checkpoint; the first to come hands its slot over, the other
+// finds the lane empty and goes on.
+func TestLaneAsksEveryRunnerOneYields(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(2), WithSlice(10*time.Millisecond), withClock(clk), withoutMonitor())
+	var started, ready sync.WaitGroup
+	started.Add(2)
+	ready.Add(2)
+	outlived, resume := make(chan struct{}), make(chan struct{})
+	var smallRan atomic.Bool
+	var longs []*Handle
+	for range 2 {
+		h, err := s.Go(context.Background(), func(task *Task) error {
+			// Outlive the first slice (10 ms) with nobody waiting; the
+			// clock moves once, so that no slice ends later on.
+			started.Done()
+			<-outlived
+			task.s.tick()
+			if err := task.Checkpoint(); err != nil {
+				return err
+			}
+			ready.Done()
+			<-resume
+			deadline := time.Now().Add(5 * time.Second)
+			for !smallRan.Load() && time.Now().Before(deadline) {
+				if err := task.Checkpoint(); err != nil { // the clock stands still: no slice end
+					return err
+				}
+				time.Sleep(20 * time.Microsecond)
+			}
+			return task.Checkpoint() // the one that did not yield: the lane is empty now
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		longs = append(longs, h)
+	}
+	started.Wait()
+	clk.Advance(int64(11 * time.Millisecond))
+	close(outlived)
+	ready.Wait()
+	small, err := s.Go(context.Background(), func(*Task) error { smallRan.Store(true); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	asked := 0
+	for _, r := range s.running {
+		if r.preempt.Load()&preemptLane != 0 {
+			asked++
+		}
+	}
+	s.mu.Unlock()
+	if asked != 2 {
+		t.Errorf("%d running tasks asked to make room for the lane, want 2", asked)
+	}
+	close(resume)
+	small.Wait()
+	for _, h := range longs {
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.Stats().Preempted; got != 1 {
+		t.Errorf("Preempted = %d, want 1 (one long task hands its slot over, the other goes on)", got)
+	}
+}
+
+// TestLaneTakesTasksWithinTheirFirstSlice: which tasks wait in the lane.
+func TestLaneTakesTasksWithinTheirFirstSlice(t *testing.T) {
+	s := newTestScheduler(t, WithWorkers(1), WithSlice(time.Millisecond), withClock(newFakeClock()), withoutMonitor())
+	for _, tc := range []struct {
+		name    string
+		opts    []TaskOption
+		runTime time.Duration
+		want    bool
+	}{
+		{"new normal task", nil, 0, true},
+		{"normal, just under a slice", nil, time.Millisecond - 1, true},
+		{"normal, a slice used", nil, time.Millisecond, false},
+		{"batch", []TaskOption{WithClass(ClassBatch)}, 0, false},
+		{"realtime", []TaskOption{WithClass(ClassRealtime)}, 0, false},
+		{"idle", []TaskOption{WithClass(ClassIdle)}, 0, false},
+		{"own long slice, past the scheduler's", []TaskOption{WithTaskSlice(maxSlice)}, time.Millisecond, false},
+		{"own short slice, past it", []TaskOption{WithTaskSlice(100 * time.Microsecond)}, 100 * time.Microsecond, false},
+		{"own short slice, within it", []TaskOption{WithTaskSlice(100 * time.Microsecond)}, 50 * time.Microsecond, true},
+	} {
+		task, _, err := s.newTask(context.Background(), func(*Task) error { return nil }, tc.opts, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task.runTime = int64(tc.runTime)
+		if got := s.rq.small(task); got != tc.want {
+			t.Errorf("%s, %v used: small = %v, want %v", tc.name, tc.runTime, got, tc.want)
 		}
 	}
 }

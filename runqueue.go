@@ -1,5 +1,7 @@
 package cpusched
 
+import "time"
+
 // The run queue: which waiting task gets the next free worker slot.
 //
 // The problem. Tasks wait for one of a fixed number of worker slots. When a
@@ -31,12 +33,76 @@ package cpusched
 //  4. A task's request (slice) sets its deadline: new tasks start with one
 //     slice of credit and ask for a quarter slice first; tasks whose bursts are short against their Blocking waits
 //     ask for proportionally shorter slices; Batch asks for four slices.
+//  5. Before EEVDF picks in the fair class, small tasks (Normal tasks that
+//     have used less than one slice) are served first come, first served
+//     from a lane, within a budget (see "The small-task lane" below).
 //
 // The policy is the runQueue type: a data structure with no goroutines,
 // channels or clock of its own (the mechanism passes the time in), no
 // lock of its own (every method is called with Scheduler.mu held) and no
 // statistics (the mechanism counts). Nothing here runs on Checkpoint's
 // fast path.
+//
+// The small-task lane.
+//
+// The problem. A task that needs a fraction of a slice should not wait
+// behind long tasks that were preempted at a Checkpoint. EEVDF alone
+// mostly gets this right (a new task starts a slice ahead with a short
+// request), but not always: a long task preempted in the middle of its
+// request keeps its near deadline, and one that has waited long has lag
+// that puts its deadline before a newcomer's. And the wakeup preemption
+// that makes room for a newcomer asked one running task to come to a
+// Checkpoint: in IsolationOSPriority that task's thread may be the one the
+// kernel is not running (its threads give way to every other thread), and
+// the newcomer then waits until the other slot's slice ends. The other
+// way round, nothing bounded what new tasks take: under a flood of them
+// (arriving faster than the slots can serve them) each one's head start
+// beat the long tasks' deadlines, which got 0.03% of the slot time.
+//
+// Rejected approaches:
+//   - A bigger head start (more lag for new tasks): the credit is paid by
+//     the waiting tasks, any amount loses to some long task's lag, and a
+//     flood takes everything.
+//   - cpuworker's fixed-priority queue for new tasks: a steady stream of
+//     them starves the rest, and they run uncharged.
+//   - A lane whose tasks stay in the EEVDF heaps, so that EEVDF orders
+//     them once the budget is used: the head start then gives a flood the
+//     rest of the slot time too.
+//
+// The lane, as it works:
+//
+//  1. A queued Normal task that has used less than its slice (small; a
+//     task's own slice counts up to the scheduler's)
+//     waits in its group's lane, a FIFO, instead of the EEVDF heaps. It
+//     stays active, so its vruntime counts in V as any other's. The fair
+//     class keeps the groups with a non-empty lane in a list.
+//  2. When a fair task is to be picked and the lane is open, the lane task
+//     that has waited longest, among the heads of the lanes of the groups
+//     eligible at group level (vruntime <= the class's V), runs. Only
+//     eligible groups: a group that has had its share waits, so group
+//     shares hold. Otherwise EEVDF picks from the heaps, and when they are
+//     empty (only lane tasks wait) the lane's oldest task runs.
+//  3. Its run time is charged to its vruntime and its group's as any other
+//     (account), so nice and group shares hold: a lane task takes its
+//     slot time early, from its own credit, not on top of its share; one
+//     that goes on past its slice has negative lag, which EEVDF makes it
+//     repay.
+//  4. A task the lane picked runs to the end of its first slice of run
+//     time (sliceLeft), unless it ends or blocks first; later lane tasks
+//     do not preempt it (first come, first served). Past it, it is an
+//     ordinary EEVDF task.
+//  5. A task that joins the lane while the lane would run it asks every
+//     running fair task past its first slice (and every idle task) to come
+//     to its next Checkpoint (preemptLane); the first to come hands its
+//     slot over, the others find the lane empty and go on (yield), at the
+//     cost of a lock each.
+//  6. The budget, as the realtime throttle's: the tasks the lane picked
+//     may use defaultLaneShare of the slot time of each lanePeriod. Once
+//     it is used, the lane is closed until the period ends: small tasks
+//     then wait while long tasks do, so a flood of small tasks takes no
+//     more than the budget from the long ones.
+//
+// Cost: one lane step per group with queued small tasks at each pick.
 
 const (
 	qExit = iota
@@ -64,6 +130,18 @@ const (
 	// minLatencyFactor bounds how much shorter a latency-sensitive task's
 	// request may get: an eighth of its slice.
 	minLatencyFactor = 8
+	// lanePeriod and defaultLaneShare are the small-task lane's budget: the
+	// tasks it picks may use 90% of the slot time of each 100 ms. The
+	// budget is the knob between small-task latency and long-task
+	// throughput under a flood of small tasks: the more the lane may take,
+	// the less the long tasks keep. Below it, small tasks get what they ask
+	// for at once; 90% covers streams that take up to 75% of the slot time
+	// (TestSmallTaskStreamKeepsNiceShares; at 80% the 75% stream began to
+	// queue) and leaves long tasks 10%, as the realtime throttle leaves
+	// others 5%. A period of 100 ms rather than the realtime throttle's
+	// second bounds how long a flood holds long tasks back to 90 ms.
+	lanePeriod       = int64(100 * time.Millisecond)
+	defaultLaneShare = 0.9
 )
 
 // queueOf returns the queue a class uses.
@@ -86,24 +164,36 @@ type groupNode struct {
 	tasks  eevdfQueue
 	queued int // tasks in tasks' heaps
 	active int // tasks active (queued or holding a slot)
+	// lane is the group's small-task lane, a FIFO through Task.laneLink;
+	// laneLink links the groups with a non-empty lane
+	// (classQueue.laneGroups).
+	lane     list[Task]
+	laneLink link[groupNode]
 }
+
+func taskLaneLink(t *Task) *link[Task]            { return &t.laneLink }
+func groupLaneLink(g *groupNode) *link[groupNode] { return &g.laneLink }
 
 // classQueue holds the groups with active tasks of one class.
 type classQueue struct {
-	groups eevdfQueue
-	byName map[string]*groupNode // active groups, and idle tracked ones
-	queued int                   // tasks queued in this class
+	groups     eevdfQueue
+	byName     map[string]*groupNode // active groups, and idle tracked ones
+	queued     int                   // tasks queued in this class
+	laneGroups list[groupNode]       // groups with lane tasks (fair class only)
 }
 
 // runQueue is the policy: which waiting task gets the next free slot.
 type runQueue struct {
-	queues   [numQueues]classQueue
-	nwaiting int   // waiting tasks (queued or parked): the tasks in the heaps
-	slice    int64 // the scheduler's slice: the groups' requests
-	workers  int   // slots: realtime's and idle's shares are of workers x time
-	// The bandwidth period of realtime's throttle and idle's share.
-	periodStart int64
-	periodUsed  [numQueues]int64
+	queues    [numQueues]classQueue
+	nwaiting  int     // waiting tasks (queued or parked): in the heaps and lanes
+	slice     int64   // the scheduler's slice: the groups' requests, the lane's cap
+	workers   int     // slots: the shares below are of workers x time
+	laneShare float64 // the lane's budget, a share of each lanePeriod
+	// The bandwidth period of realtime's throttle and idle's share, and the
+	// lane's budget period.
+	periodStart, laneStart int64
+	periodUsed             [numQueues]int64
+	laneUsed               int64 // slot time the lane's tasks used in the lane's period
 	// tracked has the weights SetGroupWeight set (and the default group's).
 	// A tracked group's nodes stay while it is idle, keeping its lag;
 	// other groups weigh DefaultGroupWeight and their nodes are freed when
@@ -111,12 +201,13 @@ type runQueue struct {
 	tracked map[string]int
 }
 
-// newRunQueue returns an empty run queue for workers slots of slice, whose
-// first bandwidth period starts at now.
-func newRunQueue(slice int64, workers int, now int64) runQueue {
-	q := runQueue{slice: slice, workers: workers, periodStart: now, tracked: map[string]int{"": DefaultGroupWeight}}
+// newRunQueue returns an empty run queue for workers slots of slice, with
+// the lane's budget laneShare, whose first periods start at now.
+func newRunQueue(slice int64, workers int, laneShare float64, now int64) runQueue {
+	q := runQueue{slice: slice, workers: workers, laneShare: laneShare, periodStart: now, laneStart: now,
+		tracked: map[string]int{"": DefaultGroupWeight}}
 	for i := range q.queues {
-		q.queues[i] = classQueue{groups: newEEVDFQueue(), byName: map[string]*groupNode{}}
+		q.queues[i] = classQueue{groups: newEEVDFQueue(), byName: map[string]*groupNode{}, laneGroups: list[groupNode]{at: groupLaneLink}}
 	}
 	return q
 }
@@ -155,7 +246,7 @@ func (q *runQueue) groupWeight(name string) int {
 	return DefaultGroupWeight
 }
 
-// waiting returns every waiting task.
+// waiting returns every waiting task: in the heaps and in the lanes.
 func (q *runQueue) waiting() []*Task {
 	var ts []*Task
 	for i := range q.queues {
@@ -164,6 +255,9 @@ func (q *runQueue) waiting() []*Task {
 				for _, e := range h.items {
 					ts = append(ts, e.task)
 				}
+			}
+			for t := g.lane.head; t != nil; t = t.laneLink.next {
+				ts = append(ts, t)
 			}
 		}
 	}
@@ -192,7 +286,7 @@ func (q *runQueue) activate(t *Task, first bool) {
 	cq := &q.queues[t.qidx]
 	g := cq.byName[t.groupName]
 	if g == nil {
-		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue()}
+		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue(), lane: list[Task]{at: taskLaneLink}}
 		g.entity = entity{weight: groupWeight(q.groupWeight(t.groupName)), heapIdx: -1, group: g}
 		cq.byName[t.groupName] = g
 	}
@@ -235,44 +329,136 @@ func (q *runQueue) deactivate(t *Task) {
 	t.group = nil
 }
 
-// enqueueTask puts active task t in the heaps.
+// enqueueTask queues active task t: in its group's lane if it is small,
+// in the heaps otherwise.
 func (q *runQueue) enqueue(t *Task) {
 	g := t.group
-	g.tasks.push(&t.ent)
-	g.queued++
-	if g.heapIdx < 0 {
-		g.class.groups.push(&g.entity)
+	if q.small(t) {
+		laneJoin(t)
+	} else {
+		g.tasks.push(&t.ent)
+		g.queued++
+		if g.heapIdx < 0 {
+			g.class.groups.push(&g.entity)
+		}
 	}
 	g.class.queued++
 	q.nwaiting++
 }
 
-// dequeueTask takes queued task t out of the heaps; it stays active.
+// dequeueTask takes queued task t out of the lane or the heaps; it stays
+// active.
 func (q *runQueue) dequeue(t *Task) {
 	g := t.group
-	g.tasks.remove(&t.ent)
-	g.queued--
-	if g.queued == 0 {
-		g.class.groups.remove(&g.entity)
+	if t.inLane {
+		laneLeave(t)
+	} else {
+		g.tasks.remove(&t.ent)
+		g.queued--
+		if g.queued == 0 {
+			g.class.groups.remove(&g.entity)
+		}
 	}
 	g.class.queued--
 	q.nwaiting--
 }
 
-// charge charges delta of run time, ending at now, to t at every level.
-func (q *runQueue) charge(t *Task, delta, now int64) {
+// small reports whether t may use the lane: a Normal task in the fair
+// queue that has used less than its lane slice. Batch is left out: it is
+// throughput work that nobody waits on.
+func (q *runQueue) small(t *Task) bool {
+	return t.qidx == qFair && t.class() == ClassNormal && t.runTime < q.laneSlice(t)
+}
+
+// laneSlice is how much run time the lane serves t first: its slice, but
+// no more than the scheduler's, so that a task asking for long slices
+// (WithTaskSlice) does not hold the lane's later tasks back for as long.
+func (q *runQueue) laneSlice(t *Task) int64 { return min(t.slice, q.slice) }
+
+// laneJoin appends queued task t to its group's lane.
+func laneJoin(t *Task) {
+	g := t.group
+	if g.lane.head == nil {
+		g.class.laneGroups.pushBack(g)
+	}
+	g.lane.pushBack(t)
+	t.inLane = true
+}
+
+// laneLeave takes t out of its group's lane.
+func laneLeave(t *Task) {
+	g := t.group
+	g.lane.remove(t)
+	t.inLane = false
+	if g.lane.head == nil {
+		g.class.laneGroups.remove(g)
+	}
+}
+
+// rollLane starts a new lane budget period when the current one is over.
+func (q *runQueue) rollLane(now int64) {
+	if now-q.laneStart >= lanePeriod {
+		q.laneStart = now
+		q.laneUsed = 0
+	}
+}
+
+// laneOpen reports whether the lane has budget left in this period.
+func (q *runQueue) laneOpen(now int64) bool {
+	q.rollLane(now)
+	return float64(q.laneUsed) < q.laneShare*float64(lanePeriod)*float64(q.workers)
+}
+
+// lanePeek returns the task the lane would run next while other tasks
+// wait, or nil when the lane is closed or none of its groups is eligible.
+func (q *runQueue) lanePeek(now int64) *Task {
+	cq := &q.queues[qFair]
+	if cq.laneGroups.head == nil || !q.laneOpen(now) {
+		return nil
+	}
+	return cq.laneOldest(true)
+}
+
+// laneOldest returns the lane task that has waited longest among the heads
+// of the groups' lanes, of the groups eligible at group level (their
+// vruntime <= V) only if eligibleOnly. It costs one step per group with
+// lane tasks.
+func (cq *classQueue) laneOldest(eligibleOnly bool) *Task {
+	v := cq.groups.V()
+	var oldest *Task
+	for g := cq.laneGroups.head; g != nil; g = g.laneLink.next {
+		if eligibleOnly && g.vruntime > v {
+			continue // the group has had its share
+		}
+		if h := g.lane.head; oldest == nil || h.since < oldest.since {
+			oldest = h
+		}
+	}
+	return oldest
+}
+
+// charge charges delta of run time, ending at now, to t at every level,
+// and to the lane's budget if the lane gave t its slot; it reports whether
+// it did.
+func (q *runQueue) charge(t *Task, delta, now int64) (lane bool) {
 	g := t.group
 	if g.tasks.account(&t.ent, delta) {
 		// The request is used up, in one stretch or in pieces between
 		// preemptions: ask for a new one (a new deadline).
 		g.tasks.renew(&t.ent, scaleVirtual(requestSlice(t, false), t.ent.weight))
-		t.longRunner = true
 	}
 	if g.class.groups.account(&g.entity, delta) {
 		g.class.groups.renew(&g.entity, scaleVirtual(q.slice, g.weight))
 	}
+	lane = t.laneRun
+	if lane {
+		q.rollLane(now)
+		q.laneUsed += delta
+		t.laneRun = t.runTime < q.laneSlice(t)
+	}
 	q.rollPeriod(now)
 	q.periodUsed[t.qidx] += delta
+	return lane
 }
 
 // rollPeriod starts a new bandwidth period when the current one is over.
@@ -325,20 +511,36 @@ func (q *runQueue) pick(now int64) *Task {
 		return nil
 	}
 	cq := &q.queues[qi]
+	if qi == qFair {
+		t := q.lanePeek(now)
+		if t == nil && !cq.groups.queued() {
+			t = cq.laneOldest(false) // only lane tasks wait
+		}
+		if t != nil {
+			q.dequeue(t)
+			t.laneRun = true
+			return t
+		}
+	}
 	ge := cq.groups.peek()
 	g := ge.group
 	t := g.tasks.peek().task
 	q.dequeue(t)
+	t.laneRun = false
 	return t
 }
 
 // sliceLeft is the wall-clock time t may run before its vruntime reaches
 // its deadline: the rest of its current request, which a preemption in
-// the middle does not renew.
-func sliceLeft(t *Task) int64 {
+// the middle does not renew; for a task the lane picked, the rest of its
+// first slice of run time.
+func (q *runQueue) sliceLeft(t *Task) int64 {
 	left := (t.ent.deadline - t.ent.vruntime) * t.ent.weight / nice0Weight
 	if left <= 0 {
 		left = requestSlice(t, false)
+	}
+	if t.laneRun {
+		left = q.laneSlice(t) - t.runTime // the lane serves the first slice
 	}
 	return max(left, int64(minSlice))
 }

@@ -14,6 +14,7 @@ import (
 //	policy     runqueue.go  runQueue: class queues, groups, throttling, pick;
 //	                        no goroutines, channels, clock, lock or statistics
 //	           eevdf.go     the EEVDF arithmetic both levels share
+//	           list.go      the intrusive lists (lanes, context watches)
 //	mechanism  scheduler.go this map, the lifecycle, the Scheduler, New
 //	           submit.go    Run and Go: a task is made, checked and admitted
 //	           slots.go     a slot is taken, handed on, given up (Checkpoint,
@@ -33,10 +34,12 @@ import (
 //     (stateRunning, in s.running, counted in Stats.Running).
 //   - queued: accepted, never started (stateQueued, s.queued, Stats.Queued);
 //     parked: started, waiting for its slot back after a Checkpoint or
-//     Blocking; waiting: queued or parked, i.e. in the run queue's heaps
-//     (s.rq.nwaiting); blocking: inside Blocking's fn, holding no slot
-//     (Stats.Blocked); started: started and not ended (running, parked or
-//     blocking: Stats.Started); live: accepted and not ended (s.live).
+//     Blocking; waiting: queued or parked, i.e. in the run queue's heaps or
+//     small-task lanes (s.rq.nwaiting); blocking: inside Blocking's fn,
+//     holding no slot (Stats.Blocked); started: started and not ended
+//     (running, parked or blocking: Stats.Started); live: accepted and not
+//     ended (s.live); small: a Normal task that has used less than its
+//     slice, which waits in its group's lane (runqueue.go).
 //   - active (the policy's word, as the kernel's): waiting or running, so
 //     counted in its queue's V (eevdf.go). A group is active while one of
 //     its tasks is.
@@ -157,6 +160,7 @@ type Scheduler struct {
 type counters struct {
 	submitted, completed, failed, canceled, panicked, rejected, preempted uint64
 	queueWait, maxQueueWait, runTime                                      int64
+	laneRunTime                                                           int64 // slot time the small-task lane gave (tests)
 	classSubmitted                                                        [numClasses]uint64
 	classRunTime                                                          [numClasses]int64
 	classWaits, classRuns                                                 [numClasses]Histogram
@@ -234,7 +238,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	logger.Info("cpusched: scheduler started", "isolation", cfg.isolation.String(), "workers", cfg.workers, "slice", cfg.slice, "gomaxprocs", runtime.GOMAXPROCS(0))
 	s.killCtx, s.kill = context.WithCancel(context.Background())
-	s.rq = newRunQueue(int64(cfg.slice), cfg.workers, s.clock.Now())
+	s.rq = newRunQueue(int64(cfg.slice), cfg.workers, cfg.laneShare, s.clock.Now())
 	if !cfg.noMonitor {
 		s.monitorKick = make(chan struct{}, 1)
 		s.monitorStop = make(chan struct{})

@@ -27,7 +27,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.runIdx = int32(len(s.running))
 	s.running = append(s.running, t)
 	t.since = now
-	t.sliceEnd = now + sliceLeft(t)
+	t.sliceEnd = now + s.rq.sliceLeft(t)
 	t.preempt.And(preemptCancel)
 	if s.killing || t.ctx.Err() != nil {
 		// Close gave up, or the context ended unseen (a Run that waited
@@ -51,6 +51,7 @@ func (s *Scheduler) releaseSlotLocked(t *Task) {
 	s.running[last] = nil
 	s.running = s.running[:last]
 	t.runIdx = -1
+	t.laneRun = false
 }
 
 // resume lets next run on the slot it was given.
@@ -76,12 +77,16 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
+	asked := t.preempt.Load()
+	sliceOver := now >= t.sliceEnd
 	s.chargeLocked(t, now) // renews the deadline when the request is used up
 	t.preempt.And(preemptCancel)
-	if now >= t.sliceEnd {
-		t.sliceEnd = now + sliceLeft(t)
+	if sliceOver {
+		t.sliceEnd = now + s.rq.sliceLeft(t)
 	}
-	if s.rq.nwaiting == 0 {
+	if s.rq.nwaiting == 0 || asked == preemptLane && !sliceOver && s.rq.lanePeek(now) == nil {
+		// Nobody waits, or only to make room for a lane task that another
+		// slot has taken (or whose lane has closed): go on.
 		s.mu.Unlock()
 		return
 	}
@@ -154,7 +159,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 		t.wake = make(chan struct{}, 1)
 	}
 	s.rq.enqueue(t)
-	s.preemptForLocked(t)
+	s.preemptForLocked(t, now)
 	s.watchLocked()
 	s.mu.Unlock()
 	<-t.wake
@@ -170,7 +175,9 @@ func (s *Scheduler) chargeLocked(t *Task, now int64) {
 	t.since = now
 	t.burst += delta
 	t.runTime += delta
-	s.rq.charge(t, delta, now)
+	if s.rq.charge(t, delta, now) {
+		s.stats.laneRunTime += delta
+	}
 	s.stats.runTime += delta
 	s.stats.classRunTime[t.classID] += delta
 	t.gstats.runTime += delta
@@ -184,27 +191,26 @@ func ewma(avg, sample int64) int64 {
 	return (3*avg + sample) / 4
 }
 
-// preemptForLocked asks a running task to yield at its next Checkpoint when
-// queued task t is of a more urgent class: exit over everything, realtime
-// (unless throttled) over fair and idle, normal over idle. Batch and idle
-// never preempt early.
-func (s *Scheduler) preemptForLocked(t *Task) {
+// preemptForLocked asks a running task to yield at its next Checkpoint
+// when queued task t should have its slot: exit over everything, realtime
+// (unless throttled) over fair and idle, normal over idle, and a task the
+// lane would run now over fair tasks past their first slice (wakeup
+// preemption, see preemptForLaneLocked). Batch and idle never preempt
+// early, nor does a task in the lane while the lane would not run it:
+// EEVDF does not pick lane tasks, so a yield would not give it the slot.
+func (s *Scheduler) preemptForLocked(t *Task, now int64) {
+	if t.inLane {
+		if s.rq.lanePeek(now) != nil {
+			s.preemptForLaneLocked(now)
+		}
+		return
+	}
 	var victimMin int // running tasks with qidx >= victimMin may be preempted
-	newcomer := false // only tasks past their first slice may be preempted
 	switch {
 	case t.qidx == qExit:
 		victimMin = qRealtime
 	case t.qidx == qRealtime && !s.rq.rtThrottled():
 		victimMin = qFair
-	case t.qidx == qFair && t.class() == ClassNormal && !t.started:
-		// Wakeup preemption, as EEVDF's: a new task starts a slice ahead
-		// with a short request, so its deadline is earlier than that of a
-		// task past its first slice; ask one such task to come to its next
-		// Checkpoint now rather than at its slice end. The pick there
-		// decides: if the runner's deadline is still the earliest it goes
-		// on. This is what lets long slices (fewer switches) and short
-		// waits for small tasks go together.
-		victimMin, newcomer = qFair, true
 	case t.qidx == qFair && t.class() == ClassNormal:
 		victimMin = qIdle
 	default:
@@ -215,14 +221,32 @@ func (s *Scheduler) preemptForLocked(t *Task) {
 		if int(r.qidx) < victimMin || r.preempt.Load()&preemptUrgent != 0 {
 			continue
 		}
-		if newcomer && r.qidx == qFair && !r.longRunner {
-			continue // never preempt a task in its first slice early
-		}
 		if victim == nil || r.qidx > victim.qidx || r.qidx == victim.qidx && r.sliceEnd < victim.sliceEnd {
 			victim = r
 		}
 	}
 	if victim != nil {
 		victim.preempt.Or(preemptUrgent)
+	}
+}
+
+// preemptForLaneLocked is wakeup preemption, as EEVDF's, for the lane: it
+// asks every running task that is not itself a small task (fair tasks that
+// have used a slice, counting the run time since they were last charged,
+// and idle tasks) to come to its next Checkpoint rather than at its slice
+// end, where the first to come hands its slot to the lane and the others
+// go on (yield). This is what lets long slices (fewer switches) and short
+// waits for small tasks go together. A task within its first slice is
+// never preempted early: it came first, and once preempted it would join
+// the lane itself and take the next runner's slot in turn.
+//
+// Asking all of them, not one: in IsolationOSPriority the one asked may be
+// on a thread the kernel is not running, and the lane task would wait for
+// the other slot's slice end.
+func (s *Scheduler) preemptForLaneLocked(now int64) {
+	for _, r := range s.running {
+		if r.qidx == qIdle || r.qidx == qFair && r.runTime+now-r.since >= s.rq.laneSlice(r) {
+			r.preempt.Or(preemptLane)
+		}
 	}
 }

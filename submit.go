@@ -79,7 +79,7 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 
 // Go queues fn as a task and returns at once; the Handle tells when it has
 // ended and its error. A queued task costs no goroutine (one is started
-// when the task gets a slot) and 375 bytes (TestQueuedTaskMemory), plus
+// when the task gets a slot) and 430 bytes (TestQueuedTaskMemory), plus
 // about 570 bytes for the first task of each distinct cancelable context,
 // which is watched with one context.AfterFunc. Go's own error is only for a task it refused
 // (ErrClosed, ErrQueueFull, an out-of-range option, a nil fn); an expired
@@ -190,7 +190,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		}
 		s.queued++
 		s.rq.enqueue(t)
-		s.preemptForLocked(t)
+		s.preemptForLocked(t, now)
 		s.watchLocked()
 	}
 	s.mu.Unlock()

@@ -14,6 +14,7 @@ const (
 	preemptSlice  = 1 << iota // the slice is over
 	preemptUrgent             // a task of a more urgent class waits
 	preemptCancel             // the task's context ended, or Close gave up waiting
+	preemptLane               // a lane task waits: hand it the slot if no other slot has (see runqueue.go)
 )
 
 // taskState is where a task is in its lifecycle; the lifecycle comment at
@@ -47,10 +48,12 @@ type Task struct {
 	// callerWaits is set for Run: the caller watches ctx while the task is
 	// queued, so no context.AfterFunc is registered until it starts.
 	callerWaits bool
-	// longRunner is set once the task has outlived its first slice: a new
-	// Normal task may preempt it early (see preemptFor).
-	longRunner bool
-	runIdx     int32 // index in Scheduler.running while it holds a slot
+	// inLane is set while the task is queued in its group's small-task
+	// lane (runqueue.go), linked through laneLink; laneRun
+	// while it holds a slot the lane gave it, within its first slice.
+	inLane, laneRun bool
+	runIdx          int32 // index in Scheduler.running while it holds a slot
+	laneLink        link[Task]
 
 	s       *Scheduler
 	fn      func(*Task) error
@@ -58,9 +61,9 @@ type Task struct {
 	taskCtx atomic.Pointer[taskContext]
 
 	// watch is the watcher of ctx's Done channel; the tasks sharing it form
-	// a list through watchPrev and watchNext.
-	watch                *ctxWatch
-	watchPrev, watchNext *Task
+	// a list through watchLink.
+	watch     *ctxWatch
+	watchLink link[Task]
 
 	ent       entity
 	groupName string         // WithGroup's
