@@ -450,4 +450,16 @@ func TestLaneTakesTasksWithinTheirFirstSlice(t *testing.T) {
 			t.Errorf("%s, %v used: small = %v, want %v", tc.name, tc.runTime, got, tc.want)
 		}
 	}
+	// With 10 ms slices (IsolationOSPriority's), the lane still serves 1 ms.
+	s10 := newTestScheduler(t, WithWorkers(1), WithSlice(osPrioritySlice), withClock(newFakeClock()), withoutMonitor())
+	task, _, err := s10.newTask(context.Background(), func(*Task) error { return nil }, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, used := range []time.Duration{DefaultSlice - 1, DefaultSlice} {
+		task.runTime = int64(used)
+		if got, want := s10.rq.small(task), used < DefaultSlice; got != want {
+			t.Errorf("10 ms slices, %v used: small = %v, want %v", used, got, want)
+		}
+	}
 }

@@ -34,7 +34,7 @@ import "time"
 //     slice of credit and ask for a quarter slice first; tasks whose bursts are short against their Blocking waits
 //     ask for proportionally shorter slices; Batch asks for four slices.
 //  5. Before EEVDF picks in the fair class, small tasks (Normal tasks that
-//     have used less than one slice) are served first come, first served
+//     have used less than one slice, at most 1 ms) are served first come, first served
 //     from a lane, within a budget (see "The small-task lane" below).
 //
 // The policy is the runQueue type: a data structure with no goroutines,
@@ -71,8 +71,8 @@ import "time"
 //
 // The lane, as it works:
 //
-//  1. A queued Normal task that has used less than its slice (small; a
-//     task's own slice counts up to the scheduler's)
+//  1. A queued Normal task that has used less than its slice (small; the
+//     slice counts up to the scheduler's and to DefaultSlice, laneSlice)
 //     waits in its group's lane, a FIFO, instead of the EEVDF heaps. It
 //     stays active, so its vruntime counts in V as any other's. The fair
 //     class keeps the groups with a non-empty lane in a list.
@@ -371,9 +371,13 @@ func (q *runQueue) small(t *Task) bool {
 }
 
 // laneSlice is how much run time the lane serves t first: its slice, but
-// no more than the scheduler's, so that a task asking for long slices
-// (WithTaskSlice) does not hold the lane's later tasks back for as long.
-func (q *runQueue) laneSlice(t *Task) int64 { return min(t.slice, q.slice) }
+// no more than the scheduler's nor DefaultSlice, so that a long task new
+// to the lane holds the lane's later tasks back for no more than 1 ms,
+// whatever the slice (IsolationOSPriority's is 10 ms: docs/performance.md
+// has what the cap changed) or a task's own (WithTaskSlice).
+func (q *runQueue) laneSlice(t *Task) int64 {
+	return min(t.slice, q.slice, int64(DefaultSlice))
+}
 
 // laneJoin appends queued task t to its group's lane.
 func laneJoin(t *Task) {
