@@ -373,7 +373,7 @@ func (q *runQueue) small(t *Task) bool {
 // laneSlice is how much run time the lane serves t first: its slice, but
 // no more than the scheduler's nor DefaultSlice, so that a long task new
 // to the lane holds the lane's later tasks back for no more than 1 ms,
-// whatever the slice (IsolationOSPriority's is 10 ms: docs/performance.md
+// whatever the slice (IsolationOSPriority's is 10 ms: docs/small-task-lane.md
 // has what the cap changed) or a task's own (WithTaskSlice).
 func (q *runQueue) laneSlice(t *Task) int64 {
 	return min(t.slice, q.slice, int64(DefaultSlice))
