@@ -142,7 +142,7 @@ func withLaneShare(share float64) Option {
 }
 
 // withoutMonitor stops New from starting the slice monitor (tests that end
-// slices by hand with expireSlices).
+// slices by hand with expireSlicesLocked).
 func withoutMonitor() Option {
 	return optionFunc(func(cfg *config) error { cfg.noMonitor = true; return nil })
 }

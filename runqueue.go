@@ -83,7 +83,7 @@ import "time"
 //     shares hold. Otherwise EEVDF picks from the heaps, and when they are
 //     empty (only lane tasks wait) the lane's oldest task runs.
 //  3. Its run time is charged to its vruntime and its group's as any other
-//     (account), so nice and group shares hold: a lane task takes its
+//     (charge), so nice and group shares hold: a lane task takes its
 //     slot time early, from its own credit, not on top of its share; one
 //     that goes on past its slice has negative lag, which EEVDF makes it
 //     repay.
@@ -279,7 +279,7 @@ func requestSlice(t *Task, first bool) int64 {
 	return slice
 }
 
-// activateTask makes t active in the group of its current queue, creating
+// activate makes t active in the group of its current queue, creating
 // and activating the group as needed. first is true for a task that has
 // never run.
 func (q *runQueue) activate(t *Task, first bool) {
@@ -309,7 +309,7 @@ func (q *runQueue) activate(t *Task, first bool) {
 	g.tasks.activate(&t.ent, t.slice, scaleVirtual(req, t.ent.weight))
 }
 
-// deactivateTask makes t inactive (finished or blocking); its group goes
+// deactivate makes t inactive (finished or blocking); its group goes
 // when its last active task does. t must not be queued.
 func (q *runQueue) deactivate(t *Task) {
 	g := t.group
@@ -329,7 +329,7 @@ func (q *runQueue) deactivate(t *Task) {
 	t.group = nil
 }
 
-// enqueueTask queues active task t: in its group's lane if it is small,
+// enqueue queues active task t: in its group's lane if it is small,
 // in the heaps otherwise.
 func (q *runQueue) enqueue(t *Task) {
 	g := t.group
@@ -346,7 +346,7 @@ func (q *runQueue) enqueue(t *Task) {
 	q.nwaiting++
 }
 
-// dequeueTask takes queued task t out of the lane or the heaps; it stays
+// dequeue takes queued task t out of the lane or the heaps; it stays
 // active.
 func (q *runQueue) dequeue(t *Task) {
 	g := t.group

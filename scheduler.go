@@ -134,7 +134,7 @@ type Scheduler struct {
 	// groups holds the tracked groups: the default group "" and every
 	// group named by SetGroupWeight, with their weights and counters, kept
 	// while idle. Other groups share otherGroups' counters, and their run
-	// queue nodes are freed when their last task ends (deactivateTask), so
+	// queue nodes are freed when their last task ends (runQueue.deactivate), so
 	// memory does not grow with the number of distinct group names.
 	groups      map[string]*groupCounters
 	otherGroups groupCounters
