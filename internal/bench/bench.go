@@ -561,13 +561,10 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 		return res, err
 	}
 
-	ps := probeRes.Summary()
-	res.Probe = &ProbeResult{
-		RPS: ps.RPS, P50Ms: ps.P50Ms, P99Ms: ps.P99Ms, P999Ms: ps.P999Ms, MaxMs: ps.MaxMs,
-		Errors: ps.Failed + ps.Non2xx,
-	}
+	probe := latencyResult(probeRes)
+	res.Probe = &probe
 	if step == StepIdle {
-		m.idleP99 = ps.P99Ms
+		m.idleP99 = probe.P99Ms
 	}
 	if hogPath != "" {
 		res.Hog = &HogResult{PassesPerS: after.passesPerSecondSince(before)}
@@ -626,10 +623,16 @@ func runProbeAndSmall(ctx context.Context, probeCfg load.Config, smallCfgs []loa
 	return probeRes, smallRes, nil
 }
 
+// latencyResult summarizes one open-loop load: rate, latency from due
+// time, and failed or non-2xx requests.
+func latencyResult(r *load.Result) ProbeResult {
+	s := r.Summary()
+	return ProbeResult{RPS: s.RPS, P50Ms: s.P50Ms, P99Ms: s.P99Ms, P999Ms: s.P999Ms, MaxMs: s.MaxMs, Errors: s.Failed + s.Non2xx}
+}
+
 // smallResult summarizes one small load.
 func smallResult(r *load.Result) *SmallResult {
-	s := r.Summary()
-	return &SmallResult{RPS: s.RPS, P50Ms: s.P50Ms, P99Ms: s.P99Ms, P999Ms: s.P999Ms, MaxMs: s.MaxMs, Errors: s.Failed + s.Non2xx}
+	return &SmallResult{ProbeResult: latencyResult(r)}
 }
 
 // waitedRecorder collects the scheduled small requests' Task.Waited from

@@ -165,8 +165,8 @@ func handMadeReport() *Report {
 			{Mode: "none", Step: StepHogSched, Probe: &ProbeResult{RPS: 200, P50Ms: 1.3, P99Ms: 3, P999Ms: 4, MaxMs: 5},
 				Hog: &HogResult{PassesPerS: 150000}, CPUBusyPct: ptr(60), GCStopMaxMs: ptr(0.5)},
 			{Mode: "none", Step: StepHogSchedSm, Probe: &ProbeResult{RPS: 200, P50Ms: 1.4, P99Ms: 4, P999Ms: 5, MaxMs: 6},
-				Hog: &HogResult{PassesPerS: 120000}, Small: &SmallResult{RPS: 200, P50Ms: 1.5, P99Ms: 11, P999Ms: 12, MaxMs: 13, WaitedP50Ms: ptr(0.1), WaitedP99Ms: ptr(1.25), WaitedMaxMs: ptr(2)},
-				SmallDirect: &SmallResult{RPS: 200, P50Ms: 1, P99Ms: 8, P999Ms: 9, MaxMs: 10},
+				Hog: &HogResult{PassesPerS: 120000}, Small: &SmallResult{ProbeResult: ProbeResult{RPS: 200, P50Ms: 1.5, P99Ms: 11, P999Ms: 12, MaxMs: 13}, WaitedP50Ms: ptr(0.1), WaitedP99Ms: ptr(1.25), WaitedMaxMs: ptr(2)},
+				SmallDirect: &SmallResult{ProbeResult: ProbeResult{RPS: 200, P50Ms: 1, P99Ms: 8, P999Ms: 9, MaxMs: 10}},
 				CPUBusyPct:  nil, GCStopMaxMs: ptr(0.9)},
 		},
 	}

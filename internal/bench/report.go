@@ -113,12 +113,7 @@ type HogResult struct {
 // each request's due time, failed or non-2xx requests, and for the
 // scheduled ones the scheduler's own queueing delay (Task.Waited).
 type SmallResult struct {
-	RPS    float64 `json:"rps"`
-	P50Ms  float64 `json:"p50_ms"`
-	P99Ms  float64 `json:"p99_ms"`
-	P999Ms float64 `json:"p999_ms"`
-	MaxMs  float64 `json:"max_ms"`
-	Errors int64   `json:"errors"`
+	ProbeResult // the same fields as the probe's, at the same JSON level
 
 	WaitedP50Ms *float64 `json:"waited_p50_ms,omitempty"`
 	WaitedP99Ms *float64 `json:"waited_p99_ms,omitempty"`
