@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/semaphore"
@@ -190,5 +191,34 @@ func BenchmarkRunOSPriority(b *testing.B) {
 				}
 			}
 		})
+	})
+	// A task of 100 us of CPU: its caller stops spinning and blocks, so
+	// this is the hand-off with a wake at the end (the 100 us included).
+	b.Run("serial-100us", func(b *testing.B) {
+		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
+		task := func(*Task) error {
+			for end := time.Now().Add(100 * time.Microsecond); time.Now().Before(end); {
+			}
+			return nil
+		}
+		for b.Loop() {
+			if err := s.Run(ctx, task); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// A task that makes one Blocking call: the slot is given up and taken
+	// back (what the lab http server's handler does per 64 KiB written).
+	b.Run("blocking", func(b *testing.B) {
+		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
+		task := func(t *Task) error {
+			t.Blocking(func() {})
+			return nil
+		}
+		for b.Loop() {
+			if err := s.Run(ctx, task); err != nil {
+				b.Fatal(err)
+			}
+		}
 	})
 }

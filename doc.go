@@ -32,7 +32,8 @@
 // with IsolationNone or IsolationReserve, Run of an empty task with a free
 // slot, less than a plain goroutine + WaitGroup, and Go + Wait about twice
 // as much as the goroutine; with IsolationOSPriority, Run hands the task to
-// a worker thread, a futex round trip each way (microseconds); a queued
+// a worker thread (microseconds: a few when tasks come back to back, else
+// a futex round trip each way); a queued
 // task, a few hundred bytes and no goroutine.
 //
 // Isolation decides how the rest of the program is protected:

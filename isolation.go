@@ -38,10 +38,10 @@ const (
 	// Where thread priorities are unavailable New falls back to
 	// IsolationReserve, logs a warning (WithLogger), and Stats reports the mode in effect.
 	// Its slice defaults to osPrioritySlice, and Run hands each task to a
-	// worker thread (microseconds, against a fraction of one for a goroutine
-	// + WaitGroup: BenchmarkRunOSPriority, docs/performance.md, "Scheduler calls"):
-	// waking a blocked locked thread and handing it a P is a futex round
-	// trip each way. It is the default on Linux.
+	// worker thread: a few microseconds while workers spin after short
+	// tasks, else a futex round trip each way, against a fraction of one
+	// for a goroutine + WaitGroup (BenchmarkRunOSPriority;
+	// docs/performance.md, "Hand-off"). It is the default on Linux.
 	IsolationOSPriority
 )
 

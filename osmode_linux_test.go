@@ -330,3 +330,89 @@ func makeTestCgroup(t *testing.T, cpus float64) string {
 	}
 	return filepath.Join(dir, "cgroup.procs")
 }
+
+// TestOSWorkerHandOff drives the worker hand-off (osWorker) from both
+// sides: a dispatcher gives tasks to a worker right away (while it spins)
+// or after pauses longer than workerSpin (once it has parked). Every task
+// must arrive once and in order, and both ways must have been taken. Run
+// with -race.
+func TestOSWorkerHandOff(t *testing.T) {
+	const n = 3000
+	w := &osWorker{next: make(chan *Task, 1)}
+	idle := make(chan *osWorker, 1) // stands for s.osIdle
+	tasks := make([]*Task, n)
+	for i := range tasks {
+		tasks[i] = &Task{runIdx: int32(i)}
+	}
+	got := make(chan int32, n)
+	go func() {
+		for {
+			w.state.Store(workerSpinning)
+			idle <- w
+			tk := w.await()
+			if tk == stopWorker {
+				close(got)
+				return
+			}
+			got <- tk.runIdx
+		}
+	}()
+	var awake, parked int
+	for i, tk := range tasks {
+		if i%10 == 9 {
+			time.Sleep(2 * workerSpin)
+		}
+		if (<-idle).give(tk) {
+			awake++
+		} else {
+			parked++
+		}
+	}
+	(<-idle).give(stopWorker)
+	next := int32(0)
+	for idx := range got {
+		if idx != next {
+			t.Fatalf("task %d arrived after task %d", idx, next-1)
+		}
+		next++
+	}
+	if next != n {
+		t.Fatalf("%d of %d tasks arrived", next, n)
+	}
+	t.Logf("%d given to a spinning worker, %d to a parked one", awake, parked)
+	if awake == 0 || parked == 0 {
+		t.Errorf("awake %d, parked %d: want both ways taken", awake, parked)
+	}
+}
+
+// TestIdleOSWorkersPark checks that the workers' spin after a task is
+// bounded: once the tasks have ended, every idle worker parks (an idle
+// scheduler costs no CPU).
+func TestIdleOSWorkersPark(t *testing.T) {
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Run(context.Background(), func(*Task) error { return nil }); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, w := range s.osIdle {
+			if w.state.Load() != workerParked {
+				return false
+			}
+		}
+		return len(s.osIdle) > 0
+	})
+}

@@ -42,9 +42,7 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 		// fn runs on a worker; this goroutine only waits for the end. It
 		// must not touch t.wake, which the worker owns once t has started.
 		if started {
-			s.spawn(t)
-			<-t.handle.done
-			return t.handle.err
+			return awaitEnd(t, s.spawn(t))
 		}
 		select {
 		case <-t.handle.done:
