@@ -207,18 +207,30 @@ func BenchmarkRunOSPriority(b *testing.B) {
 			}
 		}
 	})
-	// A task that makes one Blocking call: the slot is given up and taken
-	// back (what the lab http server's handler does per 64 KiB written).
+	// A task that makes one short Blocking call (what the lab http
+	// server's handler does per 64 KiB written), from one caller, and
+	// from 8 callers per P, so that tasks wait for their slot back.
+	blocking := func(t *Task) error {
+		t.Blocking(func() {})
+		return nil
+	}
 	b.Run("blocking", func(b *testing.B) {
 		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
-		task := func(t *Task) error {
-			t.Blocking(func() {})
-			return nil
-		}
 		for b.Loop() {
-			if err := s.Run(ctx, task); err != nil {
+			if err := s.Run(ctx, blocking); err != nil {
 				b.Fatal(err)
 			}
 		}
+	})
+	b.Run("blocking-contended", func(b *testing.B) {
+		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
+		b.SetParallelism(8)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if err := s.Run(ctx, blocking); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	})
 }

@@ -416,3 +416,85 @@ func TestIdleOSWorkersPark(t *testing.T) {
 		return len(s.osIdle) > 0
 	})
 }
+
+// TestBlockingHoldGivesTheSlotUp: in IsolationOSPriority a task's first
+// Blocking call keeps its slot; when another task waits and fn is still
+// running blockHold later, the slot goes to that task. Here fn waits for
+// the other task to have run, so without the release it would wait
+// forever.
+func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	inBlocking := make(chan struct{})
+	otherRan := make(chan struct{})
+	h, err := s.Go(context.Background(), func(tk *Task) error {
+		tk.Blocking(func() {
+			close(inBlocking)
+			select {
+			case <-otherRan:
+			case <-time.After(10 * time.Second):
+				t.Error("the other task did not run while the slot was kept")
+			}
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-inBlocking
+	if err := s.Run(context.Background(), func(*Task) error { close(otherRan); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShortBlockingCallsKeepTheSlot: in IsolationOSPriority a Blocking
+// call keeps the task's slot while the task's calls have been short (a
+// moving average under blockHold), even with another task waiting, and
+// gives it up at once after long ones. (Whether the slot then stays kept
+// depends on the worker thread getting the CPU within blockHold, which a
+// SCHED_IDLE thread on a busy machine need not, so the test checks how
+// each call began.)
+func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	started := make(chan struct{})
+	release := make(chan struct{})
+	var kept []bool
+	h, err := s.Go(context.Background(), func(tk *Task) error {
+		close(started)
+		<-release
+		for _, avg := range []time.Duration{0, blockHold / 2, blockHold} {
+			tk.blockAvg = int64(avg) // as if its earlier calls took avg
+			tk.Blocking(func() { kept = append(kept, tk.hold.Load() != holdNone) })
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	other, err := s.Go(context.Background(), func(*Task) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.Stats().Queued == 1 })
+	close(release)
+	if err := other.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{true, true, false}; fmt.Sprint(kept) != fmt.Sprint(want) {
+		t.Errorf("Blocking calls kept the slot: %v, want %v (moving averages 0, blockHold/2, blockHold)", kept, want)
+	}
+}

@@ -4,6 +4,8 @@ package cpusched
 // (yield) or for Blocking (block, unblock), and is asked to give it up
 // early (preemptForLocked).
 
+import "time"
+
 // startLocked gives t a slot and starts its slice; it returns true when t
 // never ran before.
 func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
@@ -71,9 +73,9 @@ func (s *Scheduler) resume(next *Task, first bool) {
 func (s *Scheduler) yield(t *Task) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	if t.state != stateRunning || t.preempt.Load()&preemptCancel != 0 {
-		// Checkpoint inside Blocking's fn (no slot to give), or cancelled
-		// meanwhile (keep the slot and unwind).
+	if t.state != stateRunning || t.hold.Load() != holdNone || t.preempt.Load()&preemptCancel != 0 {
+		// Checkpoint inside Blocking's fn (no slot to give, or one that
+		// call keeps), or cancelled meanwhile (keep the slot and unwind).
 		s.mu.Unlock()
 		return
 	}
@@ -111,13 +113,57 @@ func (s *Scheduler) yield(t *Task) {
 }
 
 // block gives up t's slot for a Blocking call.
-func (s *Scheduler) block(t *Task) bool {
-	now := s.clock.Now()
+func (s *Scheduler) block(t *Task, now int64) blockHow {
 	s.mu.Lock()
-	if t.state != stateRunning { // a nested Blocking call
+	if t.state != stateRunning || t.hold.Load() != holdNone { // a nested Blocking call
 		s.mu.Unlock()
-		return false
+		return blockNested
 	}
+	if s.osMode && t.blockAvg < int64(blockHold) {
+		// Keep the slot for now (see Blocking). While no task waits
+		// for a slot that costs nobody anything; once one does, the
+		// hold timer gives the slot up blockHold after the call began.
+		t.hold.Store(holdKept)
+		t.holdStart = now
+		if s.rq.nwaiting > 0 {
+			s.armHoldLocked(t, now)
+		}
+		s.mu.Unlock()
+		return blockKept
+	}
+	s.giveUpSlotLocked(t, now)
+	next, first := s.pickLocked(now)
+	s.mu.Unlock()
+	s.resume(next, first)
+	return blockReleased
+}
+
+// blockHow is what block did with the task's slot.
+type blockHow int8
+
+const (
+	blockReleased blockHow = iota // given to another task
+	blockKept                     // kept while fn runs, for up to blockHold
+	blockNested                   // already given up or kept by an outer Blocking call
+)
+
+// Task.hold's values.
+const (
+	holdNone     int32 = iota
+	holdKept           // a Blocking call keeps the slot, no timer set
+	holdArmed          // the same, with holdTimer set: a task waits
+	holdReleased       // holdTimer gave the slot up
+)
+
+// blockHold is how long a Blocking call may keep its slot in
+// IsolationOSPriority: about twice the cost of giving the slot up and
+// getting it back through parked worker threads (BenchmarkRunOSPriority/
+// blocking before the hold, docs/performance.md, "Hand-off").
+const blockHold = 50 * time.Microsecond
+
+// giveUpSlotLocked charges t's run time up to now and takes its slot for
+// a Blocking call.
+func (s *Scheduler) giveUpSlotLocked(t *Task, now int64) {
 	t.preempt.And(preemptCancel) // a slice end or urgent request is moot now
 	s.chargeLocked(t, now)
 	t.avgBurst = ewma(t.avgBurst, t.burst)
@@ -126,14 +172,76 @@ func (s *Scheduler) block(t *Task) bool {
 	s.rq.deactivate(t)
 	t.state = stateBlocking
 	s.blocked++
-	var first bool
-	next := s.rq.pick(now)
-	if next != nil {
+}
+
+// pickLocked gives a free slot to the task the policy picks, if any; the
+// caller must resume it after unlocking.
+func (s *Scheduler) pickLocked(now int64) (next *Task, first bool) {
+	if next = s.rq.pick(now); next != nil {
 		first = s.startLocked(next, now)
 	}
+	return next, first
+}
+
+// releaseHold is holdTimer's function: a Blocking call that kept its slot
+// has run for blockHold, so the slot goes to another task now. The time
+// it kept the slot is charged as run time, as the slot was taken.
+func (s *Scheduler) releaseHold(t *Task) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	if !t.hold.CompareAndSwap(holdArmed, holdReleased) {
+		s.mu.Unlock() // fn returned first (or a stale timer of an earlier call)
+		return
+	}
+	s.giveUpSlotLocked(t, now)
+	next, first := s.pickLocked(now)
 	s.mu.Unlock()
 	s.resume(next, first)
-	return true
+}
+
+// endHold ends a Blocking call that kept its slot when it began: if
+// holdTimer gave the slot up meanwhile, t waits for one again.
+func (s *Scheduler) endHold(t *Task, start int64) {
+	now := s.clock.Now()
+	t.blockAvg = ewma(t.blockAvg, max(now-start, 1))
+	if t.hold.CompareAndSwap(holdKept, holdNone) {
+		return
+	}
+	if t.hold.CompareAndSwap(holdArmed, holdNone) {
+		s.mu.Lock() // holdTimer is set under s.mu
+		t.holdTimer.Stop()
+		s.mu.Unlock()
+		return
+	}
+	t.hold.Store(holdNone)
+	s.unblock(t, now-start)
+}
+
+// armHoldsLocked sets the hold timers of the Blocking calls that keep
+// their slots, now that a task waits for one.
+func (s *Scheduler) armHoldsLocked(now int64) {
+	if !s.osMode {
+		return
+	}
+	for _, r := range s.running {
+		if r.hold.Load() == holdKept {
+			s.armHoldLocked(r, now)
+		}
+	}
+}
+
+// armHoldLocked sets t's hold timer to give its slot up blockHold after
+// its Blocking call began.
+func (s *Scheduler) armHoldLocked(t *Task, now int64) {
+	if !t.hold.CompareAndSwap(holdKept, holdArmed) {
+		return // fn returned meanwhile
+	}
+	d := max(time.Duration(t.holdStart+int64(blockHold)-now), 0)
+	if t.holdTimer == nil {
+		t.holdTimer = time.AfterFunc(d, func() { s.releaseHold(t) })
+	} else {
+		t.holdTimer.Reset(d)
+	}
 }
 
 // unblock queues t again after a Blocking call and waits for its slot.
@@ -191,14 +299,16 @@ func ewma(avg, sample int64) int64 {
 	return (3*avg + sample) / 4
 }
 
-// preemptForLocked asks a running task to yield at its next Checkpoint
-// when queued task t should have its slot: exit over everything, realtime
+// preemptForLocked sets the timers of Blocking calls that keep their
+// slots (now that t waits for one), and asks a running task to yield at
+// its next Checkpoint when queued task t should have its slot: exit over everything, realtime
 // (unless throttled) over fair and idle, normal over idle, and a task the
 // lane would run now over fair tasks past their first slice (wakeup
 // preemption, see preemptForLaneLocked). Batch and idle never preempt
 // early, nor does a task in the lane while the lane would not run it:
 // EEVDF does not pick lane tasks, so a yield would not give it the slot.
 func (s *Scheduler) preemptForLocked(t *Task, now int64) {
+	s.armHoldsLocked(now)
 	if t.inLane {
 		if s.rq.lanePeek(now) != nil {
 			s.preemptForLaneLocked(now)

@@ -82,6 +82,15 @@ type Task struct {
 	avgBurst int64 // moving averages over Blocking calls
 	avgWait  int64
 
+	// A Blocking call that keeps the slot (IsolationOSPriority, see
+	// Blocking and the hold values in slots.go); blockAvg is the moving
+	// average of Blocking's fn durations, used only by the task's
+	// goroutine.
+	hold      atomic.Int32
+	holdStart int64       // when that call began
+	holdTimer *time.Timer // set under s.mu
+	blockAvg  int64
+
 	wake   chan struct{} // the slot is handed over on it
 	handle Handle
 }
@@ -170,16 +179,29 @@ func (t *Task) Waited() time.Duration { return time.Duration(t.waited) }
 // The time fn takes counts as the task's wait: tasks whose CPU bursts are
 // short against their waits get earlier deadlines. If fn panics, the task
 // gets its slot back first and the panic continues.
+//
+// In IsolationOSPriority, where giving the slot up and getting it back
+// costs a hand-off between threads, a task whose Blocking calls have been
+// short (a moving average under blockHold, 50 us) keeps its slot while fn
+// runs, and gives it up only if fn is still running blockHold later; the
+// time it kept the slot counts as run time.
 func (t *Task) Blocking(fn func()) {
-	if !t.s.block(t) { // nested: the slot is already given up
+	start := t.s.clock.Now()
+	switch t.s.block(t, start) {
+	case blockNested: // the slot is already given up, or kept by an outer call
+		fn()
+		return
+	case blockKept:
+		defer t.s.endHold(t, start)
 		fn()
 		return
 	}
 	t.traceRegion(traceBlocking)
-	start := t.s.clock.Now()
 	defer func() {
 		t.traceEndRegion()
-		t.s.unblock(t, t.s.clock.Now()-start)
+		d := t.s.clock.Now() - start
+		t.blockAvg = ewma(t.blockAvg, max(d, 1))
+		t.s.unblock(t, d)
 		t.traceRegion(traceRun)
 	}()
 	fn()
