@@ -14,7 +14,9 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -233,4 +235,60 @@ func BenchmarkRunOSPriority(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkManyTasksTail is a closed loop of 100 callers, each running one
+// task after another through the scheduler's few slots, each task 16
+// rounds of a 15 us Blocking call, 15 us of CPU and a Checkpoint (the
+// shape of `cpusched lab http`'s handler). It reports the tasks' latency
+// (Run's call to return) at p50, p99 and max, in ms: a scheduler that lets
+// some task wait while newer ones keep passing shows it in max. Every mode.
+func BenchmarkManyTasksTail(b *testing.B) {
+	log.SetOutput(io.Discard)
+	defer log.SetOutput(os.Stderr)
+	spin := func(d time.Duration) {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+		}
+	}
+	task := func(t *Task) error {
+		for range 16 {
+			t.Blocking(func() { spin(15 * time.Microsecond) })
+			spin(15 * time.Microsecond)
+			if err := t.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, mode := range []Isolation{IsolationNone, IsolationReserve, IsolationOSPriority} {
+		b.Run(mode.String(), func(b *testing.B) {
+			s := benchScheduler(b, WithIsolation(mode))
+			const callers = 100
+			lat := make([]time.Duration, b.N)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := next.Add(1) - 1; i < int64(b.N); i = next.Add(1) - 1 {
+						start := time.Now()
+						if err := s.Run(context.Background(), task); err != nil {
+							b.Error(err)
+							return
+						}
+						lat[i] = time.Since(start)
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			slices.Sort(lat)
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			b.ReportMetric(ms(lat[len(lat)/2]), "p50-ms")
+			b.ReportMetric(ms(lat[len(lat)*99/100]), "p99-ms")
+			b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
+		})
+	}
 }

@@ -30,9 +30,10 @@ import "time"
 //     it goes first once.
 //  3. Inside a class, groups are EEVDF entities weighted by their group weight;
 //     inside the chosen group, tasks are EEVDF entities weighted by nice.
-//  4. A task's request (slice) sets its deadline: new tasks start with one
-//     slice of credit and ask for a quarter slice first; tasks whose bursts are short against their Blocking waits
-//     ask for proportionally shorter slices; Batch asks for four slices.
+//  4. A task's request (slice) sets its deadline: new tasks start with no
+//     lag, as the kernel's, and ask for a quarter slice first; tasks whose
+//     bursts are short against their Blocking waits ask for
+//     proportionally shorter slices; Batch asks for four slices.
 //  5. Before EEVDF picks in the fair class, small tasks (Normal tasks that
 //     have used less than one slice, at most 1 ms) are served first come, first served
 //     from a lane, within a budget (see "The small-task lane" below).
@@ -47,8 +48,8 @@ import "time"
 //
 // The problem. A task that needs a fraction of a slice should not wait
 // behind long tasks that were preempted at a Checkpoint. EEVDF alone
-// mostly gets this right (a new task starts a slice ahead with a short
-// request), but not always: a long task preempted in the middle of its
+// mostly gets this right (a new task asks for a short first request), but
+// not always: a long task preempted in the middle of its
 // request keeps its near deadline, and one that has waited long has lag
 // that puts its deadline before a newcomer's. And the wakeup preemption
 // that makes room for a newcomer asked one running task to come to a
@@ -295,17 +296,16 @@ func (q *runQueue) activate(t *Task, first bool) {
 	}
 	g.active++
 	t.group = g
+	// A new task starts with no lag (t.ent.lag is 0), as in the kernel.
+	// It used to start one slice of credit ahead, so that its short first
+	// request beat the deadlines of the tasks already waiting; the lane
+	// does that job now, and the credit starved tasks under a steady
+	// stream of new ones: with 100 tasks cycling through 2 slots in
+	// IsolationOSPriority (10 ms slices, so 10 ms of credit each), a task
+	// that had used its own credit lost to every newer task, and some
+	// waited for seconds, until the stream stopped (docs/performance.md,
+	// "Starvation under a stream of new tasks").
 	req := requestSlice(t, first)
-	if first {
-		// A new task starts one slice of credit ahead (lag = +1 slice), so
-		// its short first request puts its deadline before those of the
-		// CPU-heavy tasks already waiting: a small task finishes within
-		// about two slices of arriving (the one running must end its slice
-		// first). The credit is paid by the other active tasks, whose lag
-		// falls as V (their average) moves, so arrivals cannot pile up lag
-		// in the waiting tasks (see eevdf.go).
-		t.ent.lag = scaleVirtual(t.slice, t.ent.weight)
-	}
 	g.tasks.activate(&t.ent, t.slice, scaleVirtual(req, t.ent.weight))
 }
 
