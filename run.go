@@ -6,6 +6,8 @@ package cpusched
 import (
 	"context"
 	"runtime/debug"
+
+	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // runGo is the goroutine of Go tasks: after one ends, it runs the next task
@@ -40,6 +42,9 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	// "cpusched.run" region of its trace task.
 	restore := t.setLabels()
 	t.traceRegion(traceRun)
+	if s.rq.cpuClock {
+		t.cpuStart = osprio.ThreadCPU() // fn runs on this locked thread
+	}
 	normal := false
 	defer func() {
 		if normal {

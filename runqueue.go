@@ -73,16 +73,28 @@ import "time"
 // The lane, as it works:
 //
 //  1. A queued Normal task that has used less than its slice (small; the
-//     slice counts up to the scheduler's and to DefaultSlice, laneSlice)
-//     waits in its group's lane, a FIFO, instead of the EEVDF heaps. It
-//     stays active, so its vruntime counts in V as any other's. The fair
-//     class keeps the groups with a non-empty lane in a list.
+//     slice counts up to the scheduler's and to DefaultSlice, laneSlice;
+//     used is slot time, or in IsolationOSPriority the CPU time of the
+//     task's worker thread, see used) waits in its group's lane instead of
+//     the EEVDF heaps. It stays active, so its vruntime counts in V as any
+//     other's. The fair class keeps the groups with a non-empty lane in a
+//     list. The lane is two FIFOs: tasks that have had a slot (back from
+//     Blocking or a Checkpoint), then new ones.
 //  2. When a fair task is to be picked and the lane is open, the lane task
 //     that has waited longest, among the heads of the lanes of the groups
-//     eligible at group level (vruntime <= the class's V), runs. Only
-//     eligible groups: a group that has had its share waits, so group
-//     shares hold. Otherwise EEVDF picks from the heaps, and when they are
-//     empty (only lane tasks wait) the lane's oldest task runs.
+//     eligible at group level (vruntime <= the class's V), runs: the
+//     oldest of the tasks that have had a slot, if any, else the oldest
+//     new one. Only eligible groups: a group that has had its share waits,
+//     so group shares hold. Otherwise EEVDF picks from the heaps, and when
+//     they are empty (only lane tasks wait) the lane's oldest task runs.
+//     Started tasks first: a task that gave its slot up in its first slice
+//     (a Blocking call, or its thread descheduled past the slice end)
+//     would otherwise go behind every task that arrived meanwhile, once per
+//     Blocking call; with 100 tasks of 16 Blocking calls each on 2 slots,
+//     the tasks that lost their slot most often waited 5-6 times longer
+//     than the median (BenchmarkManyTasksTail, docs/performance.md,
+//     "Starvation under a stream of new tasks"). It cannot starve new
+//     tasks: the lane serves a task only within its first slice.
 //  3. Its run time is charged to its vruntime and its group's as any other
 //     (charge), so nice and group shares hold: a lane task takes its
 //     slot time early, from its own credit, not on top of its share; one
@@ -165,11 +177,13 @@ type groupNode struct {
 	tasks  eevdfQueue
 	queued int // tasks in tasks' heaps
 	active int // tasks active (queued or holding a slot)
-	// lane is the group's small-task lane, a FIFO through Task.laneLink;
+	// lane is the group's small-task lane, two FIFOs through
+	// Task.laneLink: laneRan for the tasks that have had a slot (back from
+	// Blocking or a Checkpoint), served first, and lane for new ones;
 	// laneLink links the groups with a non-empty lane
 	// (classQueue.laneGroups).
-	lane     list[Task]
-	laneLink link[groupNode]
+	lane, laneRan list[Task]
+	laneLink      link[groupNode]
 }
 
 func taskLaneLink(t *Task) *link[Task]            { return &t.laneLink }
@@ -188,6 +202,7 @@ type runQueue struct {
 	queues    [numQueues]classQueue
 	nwaiting  int     // waiting tasks (queued or parked): in the heaps and lanes
 	slice     int64   // the scheduler's slice: the groups' requests, the lane's cap
+	cpuClock  bool    // the lane counts thread CPU time (used)
 	workers   int     // slots: the shares below are of workers x time
 	laneShare float64 // the lane's budget, a share of each lanePeriod
 	// The bandwidth period of realtime's throttle and idle's share, and the
@@ -257,8 +272,10 @@ func (q *runQueue) waiting() []*Task {
 					ts = append(ts, e.task)
 				}
 			}
-			for t := g.lane.head; t != nil; t = t.laneLink.next {
-				ts = append(ts, t)
+			for _, l := range []*list[Task]{&g.laneRan, &g.lane} {
+				for t := l.head; t != nil; t = t.laneLink.next {
+					ts = append(ts, t)
+				}
 			}
 		}
 	}
@@ -287,7 +304,7 @@ func (q *runQueue) activate(t *Task, first bool) {
 	cq := &q.queues[t.qidx]
 	g := cq.byName[t.groupName]
 	if g == nil {
-		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue(), lane: list[Task]{at: taskLaneLink}}
+		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue(), lane: list[Task]{at: taskLaneLink}, laneRan: list[Task]{at: taskLaneLink}}
 		g.entity = entity{weight: groupWeight(q.groupWeight(t.groupName)), heapIdx: -1, group: g}
 		cq.byName[t.groupName] = g
 	}
@@ -367,7 +384,33 @@ func (q *runQueue) dequeue(t *Task) {
 // queue that has used less than its lane slice. Batch is left out: it is
 // throughput work that nobody waits on.
 func (q *runQueue) small(t *Task) bool {
-	return t.qidx == qFair && t.class() == ClassNormal && t.runTime < q.laneSlice(t)
+	return t.qidx == qFair && t.class() == ClassNormal && q.used(t) < q.laneSlice(t)
+}
+
+// used is how much of its first slice t has used, as the lane counts:
+// its slot time, or with cpuClock (IsolationOSPriority) the CPU time its
+// worker thread has spent on it. Slot time is wall-clock time holding a
+// slot, and a SCHED_IDLE worker holds its slot while the kernel runs other
+// threads: counted that way, tasks of 0.5 ms of CPU used more than the
+// lane's 1 ms in 44% of runs (a throwaway test, 100 tasks on 2 slots)
+// and, out of the lane, waited behind the stream of new ones.
+func (q *runQueue) used(t *Task) int64 {
+	if q.cpuClock {
+		return t.cpuUsed
+	}
+	return t.runTime
+}
+
+// pastLane reports whether running task t is past its first slice, so
+// that a new lane task may ask it for its slot: counting, in slot time, the
+// stretch since it was last charged, or with cpuClock, whether the lane
+// gave it its slot and it is still within the first slice as of the last
+// charge.
+func (q *runQueue) pastLane(t *Task, now int64) bool {
+	if q.cpuClock {
+		return !t.laneRun
+	}
+	return t.runTime+now-t.since >= q.laneSlice(t)
 }
 
 // laneSlice is how much run time the lane serves t first: its slice, but
@@ -379,24 +422,34 @@ func (q *runQueue) laneSlice(t *Task) int64 {
 	return min(t.slice, q.slice, int64(DefaultSlice))
 }
 
-// laneJoin appends queued task t to its group's lane.
+// laneJoin appends queued task t to its group's lane: to the part for
+// tasks that have run if it has, else to the part for new ones.
 func laneJoin(t *Task) {
 	g := t.group
-	if g.lane.head == nil {
+	if g.lane.head == nil && g.laneRan.head == nil {
 		g.class.laneGroups.pushBack(g)
 	}
-	g.lane.pushBack(t)
+	g.laneOf(t).pushBack(t)
 	t.inLane = true
 }
 
 // laneLeave takes t out of its group's lane.
 func laneLeave(t *Task) {
 	g := t.group
-	g.lane.remove(t)
+	g.laneOf(t).remove(t)
 	t.inLane = false
-	if g.lane.head == nil {
+	if g.lane.head == nil && g.laneRan.head == nil {
 		g.class.laneGroups.remove(g)
 	}
+}
+
+// laneOf is the part of g's lane that t joins: t.started cannot change
+// while t is queued.
+func (g *groupNode) laneOf(t *Task) *list[Task] {
+	if t.started {
+		return &g.laneRan
+	}
+	return &g.lane
 }
 
 // rollLane starts a new lane budget period when the current one is over.
@@ -429,14 +482,20 @@ func (q *runQueue) lanePeek(now int64) *Task {
 // lane tasks.
 func (cq *classQueue) laneOldest(eligibleOnly bool) *Task {
 	v := cq.groups.V()
-	var oldest *Task
+	var oldest, oldestNew *Task
 	for g := cq.laneGroups.head; g != nil; g = g.laneLink.next {
 		if eligibleOnly && g.vruntime > v {
 			continue // the group has had its share
 		}
-		if h := g.lane.head; oldest == nil || h.since < oldest.since {
+		if h := g.laneRan.head; h != nil && (oldest == nil || h.since < oldest.since) {
 			oldest = h
 		}
+		if h := g.lane.head; h != nil && (oldestNew == nil || h.since < oldestNew.since) {
+			oldestNew = h
+		}
+	}
+	if oldest == nil {
+		return oldestNew
 	}
 	return oldest
 }
@@ -458,7 +517,7 @@ func (q *runQueue) charge(t *Task, delta, now int64) (lane bool) {
 	if lane {
 		q.rollLane(now)
 		q.laneUsed += delta
-		t.laneRun = t.runTime < q.laneSlice(t)
+		t.laneRun = q.used(t) < q.laneSlice(t)
 	}
 	q.rollPeriod(now)
 	q.periodUsed[t.qidx] += delta
@@ -544,7 +603,7 @@ func (q *runQueue) sliceLeft(t *Task) int64 {
 		left = requestSlice(t, false)
 	}
 	if t.laneRun {
-		left = q.laneSlice(t) - t.runTime // the lane serves the first slice
+		left = q.laneSlice(t) - q.used(t) // the lane serves the first slice
 	}
 	return max(left, int64(minSlice))
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+
+	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // The core, as a map. The policy decides which waiting task gets the next
@@ -239,6 +241,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	logger.Info("cpusched: scheduler started", "isolation", cfg.isolation.String(), "workers", cfg.workers, "slice", cfg.slice, "gomaxprocs", runtime.GOMAXPROCS(0))
 	s.killCtx, s.kill = context.WithCancel(context.Background())
 	s.rq = newRunQueue(int64(cfg.slice), cfg.workers, cfg.laneShare, s.clock.Now())
+	s.rq.cpuClock = s.osMode && osprio.Supported()
 	if !cfg.noMonitor {
 		s.monitorKick = make(chan struct{}, 1)
 		s.monitorStop = make(chan struct{})

@@ -4,7 +4,11 @@ package cpusched
 // (yield) or for Blocking (block, unblock), and is asked to give it up
 // early (preemptForLocked).
 
-import "time"
+import (
+	"time"
+
+	"github.com/cpusched/cpusched/internal/osprio"
+)
 
 // startLocked gives t a slot and starts its slice; it returns true when t
 // never ran before.
@@ -71,6 +75,7 @@ func (s *Scheduler) resume(next *Task, first bool) {
 // yield is Checkpoint's slow path: charge t's run time and, if another task
 // should run now, give it t's slot and wait for a slot again.
 func (s *Scheduler) yield(t *Task) {
+	cpu := s.taskCPU(t)
 	now := s.clock.Now()
 	s.mu.Lock()
 	if t.state != stateRunning || t.hold.Load() != holdNone || t.preempt.Load()&preemptCancel != 0 {
@@ -79,6 +84,7 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
+	t.cpuUsed = cpu
 	asked := t.preempt.Load()
 	sliceOver := now >= t.sliceEnd
 	s.chargeLocked(t, now) // renews the deadline when the request is used up
@@ -114,6 +120,7 @@ func (s *Scheduler) yield(t *Task) {
 
 // block gives up t's slot for a Blocking call.
 func (s *Scheduler) block(t *Task, now int64) blockHow {
+	cpu := s.taskCPU(t)
 	s.mu.Lock()
 	if t.state != stateRunning || t.hold.Load() != holdNone { // a nested Blocking call
 		s.mu.Unlock()
@@ -131,6 +138,7 @@ func (s *Scheduler) block(t *Task, now int64) blockHow {
 		s.mu.Unlock()
 		return blockKept
 	}
+	t.cpuUsed = cpu
 	s.giveUpSlotLocked(t, now)
 	next, first := s.pickLocked(now)
 	s.mu.Unlock()
@@ -246,8 +254,10 @@ func (s *Scheduler) armHoldLocked(t *Task, now int64) {
 
 // unblock queues t again after a Blocking call and waits for its slot.
 func (s *Scheduler) unblock(t *Task, waited int64) {
+	cpu := s.taskCPU(t)
 	now := s.clock.Now()
 	s.mu.Lock()
+	t.cpuUsed = cpu
 	s.blocked--
 	t.avgWait = ewma(t.avgWait, waited)
 	t.since = now // from now on it waits for a slot
@@ -271,6 +281,15 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	s.watchLocked()
 	s.mu.Unlock()
 	<-t.wake
+}
+
+// taskCPU is, in IsolationOSPriority, the CPU time t's worker thread has
+// used since fn began; 0 otherwise. Call it on t's goroutine.
+func (s *Scheduler) taskCPU(t *Task) int64 {
+	if !s.rq.cpuClock {
+		return 0
+	}
+	return osprio.ThreadCPU() - t.cpuStart
 }
 
 // chargeLocked charges t's run time since it last was: to the task, to
@@ -355,7 +374,7 @@ func (s *Scheduler) preemptForLocked(t *Task, now int64) {
 // the other slot's slice end.
 func (s *Scheduler) preemptForLaneLocked(now int64) {
 	for _, r := range s.running {
-		if r.qidx == qIdle || r.qidx == qFair && r.runTime+now-r.since >= s.rq.laneSlice(r) {
+		if r.qidx == qIdle || r.qidx == qFair && s.rq.pastLane(r, now) {
 			r.preempt.Or(preemptLane)
 		}
 	}

@@ -91,6 +91,13 @@ type Task struct {
 	holdTimer *time.Timer // set under s.mu
 	blockAvg  int64
 
+	// In IsolationOSPriority the lane measures a task by the CPU time its
+	// worker thread has used on it (runQueue.used): cpuStart is the
+	// thread's CPU clock when fn began, cpuUsed the CPU since then as of
+	// the task's last Checkpoint that came to the scheduler or Blocking
+	// call (written under s.mu by the task's goroutine).
+	cpuStart, cpuUsed int64
+
 	wake   chan struct{} // the slot is handed over on it
 	handle Handle
 }

@@ -1,5 +1,6 @@
 // Package osprio lowers the kernel scheduling priority of the calling OS
-// thread, for cpusched's IsolationOSPriority workers.
+// thread, for cpusched's IsolationOSPriority workers, and reads the CPU
+// time the calling thread has used (ThreadCPU).
 //
 // On Linux, nice and the scheduling policy are per thread: a goroutine that
 // has called runtime.LockOSThread can lower its own thread's priority
@@ -48,3 +49,10 @@ func Supported() bool { return supported }
 // Lower applies p to the calling thread. The caller must have locked its
 // goroutine to the thread and must never unlock it.
 func Lower(p Policy) error { return lower(p) }
+
+// ThreadCPU returns the CPU time, in ns, that the calling OS thread has
+// used (CLOCK_THREAD_CPUTIME_ID; a system call, a fraction of a
+// microsecond), or 0 where it cannot be read. Only differences between two
+// readings on one thread mean anything: call it from a goroutine locked to
+// its thread.
+func ThreadCPU() int64 { return threadCPU() }

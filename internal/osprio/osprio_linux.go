@@ -10,6 +10,14 @@ import (
 
 const supported = true
 
+func threadCPU() int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
+}
+
 func lower(p Policy) error {
 	if p.Sched != 0 {
 		attr := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: uint32(p.Sched), Nice: int32(p.Nice)}

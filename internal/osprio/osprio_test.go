@@ -3,6 +3,7 @@ package osprio
 import (
 	"runtime"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -42,3 +43,25 @@ func TestLowerOnLockedThread(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestThreadCPUCountsThisThreadOnly: on a locked thread, ThreadCPU grows by
+// about the CPU the thread used, and not while it sleeps.
+func TestThreadCPUCountsThisThreadOnly(t *testing.T) {
+	if !Supported() {
+		t.Skip("no per-thread CPU clock here")
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	c0 := ThreadCPU()
+	for deadline := time.Now().Add(10 * time.Second); ThreadCPU()-c0 < int64(5*time.Millisecond); {
+		if time.Now().After(deadline) {
+			t.Fatalf("10 s of spinning counted %v of thread CPU, want 5ms", time.Duration(ThreadCPU()-c0))
+		}
+	}
+	c1 := ThreadCPU()
+	time.Sleep(20 * time.Millisecond)
+	slept := ThreadCPU() - c1
+	if slept > int64(5*time.Millisecond) {
+		t.Errorf("20 ms of sleeping counted %v of thread CPU, want under 5ms", time.Duration(slept))
+	}
+}
