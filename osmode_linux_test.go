@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"runtime"
 	"strconv"
 	"strings"
@@ -496,5 +497,59 @@ func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
 	}
 	if want := []bool{true, true, false}; fmt.Sprint(kept) != fmt.Sprint(want) {
 		t.Errorf("Blocking calls kept the slot: %v, want %v (moving averages 0, blockHold/2, blockHold)", kept, want)
+	}
+}
+
+// TestLaneCountsCPUTimeInOSPriority: a task that holds its slot for 5 ms
+// without using the CPU (here it sleeps; on a busy machine its SCHED_IDLE
+// thread may simply not run) is still within its first slice in
+// IsolationOSPriority, where the lane counts the worker thread's CPU time,
+// so a new small task does not take its slot at its next Checkpoint. In
+// IsolationReserve, which counts slot time, it does.
+func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
+	for _, mode := range []Isolation{IsolationOSPriority, IsolationReserve} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s, err := New(WithIsolation(mode), WithWorkers(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			var mu sync.Mutex
+			var order []string
+			note := func(x string) { mu.Lock(); order = append(order, x); mu.Unlock() }
+			slept, queued := make(chan struct{}), make(chan struct{})
+			ha, err := s.Go(context.Background(), func(tk *Task) error {
+				time.Sleep(5 * time.Millisecond)
+				close(slept)
+				<-queued
+				if err := tk.Checkpoint(); err != nil {
+					return err
+				}
+				note("A")
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-slept
+			hb, err := s.Go(context.Background(), func(*Task) error { note("B"); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			close(queued)
+			if err := ha.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if err := hb.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"A", "B"}
+			if mode == IsolationReserve {
+				want = []string{"B", "A"}
+			}
+			if !slices.Equal(order, want) {
+				t.Errorf("order %v, want %v", order, want)
+			}
+		})
 	}
 }

@@ -463,3 +463,42 @@ func TestLaneTakesTasksWithinTheirFirstSlice(t *testing.T) {
 		}
 	}
 }
+
+// TestLaneServesStartedTasksFirst: a small task back from Blocking goes
+// before the small tasks that never ran, though they came first: the lane
+// finishes what it started.
+func TestLaneServesStartedTasksFirst(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	var mu sync.Mutex
+	var order []string
+	note := func(x string) { mu.Lock(); order = append(order, x); mu.Unlock() }
+	aRunning, queued, back, bRunning, bDone := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var taskA *Task
+	ha, _ := s.Go(context.Background(), func(tk *Task) error {
+		taskA = tk
+		note("A")
+		close(aRunning)
+		<-queued
+		tk.Blocking(func() { <-back })
+		note("A again")
+		return nil
+	})
+	<-aRunning
+	hb, _ := s.Go(context.Background(), func(*Task) error { note("B"); close(bRunning); <-bDone; return nil })
+	hc, _ := s.Go(context.Background(), func(*Task) error { note("C"); return nil })
+	close(queued) // A gives its slot up: B, the oldest new task, gets it
+	<-bRunning
+	clk.Advance(int64(100 * time.Microsecond))
+	close(back) // A comes back and waits, after C, for the slot
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return taskA.state == stateParked })
+	close(bDone)
+	for _, h := range []*Handle{ha, hb, hc} {
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"A", "B", "A again", "C"}; !slices.Equal(order, want) {
+		t.Errorf("order %v, want %v", order, want)
+	}
+}
