@@ -209,11 +209,13 @@ func BenchmarkRunOSPriority(b *testing.B) {
 			}
 		}
 	})
-	// A task that makes one short Blocking call (what the lab http
-	// server's handler does per 64 KiB written), from one caller, and
-	// from 8 callers per P, so that tasks wait for their slot back.
+	// A task that makes four short Blocking calls (the lab http server's
+	// handler makes one per 64 KiB written), from one caller, and from 8
+	// callers per P, so that tasks wait for their slot back.
 	blocking := func(t *Task) error {
-		t.Blocking(func() {})
+		for range 4 {
+			t.Blocking(func() {})
+		}
 		return nil
 	}
 	b.Run("blocking", func(b *testing.B) {

@@ -418,8 +418,8 @@ func TestIdleOSWorkersPark(t *testing.T) {
 	})
 }
 
-// TestBlockingHoldGivesTheSlotUp: in IsolationOSPriority a task's first
-// Blocking call keeps its slot; when another task waits and fn is still
+// TestBlockingHoldGivesTheSlotUp: in IsolationOSPriority a Blocking call
+// after a short one keeps the task's slot; when another task waits and fn is still
 // running blockHold later, the slot goes to that task. Here fn waits for
 // the other task to have run, so without the release it would wait
 // forever.
@@ -432,6 +432,7 @@ func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
 	inBlocking := make(chan struct{})
 	otherRan := make(chan struct{})
 	h, err := s.Go(context.Background(), func(tk *Task) error {
+		tk.Blocking(func() {}) // a first, short call: the next one keeps the slot
 		tk.Blocking(func() {
 			close(inBlocking)
 			select {
@@ -455,9 +456,9 @@ func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
 }
 
 // TestShortBlockingCallsKeepTheSlot: in IsolationOSPriority a Blocking
-// call keeps the task's slot while the task's calls have been short (a
-// moving average under blockHold), even with another task waiting, and
-// gives it up at once after long ones. (Whether the slot then stays kept
+// call keeps the task's slot while the task's earlier calls have been
+// short (a moving average under blockHold), even with another task
+// waiting, and gives it up at once after long ones and on the first call. (Whether the slot then stays kept
 // depends on the worker thread getting the CPU within blockHold, which a
 // SCHED_IDLE thread on a busy machine need not, so the test checks how
 // each call began.)
@@ -473,7 +474,7 @@ func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
 	h, err := s.Go(context.Background(), func(tk *Task) error {
 		close(started)
 		<-release
-		for _, avg := range []time.Duration{0, blockHold / 2, blockHold} {
+		for _, avg := range []time.Duration{0, time.Microsecond, blockHold / 2, blockHold} {
 			tk.blockAvg = int64(avg) // as if its earlier calls took avg
 			tk.Blocking(func() { kept = append(kept, tk.hold.Load() != holdNone) })
 		}
@@ -495,8 +496,8 @@ func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
 	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	if want := []bool{true, true, false}; fmt.Sprint(kept) != fmt.Sprint(want) {
-		t.Errorf("Blocking calls kept the slot: %v, want %v (moving averages 0, blockHold/2, blockHold)", kept, want)
+	if want := []bool{false, true, true, false}; fmt.Sprint(kept) != fmt.Sprint(want) {
+		t.Errorf("Blocking calls kept the slot: %v, want %v (moving averages none yet, 1 us, blockHold/2, blockHold)", kept, want)
 	}
 }
 
@@ -551,5 +552,38 @@ func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
 				t.Errorf("order %v, want %v", order, want)
 			}
 		})
+	}
+}
+
+// TestFirstBlockingCallFollowsTheOthers: in IsolationOSPriority a task's
+// first Blocking call keeps the slot when the scheduler's recent calls
+// were short, and gives it up when they were long.
+func TestFirstBlockingCallFollowsTheOthers(t *testing.T) {
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	firstKept := func(d time.Duration) bool {
+		for range 8 { // calls of d by other tasks
+			if err := s.Run(context.Background(), func(tk *Task) error {
+				tk.Blocking(func() { time.Sleep(d) })
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var kept bool
+		s.Run(context.Background(), func(tk *Task) error {
+			tk.Blocking(func() { kept = tk.hold.Load() != holdNone })
+			return nil
+		})
+		return kept
+	}
+	if !firstKept(0) {
+		t.Error("after short calls, a task's first Blocking call gave its slot up")
+	}
+	if firstKept(2 * time.Millisecond) {
+		t.Error("after 2 ms calls, a task's first Blocking call kept its slot")
 	}
 }

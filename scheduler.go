@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cpusched/cpusched/internal/osprio"
 )
@@ -144,9 +145,13 @@ type Scheduler struct {
 	stats       counters
 	watching    bool // the monitor is watching slices
 
-	osMode       bool // IsolationOSPriority is in effect
-	osIdle       []*osWorker
-	osStopping   bool
+	osMode     bool // IsolationOSPriority is in effect
+	osIdle     []*osWorker
+	osStopping bool
+	// blockAvg is the moving average of Blocking's fn durations over all
+	// tasks, for a task's first call (see Task.Blocking); written without
+	// the lock, a lost update costs nothing.
+	blockAvg     atomic.Int64
 	osWorkers    sync.WaitGroup
 	restoreProcs func()
 

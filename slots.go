@@ -126,7 +126,11 @@ func (s *Scheduler) block(t *Task, now int64) blockHow {
 		s.mu.Unlock()
 		return blockNested
 	}
-	if s.osMode && t.blockAvg < int64(blockHold) {
+	avg := t.blockAvg
+	if avg == 0 {
+		avg = s.blockAvg.Load() // a first call: go by the other tasks' calls
+	}
+	if s.osMode && avg > 0 && avg < int64(blockHold) {
 		// Keep the slot for now (see Blocking). While no task waits
 		// for a slot that costs nobody anything; once one does, the
 		// hold timer gives the slot up blockHold after the call began.
@@ -211,7 +215,7 @@ func (s *Scheduler) releaseHold(t *Task) {
 // holdTimer gave the slot up meanwhile, t waits for one again.
 func (s *Scheduler) endHold(t *Task, start int64) {
 	now := s.clock.Now()
-	t.blockAvg = ewma(t.blockAvg, max(now-start, 1))
+	s.noteBlock(t, now-start)
 	if t.hold.CompareAndSwap(holdKept, holdNone) {
 		return
 	}
@@ -223,6 +227,16 @@ func (s *Scheduler) endHold(t *Task, start int64) {
 	}
 	t.hold.Store(holdNone)
 	s.unblock(t, now-start)
+}
+
+// noteBlock adds a Blocking call of d to t's and the scheduler's moving
+// averages.
+func (s *Scheduler) noteBlock(t *Task, d int64) {
+	d = max(d, 1)
+	t.blockAvg = ewma(t.blockAvg, d)
+	if s.osMode {
+		s.blockAvg.Store(ewma(s.blockAvg.Load(), d))
+	}
 }
 
 // armHoldsLocked sets the hold timers of the Blocking calls that keep

@@ -188,10 +188,13 @@ func (t *Task) Waited() time.Duration { return time.Duration(t.waited) }
 // gets its slot back first and the panic continues.
 //
 // In IsolationOSPriority, where giving the slot up and getting it back
-// costs a hand-off between threads, a task whose Blocking calls have been
-// short (a moving average under blockHold, 50 us) keeps its slot while fn
-// runs, and gives it up only if fn is still running blockHold later; the
-// time it kept the slot counts as run time.
+// costs a hand-off between threads, a task whose earlier Blocking calls
+// have been short (a moving average under blockHold, 50 us) keeps its slot
+// while fn runs, and gives it up only if another task waits and fn is
+// still running blockHold after it began; the time it kept the slot counts
+// as run time. A task's first call goes by the recent calls of all tasks:
+// where Blocking calls really wait, keeping the slot would leave it idle
+// for blockHold each time.
 func (t *Task) Blocking(fn func()) {
 	start := t.s.clock.Now()
 	switch t.s.block(t, start) {
@@ -207,7 +210,7 @@ func (t *Task) Blocking(fn func()) {
 	defer func() {
 		t.traceEndRegion()
 		d := t.s.clock.Now() - start
-		t.blockAvg = ewma(t.blockAvg, max(d, 1))
+		t.s.noteBlock(t, d)
 		t.s.unblock(t, d)
 		t.traceRegion(traceRun)
 	}()
