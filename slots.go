@@ -120,17 +120,21 @@ func (s *Scheduler) yield(t *Task) {
 
 // block gives up t's slot for a Blocking call.
 func (s *Scheduler) block(t *Task, now int64) blockHow {
-	cpu := s.taskCPU(t)
+	avg := t.blockAvg
+	if avg == 0 {
+		avg = s.blockAvg.Load() // a first call: go by the other tasks' calls
+	}
+	keep := s.osMode && avg > 0 && avg < int64(blockHold)
+	var cpu int64
+	if !keep {
+		cpu = s.taskCPU(t) // a system call: not on the kept path
+	}
 	s.mu.Lock()
 	if t.state != stateRunning || t.hold.Load() != holdNone { // a nested Blocking call
 		s.mu.Unlock()
 		return blockNested
 	}
-	avg := t.blockAvg
-	if avg == 0 {
-		avg = s.blockAvg.Load() // a first call: go by the other tasks' calls
-	}
-	if s.osMode && avg > 0 && avg < int64(blockHold) {
+	if keep {
 		// Keep the slot for now (see Blocking). While no task waits
 		// for a slot that costs nobody anything; once one does, the
 		// hold timer gives the slot up blockHold after the call began.
