@@ -402,13 +402,13 @@ func (q *runQueue) used(t *Task) int64 {
 }
 
 // pastLane reports whether running task t is past its first slice, so
-// that a new lane task may ask it for its slot: counting, in slot time, the
-// stretch since it was last charged, or with cpuClock, whether the lane
-// gave it its slot and it is still within the first slice as of the last
-// charge.
+// that a new lane task may ask it for its slot: in slot time, counting the
+// stretch since it was last charged, and with cpuClock, unless the lane
+// gave it its slot and it was within its first slice of CPU time at its
+// last charge.
 func (q *runQueue) pastLane(t *Task, now int64) bool {
-	if q.cpuClock {
-		return !t.laneRun
+	if q.cpuClock && t.laneRun {
+		return false
 	}
 	return t.runTime+now-t.since >= q.laneSlice(t)
 }
