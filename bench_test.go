@@ -174,69 +174,69 @@ func BenchmarkRunOSPriority(b *testing.B) {
 	log.SetOutput(io.Discard) // New and Close log the GOMAXPROCS change
 	defer log.SetOutput(os.Stderr)
 	ctx := context.Background()
-	b.Run("serial", func(b *testing.B) {
-		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := s.Run(ctx, emptyTask); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := s.Run(ctx, emptyTask); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	})
-	// A task of 100 us of CPU: its caller stops spinning and blocks, so
+	// A task of 100 us of CPU: its thread is not lowered yet on its own
+	// goroutine; in the hand-off its caller stops spinning and blocks, so
 	// this is the hand-off with a wake at the end (the 100 us included).
-	b.Run("serial-100us", func(b *testing.B) {
-		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
-		task := func(*Task) error {
-			for end := time.Now().Add(100 * time.Microsecond); time.Now().Before(end); {
-			}
-			return nil
+	task100us := func(*Task) error {
+		for end := time.Now().Add(100 * time.Microsecond); time.Now().Before(end); {
 		}
-		for b.Loop() {
-			if err := s.Run(ctx, task); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+		return nil
+	}
 	// A task that makes four short Blocking calls (the lab http server's
-	// handler makes one per 64 KiB written), from one caller, and from 8
-	// callers per P, so that tasks wait for their slot back.
+	// handler makes one per 64 KiB written).
 	blocking := func(t *Task) error {
 		for range 4 {
 			t.Blocking(func() {})
 		}
 		return nil
 	}
-	b.Run("blocking", func(b *testing.B) {
-		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
-		for b.Loop() {
-			if err := s.Run(ctx, blocking); err != nil {
-				b.Fatal(err)
-			}
+	// A task that computes past osLowerAfter, so that its thread is
+	// lowered and put back (on its own goroutine), 2 ms included.
+	task2ms := func(*Task) error {
+		for end := time.Now().Add(2 * time.Millisecond); time.Now().Before(end); {
 		}
-	})
-	b.Run("blocking-contended", func(b *testing.B) {
-		s := benchScheduler(b, WithIsolation(IsolationOSPriority))
-		b.SetParallelism(8)
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := s.Run(ctx, blocking); err != nil {
+		return nil
+	}
+	serial := func(opts []Option, fn func(*Task) error) func(*testing.B) {
+		return func(b *testing.B) {
+			s := benchScheduler(b, opts...)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := s.Run(ctx, fn); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
-	})
+		}
+	}
+	// parallel runs per callers per P: with 8, tasks wait for a slot.
+	parallel := func(opts []Option, fn func(*Task) error, per int) func(*testing.B) {
+		return func(b *testing.B) {
+			s := benchScheduler(b, opts...)
+			b.ReportAllocs()
+			b.SetParallelism(per)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := s.Run(ctx, fn); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+	for _, d := range []struct {
+		name string
+		opts []Option
+	}{
+		{"", []Option{WithIsolation(IsolationOSPriority)}},
+		{"-handoff", []Option{WithIsolation(IsolationOSPriority), withOSHandoff()}},
+	} {
+		b.Run("serial"+d.name, serial(d.opts, emptyTask))
+		b.Run("parallel"+d.name, parallel(d.opts, emptyTask, 1))
+		b.Run("serial-100us"+d.name, serial(d.opts, task100us))
+		b.Run("serial-2ms"+d.name, serial(d.opts, task2ms))
+		b.Run("blocking"+d.name, serial(d.opts, blocking))
+		b.Run("blocking-contended"+d.name, parallel(d.opts, blocking, 8))
+	}
 }
 
 // BenchmarkManyTasksTail is a closed loop of 100 callers, each running one

@@ -22,9 +22,9 @@ const promptly = 2 * time.Second
 // the workers in TestMain). TestCloseCancelsAfterDeadline covers queued
 // tasks.
 func TestCloseHonoursDeadlineWithStuckTasks(t *testing.T) {
-	for _, mode := range IsolationModes() {
-		t.Run(mode.String(), func(t *testing.T) {
-			s, err := New(WithIsolation(mode), WithWorkers(2), WithSlice(minSlice))
+	for _, mode := range testModes() {
+		t.Run(mode.name, func(t *testing.T) {
+			s, err := New(append(mode.opts, WithWorkers(2), WithSlice(minSlice))...)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -31,15 +31,18 @@
 // calls"): Checkpoint when nothing is asked of the task, one atomic load;
 // with IsolationNone or IsolationReserve, Run of an empty task with a free
 // slot, less than a plain goroutine + WaitGroup, and Go + Wait about twice
-// as much as the goroutine; with IsolationOSPriority, Run hands the task to
-// a worker thread (microseconds: a few when tasks come back to back, else
-// a futex round trip each way); a queued
-// task, a few hundred bytes and no goroutine.
+// as much as the goroutine; with IsolationOSPriority, about a microsecond
+// (the task's thread is locked, and lowered only if it runs for 250 us),
+// or where a lowered thread cannot be raised back, a hand-off to a worker
+// thread (microseconds: a few when tasks come back to back, else a futex
+// round trip each way); a queued task, a few hundred bytes and no
+// goroutine.
 //
 // Isolation decides how the rest of the program is protected:
-// IsolationOSPriority (the default on Linux) runs tasks on worker threads
-// at the kernel's SCHED_IDLE priority with a spare P, so the kernel
-// preempts them whenever another thread of the program wakes;
+// IsolationOSPriority (the default on Linux) runs tasks on threads lowered
+// to the kernel's SCHED_IDLE priority (once a task has run for 250 us)
+// with a spare P, so the kernel preempts them whenever another thread of
+// the program wakes;
 // IsolationReserve (the default elsewhere) runs tasks on fewer slots than
 // GOMAXPROCS (cpuworker's approach); IsolationNone on all of them.
 //

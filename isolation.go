@@ -25,11 +25,24 @@ const (
 	// and no protection for the rest of the program beyond the Go runtime's
 	// own round-robin.
 	IsolationNone
-	// IsolationOSPriority (Linux) runs tasks on GOMAXPROCS worker slots whose
-	// goroutines are locked to OS threads at a lower kernel priority, and
-	// raises GOMAXPROCS to the worker count plus one: the kernel preempts a
-	// worker the moment another thread of the program wakes, so the rest of
-	// the program stays fast and the tasks still get every idle cycle.
+	// IsolationOSPriority (Linux) runs tasks on GOMAXPROCS worker slots
+	// whose threads run at a lower kernel priority, and raises GOMAXPROCS
+	// to the worker count plus one: the kernel preempts a task's thread
+	// the moment another thread of the program wakes, so the rest of the
+	// program stays fast and the tasks still get every idle cycle.
+	// Where a lowered thread can be raised back (CAP_SYS_NICE, or an
+	// RLIMIT_NICE that allows it; New probes once), a task runs on its
+	// own goroutine (Run's caller, or one started for Go), locked to its
+	// thread while fn runs, and the slice monitor lowers that thread once
+	// the task has held its slot for 250 us (up to about 1 ms later on an
+	// idle machine, where Go's timers are coarser); fn's return puts it
+	// back. So short tasks cost no thread switch and run at the thread's
+	// own priority, and a Run of an empty task costs about a microsecond
+	// (BenchmarkRunOSPriority; docs/performance.md, "Own goroutines").
+	// Elsewhere, or with CPUSCHED_OS_HANDOFF=1 in the environment, Run
+	// hands each task to a worker goroutine locked to a lowered thread for
+	// good: a few microseconds while workers spin after short tasks, else
+	// a futex round trip each way ("Hand-off").
 	// Under a cgroup CPU limit (a container's) that set GOMAXPROCS, it runs
 	// one worker fewer than the limit rounded up, at least 1: the kernel
 	// throttles the whole cgroup once the quota is spent, low-priority
@@ -37,11 +50,7 @@ const (
 	// (see New).
 	// Where thread priorities are unavailable New falls back to
 	// IsolationReserve, logs a warning (WithLogger), and Stats reports the mode in effect.
-	// Its slice defaults to osPrioritySlice, and Run hands each task to a
-	// worker thread: a few microseconds while workers spin after short
-	// tasks, else a futex round trip each way, against a fraction of one
-	// for a goroutine + WaitGroup (BenchmarkRunOSPriority;
-	// docs/performance.md, "Hand-off"). It is the default on Linux.
+	// Its slice defaults to osPrioritySlice. It is the default on Linux.
 	IsolationOSPriority
 )
 

@@ -1,9 +1,12 @@
 package cpusched
 
 // The slice monitor: the one goroutine New starts, which ends slices while
-// tasks wait.
+// tasks wait, and lowers long tasks' threads in IsolationOSPriority.
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // watchLocked makes sure the monitor watches slices while tasks wait.
 func (s *Scheduler) watchLocked() {
@@ -28,7 +31,10 @@ func (s *Scheduler) kickMonitor() {
 // monitor ends slices. It sleeps until a task waits for a slot (watchLocked
 // wakes it), then, while tasks wait, wakes at the earliest end of a running
 // task's slice and sets that task's preempt bit. An idle scheduler, or one
-// whose tasks all have slots, costs no CPU here.
+// whose tasks all have slots, costs no CPU here. In IsolationOSPriority
+// with tasks on their own goroutines it also lowers the threads of tasks
+// that have run for osLowerAfter (lowerLongLocked), waking at most every
+// osLowerAfter while tasks run, and until lowerIdle after the last start.
 func (s *Scheduler) monitor() {
 	defer close(s.monitorDone)
 	timer := time.NewTimer(time.Hour)
@@ -41,12 +47,23 @@ func (s *Scheduler) monitor() {
 		}
 		for {
 			s.mu.Lock()
-			if s.rq.nwaiting == 0 || len(s.running) == 0 {
+			now := s.clock.Now()
+			slices := s.rq.nwaiting > 0 && len(s.running) > 0
+			var next int64 = math.MaxInt64
+			if slices {
+				next = s.expireSlicesLocked(now)
+			}
+			lowering := false
+			if s.osOwn {
+				var d int64
+				d, lowering = s.lowerLongLocked(now)
+				next = min(next, d)
+			}
+			if !slices && !lowering {
 				s.watching = false
 				s.mu.Unlock()
 				break
 			}
-			next := s.expireSlicesLocked(s.clock.Now())
 			s.mu.Unlock()
 			timer.Reset(time.Duration(next))
 			select {

@@ -57,6 +57,7 @@ type config struct {
 	clock           clock
 	noMonitor       bool          // tests drive slice expiry themselves
 	osPolicy        osprio.Policy // IsolationOSPriority's thread setting
+	osHandoff       bool          // IsolationOSPriority hands every task to a worker thread (osmode.go)
 	logger          *slog.Logger  // nil: silent
 	cpuLimit        cpuLimit      // the cgroup CPU limit IsolationOSPriority's default workers follow
 	laneShare       float64       // the small-task lane's budget (runqueue.go)
@@ -141,6 +142,13 @@ func withLaneShare(share float64) Option {
 	return optionFunc(func(cfg *config) error { cfg.laneShare = share; return nil })
 }
 
+// withOSHandoff makes IsolationOSPriority hand every task to a worker
+// thread, as where a lowered thread cannot be raised back (tests and
+// benchmarks of that fallback).
+func withOSHandoff() Option {
+	return optionFunc(func(cfg *config) error { cfg.osHandoff = true; return nil })
+}
+
 // withoutMonitor stops New from starting the slice monitor (tests that end
 // slices by hand with expireSlicesLocked).
 func withoutMonitor() Option {
@@ -190,6 +198,13 @@ func newConfig(opts []Option) (config, error) {
 				return config{}, fmt.Errorf("cpusched: %s: %w", osPolicyEnv, err)
 			}
 			c.osPolicy = p
+		}
+		switch v := os.Getenv(osHandoffEnv); v {
+		case "", "0":
+		case "1":
+			c.osHandoff = true
+		default:
+			return config{}, fmt.Errorf("cpusched: %s=%q: want 0 or 1", osHandoffEnv, v)
 		}
 	}
 	c.explicitWorkers = c.workers != 0

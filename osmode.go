@@ -1,11 +1,35 @@
 package cpusched
 
-// IsolationOSPriority: tasks run on worker goroutines locked to OS threads
-// whose kernel priority is lowered, and GOMAXPROCS is raised above the
-// worker count, so that goroutines outside the scheduler always find a free
-// P and their threads preempt the workers' threads in the kernel the moment
-// they wake. No Checkpoint is needed for that protection; Checkpoint still
-// orders cpusched's own tasks.
+// IsolationOSPriority: tasks run on OS threads whose kernel priority is
+// lowered, and GOMAXPROCS is raised above the worker count, so that
+// goroutines outside the scheduler always find a free P and their threads
+// preempt the tasks' threads in the kernel the moment they wake. No
+// Checkpoint is needed for that protection; Checkpoint still orders
+// cpusched's own tasks.
+//
+// Own goroutines, lowered late. Where a lowered thread can be raised back
+// (CAP_SYS_NICE, or an RLIMIT_NICE that allows the setting it came from;
+// New probes it once, probeOSRestore), a task runs on its own goroutine as
+// in the other modes: the Run caller's, or for Go one the scheduler starts.
+// That goroutine is locked to its thread while fn runs (lockThread), so
+// the thread id the task records stays its thread, and the monitor lowers
+// that thread (lowerLongLocked) once the task has held its slot for
+// osLowerAfter. The lowered thread stays lowered until fn returns, when
+// the task's goroutine puts the setting back and unlocks (unlockThread).
+// So a short task costs no thread hand-off and no priority change at all
+// (an empty Run: a lock, a gettid and the slot's bookkeeping), and a long
+// task runs at normal priority for its first osLowerAfter only, then as a
+// worker would. A task whose thread is not lowered waits in Blocking's fn
+// unlocked, so the wake after a socket wait is a goroutine's, not a
+// thread's; a task on a lowered thread keeps it (raising and lowering again
+// costs two system calls, and the thread's wake is what a worker pays).
+// The runtime does not pass a locked thread's setting on to the threads it
+// starts meanwhile (newm hands that to its template thread); a child
+// process started from fn on a lowered thread does start lowered.
+//
+// Elsewhere (no privilege to raise a thread back), and with
+// CPUSCHED_OS_HANDOFF=1, every task is handed to a worker goroutine locked
+// to a lowered thread for good:
 //
 // A task parked at a Checkpoint keeps its worker goroutine (and thread)
 // blocked, so the workers are a pool that grows past the slot count when
@@ -289,11 +313,11 @@ var probeOSPriority = func(p osprio.Policy) error {
 	return <-errc
 }
 
-// spawn starts first-run task t: on a new goroutine, or in OS-priority mode
-// on an idle low-priority worker. It reports whether that worker was awake
+// spawn starts first-run task t: on a new goroutine, or where
+// IsolationOSPriority hands tasks off, on an idle low-priority worker. It reports whether that worker was awake
 // (see osWorker).
 func (s *Scheduler) spawn(t *Task) (awake bool) {
-	if !s.osMode {
+	if !s.osMode || s.osOwn {
 		go s.runGo(t)
 		return false
 	}
@@ -309,6 +333,125 @@ func (s *Scheduler) spawn(t *Task) (awake bool) {
 	s.mu.Unlock()
 	go s.osWorkerLoop(t)
 	return false
+}
+
+// osLowerAfter is how long a task on its own goroutine holds its slot at
+// its thread's normal priority before the monitor lowers the thread: long
+// enough that the tasks of a server that only wraps its handlers (and an
+// empty Run) never pay the two system calls, short enough that the rest of
+// the program waits behind a task's normal-priority start for no longer
+// than a fraction of its own 1 ms-scale work (docs/performance.md,
+// "Own goroutines").
+const osLowerAfter = 250 * time.Microsecond
+
+// lowerIdle is how long the monitor keeps looking for tasks to lower after
+// the last task got a slot, so that a stream of short Runs does not wake it
+// at every start.
+const lowerIdle = 20 * osLowerAfter
+
+// lockThread locks t's goroutine, which is about to call fn, to its thread
+// and records the thread for the monitor.
+func (s *Scheduler) lockThread(t *Task) {
+	runtime.LockOSThread()
+	t.tid.Store(int32(osprio.ThreadID()))
+}
+
+// unlockThread is lockThread's undo, once t has ended: the thread's setting
+// goes back to what it was if the monitor lowered it.
+func (s *Scheduler) unlockThread(t *Task) {
+	t.tid.Store(0)
+	if t.lowered.Load() {
+		if err := t.loweredFrom.Restore(); err != nil {
+			// New's probe succeeded, so this is unexpected. The
+			// goroutine stays locked to its lowered thread rather
+			// than leave the runtime a lowered thread to run others on.
+			s.log.Warn("cpusched: putting a task's thread priority back failed; the calling goroutine stays on its lowered thread", "err", err)
+			return
+		}
+	}
+	runtime.UnlockOSThread()
+}
+
+// unlockThreadToWait unlocks the goroutine of t, a task on its own
+// goroutine that has given its slot up to wait, from its thread, unless
+// the thread is lowered (then it waits locked, as a worker would); it
+// reports whether it did. relockThread is its undo, once t runs again:
+// possibly on another thread, which is not lowered either.
+func (s *Scheduler) unlockThreadToWait(t *Task) bool {
+	if !s.osOwn || t.lowered.Load() {
+		return false
+	}
+	t.tid.Store(0)
+	runtime.UnlockOSThread()
+	return true
+}
+
+func (s *Scheduler) relockThread(t *Task) { s.lockThread(t) }
+
+// lowerLongLocked lowers the threads of the running tasks on their own
+// goroutines that have held their slot for osLowerAfter, not counting
+// their Blocking calls that kept it (those wait; they do not compute). It returns how
+// long until the next such task reaches osLowerAfter (at most
+// osLowerAfter) and whether the monitor should keep looking: a task is
+// running unlowered, or one got a slot within lowerIdle.
+func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
+	next = int64(osLowerAfter)
+	look = now-s.lastStart < int64(lowerIdle)
+	for _, t := range s.running {
+		if t.lowered.Load() {
+			continue
+		}
+		look = true
+		tid := int(t.tid.Load())
+		if t.hold.Load() != holdNone {
+			continue // in a Blocking call that keeps the slot: not computing
+		}
+		used := t.runTime + now - t.since - t.kept.Load()
+		if d := int64(osLowerAfter) - used; d > 0 || tid == 0 {
+			if d > 0 {
+				next = min(next, d)
+			}
+			continue // tid 0: its goroutine has not reached fn yet
+		}
+		before, lowered, err := osprio.LowerThread(tid, s.cfg.osPolicy)
+		if err != nil {
+			s.log.Warn("cpusched: lowering a task's thread failed; it runs at normal priority", "err", err)
+		}
+		if !lowered {
+			// Already at the setting (a Run nested in a lowered task,
+			// or a thread the program lowered itself), or failed: the
+			// task's own end must not change the thread; look again
+			// later in case an inner task put it back.
+			continue
+		}
+		// The lane measures a lowered task by its thread's CPU time
+		// from here on (taskCPU), on top of its slot time so far.
+		t.cpuStart = osprio.ThreadCPUOf(tid) - used
+		t.loweredFrom = before
+		t.lowered.Store(true)
+	}
+	return next, look
+}
+
+// probeOSRestore checks, on a throwaway locked thread, that a lowered
+// thread can be raised back here.
+var probeOSRestore = func(p osprio.Policy) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		before, err := osprio.Current()
+		if err == nil {
+			err = osprio.Lower(p)
+		}
+		if err == nil {
+			err = before.Restore()
+		}
+		if err == nil {
+			runtime.UnlockOSThread()
+		} // else exit locked: the runtime discards the thread
+		errc <- err
+	}()
+	return <-errc
 }
 
 // maxIdleOSWorkers bounds the idle pool: enough for every slot to hand off
@@ -389,3 +532,9 @@ var defaultOSPolicy = osprio.Idle
 // setting (idle, batch10, nice19, nice10), for measuring the alternatives
 // with cpusched bench; it is read by New only in IsolationOSPriority mode.
 const osPolicyEnv = "CPUSCHED_THREAD_POLICY"
+
+// osHandoffEnv names the environment variable that, set to 1, makes
+// IsolationOSPriority hand every task to a worker thread even where tasks
+// could run on their own goroutines, for measuring the two side by side
+// with cpusched bench.
+const osHandoffEnv = "CPUSCHED_OS_HANDOFF"

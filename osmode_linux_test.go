@@ -43,21 +43,52 @@ func TestOSPriorityMode(t *testing.T) {
 	if got, want := runtime.GOMAXPROCS(0), max(procsBefore, st.Workers+spareProcs); got != want {
 		t.Errorf("GOMAXPROCS = %d during the mode, want %d", got, want)
 	}
-	// The task runs on a thread whose policy was lowered.
-	var policy int
+	if !s.osOwn {
+		t.Fatal("tasks are handed to worker threads, want them on their own goroutines (can this process raise a thread back?)")
+	}
+	// A short task runs on Run's own thread at its normal priority; a long
+	// one's thread is lowered once it has held its slot for osLowerAfter,
+	// and put back when it returns.
+	runtime.LockOSThread() // so that "after" reads the thread the tasks ran on
+	short, long, after := -1, -1, -1
 	err = s.Run(context.Background(), func(*Task) error {
-		attr, err := unix.SchedGetAttr(0, 0)
-		if err != nil {
-			return err
-		}
-		policy = int(attr.Policy)
+		short = threadPolicy(t)
 		return nil
 	})
+	if err == nil {
+		err = s.Run(context.Background(), func(*Task) error {
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+				if long = threadPolicy(t); long == defaultOSPolicy.Sched {
+					break
+				}
+			}
+			return nil
+		})
+	}
+	after = threadPolicy(t)
+	runtime.UnlockOSThread()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if policy != defaultOSPolicy.Sched {
-		t.Errorf("worker thread policy = %d, want %d (%s)", policy, defaultOSPolicy.Sched, defaultOSPolicy.Name)
+	if short != 0 || long != defaultOSPolicy.Sched || after != 0 {
+		t.Errorf("thread policy: %d in a short task, %d in a long one (5 s), %d after; want 0, %d (%s), 0",
+			short, long, after, defaultOSPolicy.Sched, defaultOSPolicy.Name)
+	}
+	// Handing tasks off, even a short task runs on a lowered worker thread.
+	h, err := New(WithIsolation(IsolationOSPriority), withOSHandoff())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Run(context.Background(), func(*Task) error {
+		short = threadPolicy(t)
+		return nil
+	})
+	h.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if short != defaultOSPolicy.Sched {
+		t.Errorf("worker thread policy = %d, want %d (%s)", short, defaultOSPolicy.Sched, defaultOSPolicy.Name)
 	}
 	// Many tasks, some parked at Checkpoints.
 	var handles []*Handle
@@ -94,6 +125,18 @@ func TestOSPriorityMode(t *testing.T) {
 	t.Logf("threads: %d before, %d after Close, none lowered", threadsBefore, threadCount(t))
 }
 
+func init() { countLowered = loweredThreads }
+
+// threadPolicy returns the calling thread's scheduling policy.
+func threadPolicy(t *testing.T) int {
+	attr, err := unix.SchedGetAttr(0, 0)
+	if err != nil {
+		t.Error(err)
+		return -1
+	}
+	return int(attr.Policy)
+}
+
 // loweredThreads counts this process's threads whose scheduling policy is
 // the one IsolationOSPriority lowers its workers to, but for the main
 // thread: a worker (or New's probe) that ran on it leaves it lowered, since
@@ -128,7 +171,7 @@ func loweredThreads(t *testing.T) int {
 // at a Checkpoint or came back from Blocking. Run now waits only on the
 // task's done channel. Run with -race.
 func TestRunWhileWorkersParkIsRaceFree(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1), WithSlice(minSlice))
+	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(1), WithSlice(minSlice))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +433,7 @@ func TestOSWorkerHandOff(t *testing.T) {
 // bounded: once the tasks have ended, every idle worker parks (an idle
 // scheduler costs no CPU).
 func TestIdleOSWorkersPark(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(2))
+	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,13 +461,14 @@ func TestIdleOSWorkersPark(t *testing.T) {
 	})
 }
 
-// TestBlockingHoldGivesTheSlotUp: in IsolationOSPriority a Blocking call
+// TestBlockingHoldGivesTheSlotUp: where IsolationOSPriority hands tasks
+// to worker threads (and for tasks on lowered threads), a Blocking call
 // after a short one keeps the task's slot; when another task waits and fn is still
 // running blockHold later, the slot goes to that task. Here fn waits for
 // the other task to have run, so without the release it would wait
 // forever.
 func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1))
+	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -455,15 +499,16 @@ func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
 	}
 }
 
-// TestShortBlockingCallsKeepTheSlot: in IsolationOSPriority a Blocking
-// call keeps the task's slot while the task's earlier calls have been
+// TestShortBlockingCallsKeepTheSlot: where IsolationOSPriority hands tasks
+// to worker threads (and for tasks on lowered threads), a Blocking call
+// keeps the task's slot while the task's earlier calls have been
 // short (a moving average under blockHold), even with another task
 // waiting, and gives it up at once after long ones and on the first call. (Whether the slot then stays kept
 // depends on the worker thread getting the CPU within blockHold, which a
 // SCHED_IDLE thread on a busy machine need not, so the test checks how
 // each call began.)
 func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1))
+	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,11 +551,15 @@ func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
 // thread may simply not run) is still within its first slice in
 // IsolationOSPriority, where the lane counts the worker thread's CPU time,
 // so a new small task does not take its slot at its next Checkpoint. In
-// IsolationReserve, which counts slot time, it does.
+// IsolationReserve, which counts slot time, it does. (With tasks on their
+// own goroutines the lane counts slot time until the monitor lowers the
+// task's thread, since the thread ran at normal priority until then: the
+// worker threads of the hand-off are where this test's premise holds
+// from the start.)
 func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
 	for _, mode := range []Isolation{IsolationOSPriority, IsolationReserve} {
 		t.Run(mode.String(), func(t *testing.T) {
-			s, err := New(WithIsolation(mode), WithWorkers(1))
+			s, err := New(WithIsolation(mode), WithWorkers(1), withOSHandoff())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -555,11 +604,11 @@ func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
 	}
 }
 
-// TestFirstBlockingCallFollowsTheOthers: in IsolationOSPriority a task's
-// first Blocking call keeps the slot when the scheduler's recent calls
+// TestFirstBlockingCallFollowsTheOthers: where IsolationOSPriority hands
+// tasks to worker threads, a task's first Blocking call keeps the slot when the scheduler's recent calls
 // were short, and gives it up when they were long.
 func TestFirstBlockingCallFollowsTheOthers(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1))
+	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,5 +634,114 @@ func TestFirstBlockingCallFollowsTheOthers(t *testing.T) {
 	}
 	if firstKept(2 * time.Millisecond) {
 		t.Error("after 2 ms calls, a task's first Blocking call kept its slot")
+	}
+}
+
+// ownScheduler returns an IsolationOSPriority Scheduler whose tasks run on
+// their own goroutines, or skips the test where a lowered thread cannot
+// be raised back.
+func ownScheduler(t *testing.T, opts ...Option) *Scheduler {
+	t.Helper()
+	if !osprio.Supported() {
+		t.Skip("no per-thread priorities on this platform")
+	}
+	s, err := New(append([]Option{WithIsolation(IsolationOSPriority)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	if !s.osOwn {
+		t.Skip("a lowered thread cannot be raised back here: tasks are handed off")
+	}
+	return s
+}
+
+// spinUntil computes until cond holds, for at most 5 s, and reports
+// whether it did.
+func spinUntil(cond func() bool) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if cond() {
+			return true
+		}
+	}
+	return false
+}
+
+// TestKeptBlockingDoesNotLower: the monitor lowers a task's thread after
+// osLowerAfter of its slot time, but time in Blocking calls that kept the
+// slot is waiting, not computing, and does not count: a task that makes
+// many short Blocking calls (a handler writing a response in chunks)
+// stays at normal priority, and one that computes as long is lowered.
+func TestKeptBlockingDoesNotLower(t *testing.T) {
+	s := ownScheduler(t, WithWorkers(1))
+	ctx := context.Background()
+	var waiter, computer bool
+	err := s.Run(ctx, func(tk *Task) error {
+		wait := func() {
+			for end := time.Now().Add(20 * time.Microsecond); time.Now().Before(end); {
+			}
+		}
+		for end := time.Now().Add(4 * osLowerAfter); time.Now().Before(end); {
+			tk.Blocking(wait)
+		}
+		// Give the monitor time to look (its timers are 1 ms-coarse on an
+		// idle machine), in one more kept call.
+		tk.Blocking(func() { time.Sleep(2 * time.Millisecond) })
+		waiter = tk.lowered.Load()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Run(ctx, func(tk *Task) error {
+		computer = spinUntil(tk.lowered.Load)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waiter || !computer {
+		t.Errorf("lowered: %v after %v in kept Blocking calls, %v after computing; want false, true", waiter, 4*osLowerAfter, computer)
+	}
+}
+
+// TestNestedRunKeepsTheOuterThreadLowered: a Run nested in a task whose
+// thread the monitor has lowered runs on that thread, finds it lowered
+// already, and leaves it so when it returns; the outer task's end puts it
+// back. A caller locked to its thread before Run stays locked to it.
+func TestNestedRunKeepsTheOuterThreadLowered(t *testing.T) {
+	s := ownScheduler(t, WithWorkers(2))
+	ctx := context.Background()
+	runtime.LockOSThread() // the caller's own lock, which Run must keep
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	var inner, afterInner int
+	err := s.Run(ctx, func(outer *Task) error {
+		if !spinUntil(outer.lowered.Load) {
+			return fmt.Errorf("the outer task was not lowered in 5 s")
+		}
+		if err := s.Run(ctx, func(in *Task) error {
+			for end := time.Now().Add(3 * osLowerAfter); time.Now().Before(end); {
+			}
+			inner = threadPolicy(t)
+			return nil
+		}); err != nil {
+			return err
+		}
+		afterInner = threadPolicy(t)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := defaultOSPolicy.Sched
+	if inner != idle || afterInner != idle {
+		t.Errorf("thread policy: %d in the nested task, %d after it returned; want %d, %d", inner, afterInner, idle, idle)
+	}
+	if got := threadPolicy(t); got != 0 {
+		t.Errorf("thread policy after the outer task = %d, want 0", got)
+	}
+	if got := unix.Gettid(); got != tid {
+		t.Errorf("the caller's goroutine moved from thread %d to %d: Run undid its LockOSThread", tid, got)
 	}
 }

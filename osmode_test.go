@@ -131,3 +131,21 @@ func TestOSPriorityWorkersFollowTheCgroupLimit(t *testing.T) {
 		t.Errorf("OSPriority when the limit cannot be read: %d workers, want 2", got)
 	}
 }
+
+// testMode is an isolation mode to run a test in, with the options that
+// select it.
+type testMode struct {
+	name string
+	opts []Option
+}
+
+// testModes are every isolation mode, plus IsolationOSPriority handing its
+// tasks to worker threads (withOSHandoff), as it does where a lowered
+// thread cannot be raised back.
+func testModes() []testMode {
+	var modes []testMode
+	for _, m := range IsolationModes() {
+		modes = append(modes, testMode{m.String(), []Option{WithIsolation(m)}})
+	}
+	return append(modes, testMode{"ospriority-handoff", []Option{WithIsolation(IsolationOSPriority), withOSHandoff()}})
+}

@@ -19,8 +19,8 @@ import (
 func TestPropertyStatsIdentity(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		workers := rapid.IntRange(1, 3).Draw(rt, "workers")
-		mode := rapid.SampledFrom(IsolationModes()).Draw(rt, "mode")
-		s, err := New(WithIsolation(mode), WithWorkers(workers), WithSlice(minSlice), WithQueueLimit(rapid.IntRange(1, 64).Draw(rt, "limit")))
+		mode := rapid.SampledFrom(testModes()).Draw(rt, "mode")
+		s, err := New(append(mode.opts, WithWorkers(workers), WithSlice(minSlice), WithQueueLimit(rapid.IntRange(1, 64).Draw(rt, "limit")))...)
 		if err != nil {
 			rt.Fatal(err)
 		}

@@ -40,10 +40,14 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	}
 	// fn runs under the task's pprof labels and, when tracing, in a
 	// "cpusched.run" region of its trace task.
+	if s.osOwn {
+		s.lockThread(t)
+		defer s.unlockThread(t) // after the task has ended (the defer below)
+	}
 	restore := t.setLabels()
 	t.traceRegion(traceRun)
-	if s.rq.cpuClock {
-		t.cpuStart = osprio.ThreadCPU() // fn runs on this locked thread
+	if s.rq.cpuClock && !s.osOwn {
+		t.cpuStart = osprio.ThreadCPU() // fn runs on this locked worker thread
 	}
 	normal := false
 	defer func() {

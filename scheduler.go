@@ -49,9 +49,11 @@ import (
 //   - the task's goroutine: the goroutine that runs fn. The Run caller's in
 //     IsolationNone and IsolationReserve; for Go, one the scheduler starts
 //     when the task first gets a slot (runGo, which runs the next
-//     never-started Go task too); in IsolationOSPriority, for Run and Go
-//     alike, a worker goroutine locked to a low-priority thread. The
-//     scheduler starts it (spawn) when Task.ownGoroutine is set.
+//     never-started Go task too). In IsolationOSPriority the same, locked
+//     to its thread while fn runs (osmode.go); where a lowered thread
+//     cannot be raised back, for Run and Go alike, a worker goroutine
+//     locked to a low-priority thread. The scheduler starts it (spawn)
+//     when Task.ownGoroutine is set.
 //
 // Naming rule: a Scheduler method whose name ends in Locked must be called
 // with s.mu held; every other Scheduler method takes s.mu itself where it
@@ -145,7 +147,13 @@ type Scheduler struct {
 	stats       counters
 	watching    bool // the monitor is watching slices
 
-	osMode     bool // IsolationOSPriority is in effect
+	osMode bool // IsolationOSPriority is in effect
+	// osOwn: in IsolationOSPriority, tasks run on their own goroutines and
+	// the monitor lowers their threads (osmode.go); false where every task
+	// is handed to a worker thread. lastStart is when a task last got a
+	// slot, for the monitor.
+	osOwn      bool
+	lastStart  int64
 	osIdle     []*osWorker
 	osStopping bool
 	// blockAvg is the moving average of Blocking's fn durations over all
@@ -236,6 +244,18 @@ func New(opts ...Option) (*Scheduler, error) {
 	if cfg.isolation == IsolationOSPriority {
 		s.osMode = true
 		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
+		switch {
+		case cfg.osHandoff:
+			logger.Info("cpusched: IsolationOSPriority hands every task to a worker thread", "why", osHandoffEnv+" or the test option")
+		case cfg.noMonitor:
+			// No monitor to lower the threads: hand tasks off.
+		default:
+			if err := probeOSRestore(cfg.osPolicy); err != nil {
+				logger.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a worker thread", "err", err)
+			} else {
+				s.osOwn = true
+			}
+		}
 	}
 	if err := cfg.cpuLimit.err; err != nil {
 		logger.Warn("cpusched: reading the cgroup CPU limit failed; workers follow GOMAXPROCS", "err", err)

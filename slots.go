@@ -44,6 +44,10 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 		s.watchLocked()
 		s.kickMonitor() // this slice may end before the one the monitor waits for
 	}
+	if s.osOwn {
+		s.lastStart = now
+		s.watchLocked() // the monitor lowers t's thread if t runs long
+	}
 	return first
 }
 
@@ -84,7 +88,7 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
-	t.cpuUsed = cpu
+	t.setCPU(cpu, t.runTime+now-t.since)
 	asked := t.preempt.Load()
 	sliceOver := now >= t.sliceEnd
 	s.chargeLocked(t, now) // renews the deadline when the request is used up
@@ -114,7 +118,11 @@ func (s *Scheduler) yield(t *Task) {
 	s.mu.Unlock()
 	s.resume(next, first)
 	t.traceEndRegion()
+	unlocked := s.unlockThreadToWait(t)
 	<-t.wake
+	if unlocked {
+		s.relockThread(t)
+	}
 	t.traceRegion(traceRun)
 }
 
@@ -146,7 +154,7 @@ func (s *Scheduler) block(t *Task, now int64) blockHow {
 		s.mu.Unlock()
 		return blockKept
 	}
-	t.cpuUsed = cpu
+	t.setCPU(cpu, t.runTime+now-t.since)
 	s.giveUpSlotLocked(t, now)
 	next, first := s.pickLocked(now)
 	s.mu.Unlock()
@@ -220,6 +228,9 @@ func (s *Scheduler) releaseHold(t *Task) {
 func (s *Scheduler) endHold(t *Task, start int64) {
 	now := s.clock.Now()
 	s.noteBlock(t, now-start)
+	if s.osOwn {
+		t.kept.Add(now - start)
+	}
 	if t.hold.CompareAndSwap(holdKept, holdNone) {
 		return
 	}
@@ -230,7 +241,11 @@ func (s *Scheduler) endHold(t *Task, start int64) {
 		return
 	}
 	t.hold.Store(holdNone)
+	unlocked := s.unlockThreadToWait(t)
 	s.unblock(t, now-start)
+	if unlocked {
+		s.relockThread(t)
+	}
 }
 
 // noteBlock adds a Blocking call of d to t's and the scheduler's moving
@@ -275,7 +290,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	cpu := s.taskCPU(t)
 	now := s.clock.Now()
 	s.mu.Lock()
-	t.cpuUsed = cpu
+	t.setCPU(cpu, t.runTime)
 	s.blocked--
 	t.avgWait = ewma(t.avgWait, waited)
 	t.since = now // from now on it waits for a slot
@@ -301,13 +316,26 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	<-t.wake
 }
 
-// taskCPU is, in IsolationOSPriority, the CPU time t's worker thread has
-// used since fn began; 0 otherwise. Call it on t's goroutine.
+// taskCPU is, in IsolationOSPriority, the CPU time t's thread has used
+// since fn began (for a task on its own goroutine: its slot time until the
+// monitor lowered the thread, and the thread's CPU time since); -1, for
+// its slot time, otherwise and while its thread is not lowered. Call it
+// on t's goroutine.
 func (s *Scheduler) taskCPU(t *Task) int64 {
-	if !s.rq.cpuClock {
-		return 0
+	if !s.rq.cpuClock || s.osOwn && !t.lowered.Load() {
+		return -1
 	}
 	return osprio.ThreadCPU() - t.cpuStart
+}
+
+// setCPU records what taskCPU read as t.cpuUsed (the run queue's measure of
+// t with cpuClock), or slot, t's slot time, where taskCPU read -1; under
+// s.mu.
+func (t *Task) setCPU(cpu, slot int64) {
+	if cpu < 0 {
+		cpu = slot
+	}
+	t.cpuUsed = cpu
 }
 
 // chargeLocked charges t's run time since it last was: to the task, to

@@ -26,9 +26,13 @@ const (
 	// stressStall is how long a mode may go without any call returning
 	// before the watchdog dumps every goroutine and fails the test.
 	stressStall = 2 * time.Minute
+	// stressOwnThreads bounds the process's threads after the
+	// IsolationOSPriority rounds with tasks on their own goroutines.
+	stressOwnThreads = 400
 )
 
-// TestStress drives the Scheduler in every isolation mode with many random
+// TestStress drives the Scheduler in every isolation mode, and in
+// IsolationOSPriority's hand-off to worker threads, with many random
 // concurrent operations and checks that nothing is lost, counted twice or
 // leaked.
 //
@@ -60,7 +64,9 @@ const (
 // Submitted+Rejected is the number of calls, Completed the number that
 // returned nil and Panicked the number that returned a *PanicError. After
 // each mode no goroutine is left (goleak) and, on Linux, no more than
-// GOMAXPROCS+4 threads were added. A watchdog dumps every goroutine and
+// GOMAXPROCS+4 threads were added (GOMAXPROCS as IsolationOSPriority
+// raised it, plus the workers where it locks the tasks' own goroutines).
+// A watchdog dumps every goroutine and
 // fails the test if no call returns for stressStall, or if the mode would
 // outlive its share of the test's deadline.
 //
@@ -72,15 +78,28 @@ func TestStress(t *testing.T) {
 	tasks := stressTasks(t)
 	seed := stressSeed(t)
 	t.Logf("seed %d (replay with %s=%d), %d tasks per mode", seed, stressSeedEnv, seed, tasks)
-	modes := IsolationModes()
-	for i, mode := range modes {
-		t.Run(mode.String(), func(t *testing.T) {
+	// Every mode, and IsolationOSPriority's hand-off to worker threads
+	// (where a lowered thread cannot be raised back; withOSHandoff).
+	type stressVariant struct {
+		name    string
+		mode    Isolation
+		handoff bool
+	}
+	var modes []stressVariant
+	for _, mode := range IsolationModes() {
+		modes = append(modes, stressVariant{mode.String(), mode, false})
+	}
+	modes = append(modes, stressVariant{"ospriority-handoff", IsolationOSPriority, true})
+	for i, v := range modes {
+		t.Run(v.name, func(t *testing.T) {
 			m := &stressMode{
-				t:     t,
-				mode:  mode,
-				seed:  seed,
-				tasks: tasks,
-				rng:   rand.New(rand.NewPCG(seed, uint64(i))),
+				t:       t,
+				name:    v.name,
+				mode:    v.mode,
+				handoff: v.handoff,
+				seed:    seed,
+				tasks:   tasks,
+				rng:     rand.New(rand.NewPCG(seed, uint64(i))),
 			}
 			m.run(len(modes) - i)
 		})
@@ -112,14 +131,24 @@ func stressSeed(t *testing.T) uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
+// countLowered counts the process's lowered threads where it can
+// (loweredThreads, on Linux).
+var countLowered func(*testing.T) int
+
 // stressMode is one isolation mode's run: its rounds, their totals, and
 // what the watchdog looks at.
 type stressMode struct {
-	t     *testing.T
-	mode  Isolation
-	seed  uint64
-	tasks int
-	rng   *rand.Rand // the rounds' choices; each goroutine gets its own from it
+	t       *testing.T
+	name    string // the mode's, or "ospriority-handoff"
+	mode    Isolation
+	handoff bool // IsolationOSPriority hands tasks to worker threads (withOSHandoff)
+	seed    uint64
+	tasks   int
+	rng     *rand.Rand // the rounds' choices; each goroutine gets its own from it
+
+	// The most GOMAXPROCS and workers of its rounds (written by the rounds'
+	// goroutine, read after it is done), for the thread check.
+	procsSeen, workersSeen int
 
 	failures atomic.Int64 // reported so far (the first 30 are printed)
 	returned atomic.Int64 // calls that have returned: the watchdog's sign of life
@@ -160,8 +189,19 @@ func (m *stressMode) run(modesLeft int) {
 	goleak.VerifyNone(t, ignore)
 	if runtime.GOOS == "linux" {
 		// Locked worker threads exit with their goroutines; idle Ms the
-		// runtime made for the Ps stay, so allow a few.
-		limit := threadsBefore + runtime.GOMAXPROCS(0) + 4
+		// runtime made for the Ps stay (IsolationOSPriority raised
+		// GOMAXPROCS during the rounds), so allow a few. Where tasks run
+		// on their own goroutines in IsolationOSPriority, every started
+		// task's goroutine is locked to its thread until it ends, so the
+		// runtime made an M per task parked at once, and keeps them idle
+		// (it never ends an M): what must not stay is a lowered thread.
+		limit := threadsBefore + max(runtime.GOMAXPROCS(0), m.procsSeen) + 4
+		if m.mode == IsolationOSPriority && !m.handoff {
+			limit = stressOwnThreads
+			if countLowered != nil {
+				waitFor(t, func() bool { return countLowered(t) == 0 })
+			}
+		}
 		got := threadCount(t)
 		for deadline := time.Now().Add(10 * time.Second); got > limit && time.Now().Before(deadline); got = threadCount(t) {
 			time.Sleep(10 * time.Millisecond)
@@ -206,8 +246,8 @@ func (m *stressMode) watch(done <-chan stressTotals, modesLeft int) stressTotals
 			}
 			buf := make([]byte, 64<<20)
 			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "TestStress/%s (seed %d): %s, %d calls returned, in %v\n\nall goroutines:\n\n%s\n", m.mode, m.seed, why, last, m.round.Load(), buf)
-			panic(fmt.Sprintf("TestStress/%s (%s=%d): %s; goroutine dump above", m.mode, stressSeedEnv, m.seed, why))
+			fmt.Fprintf(os.Stderr, "TestStress/%s (seed %d): %s, %d calls returned, in %v\n\nall goroutines:\n\n%s\n", m.name, m.seed, why, last, m.round.Load(), buf)
+			panic(fmt.Sprintf("TestStress/%s (%s=%d): %s; goroutine dump above", m.name, stressSeedEnv, m.seed, why))
 		}
 	}
 }
@@ -254,7 +294,7 @@ type stressRound struct {
 	m          *stressMode
 	desc       string
 	s          *Scheduler
-	inline     bool // fn runs on Run's goroutine (not IsolationOSPriority)
+	inline     bool // fn runs on Run's goroutine (not where IsolationOSPriority hands tasks off)
 	workers    int
 	queueLimit int
 	size       int // tickets: calls the submitters make before stopping
@@ -289,6 +329,9 @@ func (m *stressMode) newRound(index, size int) *stressRound {
 		closeReturned: make(chan struct{}),
 	}
 	opts := []Option{WithIsolation(m.mode), WithWorkers(r.workers), WithQueueLimit(r.queueLimit)}
+	if m.handoff {
+		opts = append(opts, withOSHandoff())
+	}
 	slice := "default"
 	if d := []time.Duration{0, minSlice, 200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond}[rng.IntN(5)]; d != 0 {
 		opts = append(opts, WithSlice(d))
@@ -312,15 +355,17 @@ func (m *stressMode) newRound(index, size int) *stressRound {
 		})
 	}
 	r.desc = fmt.Sprintf("%s round %d: %d workers, queue limit %d, slice %s, %d submitters, %d calls, early Close %s at call %d (twice %v, sentinel %v)",
-		m.mode, index, r.workers, r.queueLimit, slice, len(r.submitters), size, stressCloseNames[r.closeKind], r.closeAt, r.closeTwice, withSentinel)
+		m.name, index, r.workers, r.queueLimit, slice, len(r.submitters), size, stressCloseNames[r.closeKind], r.closeAt, r.closeTwice, withSentinel)
 	s, err := New(opts...)
 	if err != nil {
 		panic(fmt.Sprintf("%s: New: %v", r.desc, err))
 	}
 	r.s = s
+	m.procsSeen = max(m.procsSeen, runtime.GOMAXPROCS(0))
+	m.workersSeen = max(m.workersSeen, r.workers)
 	switch iso := s.Stats().Isolation; {
 	case iso == m.mode, m.mode == IsolationOSPriority && iso == IsolationReserve:
-		r.inline = iso != IsolationOSPriority
+		r.inline = !s.osMode || s.osOwn
 	default:
 		r.errorf("Stats().Isolation = %v, want %v", iso, m.mode)
 	}

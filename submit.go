@@ -9,9 +9,10 @@ import (
 )
 
 // Run runs fn as a task and returns its error once it has ended. It blocks
-// while the task waits for a slot. In IsolationNone and IsolationReserve fn
-// runs on the calling goroutine, so Run costs no goroutine when a slot is
-// free; in IsolationOSPriority it runs on a low-priority worker thread. It returns ErrClosed after Close,
+// while the task waits for a slot. fn runs on the calling goroutine, so Run
+// costs no goroutine when a slot is free; in IsolationOSPriority, where a
+// lowered thread cannot be raised back, it runs on a low-priority worker
+// thread instead (see IsolationOSPriority). It returns ErrClosed after Close,
 // ErrQueueFull when the queue is full, an option's error for an out-of-range
 // TaskOption, ctx's error if ctx ends before the task starts (fn is then
 // never run), and a *PanicError if fn panicked. On every failure before fn
@@ -24,21 +25,23 @@ import (
 // WaitGroup (BenchmarkRun, IsolationNone; docs/performance.md, "Scheduler
 // calls"); see IsolationOSPriority for its hand-off.
 func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
-	// In IsolationOSPriority fn must run on a low-priority worker thread,
-	// so the task is started like Go's and the caller waits for its end.
-	t, group, err := s.newTask(ctx, fn, opts, s.osMode)
+	// Where IsolationOSPriority hands tasks off, fn must run on a
+	// low-priority worker thread, so the task is started like Go's and the
+	// caller waits for its end.
+	handoff := s.osMode && !s.osOwn
+	t, group, err := s.newTask(ctx, fn, opts, handoff)
 	if err != nil {
 		return err
 	}
 	t.callerWaits = true
-	if s.osMode {
+	if handoff {
 		t.handle.done = make(chan struct{})
 	}
 	started, err := s.submit(t, group)
 	if err != nil {
 		return err
 	}
-	if s.osMode {
+	if handoff {
 		// fn runs on a worker; this goroutine only waits for the end. It
 		// must not touch t.wake, which the worker owns once t has started.
 		if started {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // Bits of Task.preempt, the word Checkpoint loads.
@@ -97,6 +99,18 @@ type Task struct {
 	// the task's last Checkpoint that came to the scheduler or Blocking
 	// call (written under s.mu by the task's goroutine).
 	cpuStart, cpuUsed int64
+
+	// With IsolationOSPriority's own goroutines (osmode.go): tid is the
+	// thread fn's goroutine is locked to (0 while it is not), lowered is
+	// set once the monitor has lowered that thread, and loweredFrom is the
+	// setting to put back when fn returns (written by the monitor under
+	// s.mu before lowered).
+	tid         atomic.Int32
+	lowered     atomic.Bool
+	loweredFrom osprio.Attr
+	// kept is the time its Blocking calls kept the slot (ns), which the
+	// monitor does not count toward lowering: waiting is not computing.
+	kept atomic.Int64
 
 	wake   chan struct{} // the slot is handed over on it
 	handle Handle
@@ -206,12 +220,19 @@ func (t *Task) Blocking(fn func()) {
 		fn()
 		return
 	}
+	// A task on its own goroutine whose thread is not lowered waits, in
+	// fn and for its slot back, unlocked: waking it is a goroutine's wake,
+	// not a thread's.
+	unlocked := t.s.unlockThreadToWait(t)
 	t.traceRegion(traceBlocking)
 	defer func() {
 		t.traceEndRegion()
 		d := t.s.clock.Now() - start
 		t.s.noteBlock(t, d)
 		t.s.unblock(t, d)
+		if unlocked {
+			t.s.relockThread(t)
+		}
 		t.traceRegion(traceRun)
 	}()
 	fn()

@@ -1,12 +1,16 @@
-// Package osprio lowers the kernel scheduling priority of the calling OS
-// thread, for cpusched's IsolationOSPriority workers, and reads the CPU
-// time the calling thread has used (ThreadCPU).
+// Package osprio lowers, and puts back, the kernel scheduling priority of
+// an OS thread, for cpusched's IsolationOSPriority, and reads the CPU time
+// a thread has used (ThreadCPU, ThreadCPUOf).
 //
 // On Linux, nice and the scheduling policy are per thread: a goroutine that
 // has called runtime.LockOSThread can lower its own thread's priority
-// without touching the rest of the process. An unprivileged thread cannot
-// raise its priority back, so a lowered thread must stay locked until its
-// goroutine exits (the runtime then discards the thread).
+// without touching the rest of the process. Raising it back needs
+// CAP_SYS_NICE, or an RLIMIT_NICE that allows the nice value it goes back
+// to (since Linux 2.6.39 an unprivileged thread may leave SCHED_IDLE for
+// SCHED_OTHER only within RLIMIT_NICE, whose default of 0 allows nothing).
+// A lowered thread whose setting was not restored must stay locked until
+// its goroutine exits: the runtime then discards the thread instead of
+// running other goroutines on it.
 package osprio
 
 import (
@@ -46,13 +50,72 @@ func ParsePolicy(s string) (Policy, error) {
 // Supported reports whether this platform has per-thread priorities.
 func Supported() bool { return supported }
 
-// Lower applies p to the calling thread. The caller must have locked its
-// goroutine to the thread and must never unlock it.
-func Lower(p Policy) error { return lower(p) }
-
 // ThreadCPU returns the CPU time, in ns, that the calling OS thread has
 // used (CLOCK_THREAD_CPUTIME_ID; a system call, a fraction of a
 // microsecond), or 0 where it cannot be read. Only differences between two
 // readings on one thread mean anything: call it from a goroutine locked to
 // its thread.
 func ThreadCPU() int64 { return threadCPU() }
+
+// ThreadCPUOf is ThreadCPU for thread tid of this process, read from any
+// thread; 0 where it cannot be read.
+func ThreadCPUOf(tid int) int64 { return threadCPUOf(tid) }
+
+// Lower applies p to the calling thread. The caller must have locked its
+// goroutine to the thread, and must not unlock it unless Restore put back
+// the setting that Current read before.
+func Lower(p Policy) error { return lower(0, p) }
+
+// ThreadID returns the calling thread's id (gettid), for LowerThread.
+func ThreadID() int { return threadID() }
+
+// LowerThread reads the setting of thread tid of this process and, unless
+// it is already p's, applies p; it reports whether it did. Any thread of
+// the process may call it for any other (lowering needs no privilege).
+// The goroutine locked to thread tid must stay locked until it has put
+// the returned setting back with Restore.
+func LowerThread(tid int, p Policy) (before Attr, lowered bool, err error) {
+	before, err = current(tid)
+	if err != nil || before.Is(p) {
+		return before, false, err
+	}
+	if err := lower(tid, p); err != nil {
+		return before, false, err
+	}
+	return before, true, nil
+}
+
+// Attr is a thread's scheduling setting, as Current read it: the policy,
+// its nice value (SCHED_OTHER, SCHED_BATCH, SCHED_IDLE) or realtime
+// priority (SCHED_FIFO, SCHED_RR), and whether it resets on fork.
+type Attr struct {
+	policy   uint8 // SCHED_OTHER 0 .. SCHED_EXT 7, not SCHED_DEADLINE 6
+	nice     int8  // -20..19
+	priority uint8 // 1..99 for SCHED_FIFO and SCHED_RR, else 0
+	flags    uint8 // SCHED_FLAG_RESET_ON_FORK or 0
+}
+
+// Current returns the calling thread's setting, for Restore. It fails for
+// a SCHED_DEADLINE thread, whose parameters it does not keep: do not lower
+// such a thread. The caller must have locked its goroutine to the thread.
+func Current() (Attr, error) { return current(0) }
+
+// Restore applies a, which Current read on this thread, to the calling
+// thread. On failure the thread keeps the setting it had; see the package
+// comment for what that asks of its goroutine.
+func (a Attr) Restore() error { return restore(a) }
+
+// Is reports whether a is the setting that Lower(p) makes, so a thread
+// already there (a task's goroutine that calls Run) need not be lowered
+// and restored.
+func (a Attr) Is(p Policy) bool {
+	return int(a.policy) == p.Sched && int(a.nice) == p.Nice
+}
+
+// String describes a for logs: "policy 0 nice 0".
+func (a Attr) String() string {
+	if a.policy == 1 || a.policy == 2 { // SCHED_FIFO, SCHED_RR
+		return fmt.Sprintf("policy %d priority %d", a.policy, a.priority)
+	}
+	return fmt.Sprintf("policy %d nice %d", a.policy, a.nice)
+}

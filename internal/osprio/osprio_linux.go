@@ -3,7 +3,9 @@
 package osprio
 
 import (
+	"errors"
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,16 +20,71 @@ func threadCPU() int64 {
 	return ts.Nano()
 }
 
-func lower(p Policy) error {
+// threadCPUOf reads thread tid's CPU clock: the clock id the kernel
+// derives from a thread id (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED), as
+// glibc's pthread_getcpuclockid makes it).
+func threadCPUOf(tid int) int64 {
+	var ts unix.Timespec
+	if unix.ClockGettime(int32(^tid<<3|6), &ts) != nil {
+		return 0
+	}
+	return ts.Nano()
+}
+
+func threadID() int { return unix.Gettid() }
+
+// lower applies p to thread tid (0: the calling thread).
+func lower(tid int, p Policy) error {
 	if p.Sched != 0 {
-		attr := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: uint32(p.Sched), Nice: int32(p.Nice)}
-		if err := unix.SchedSetAttr(0, attr, 0); err != nil {
+		attr := unix.SchedAttr{Policy: uint32(p.Sched), Nice: int32(p.Nice)}
+		if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
 			return fmt.Errorf("osprio: sched_setattr(%s): %w", p.Name, err)
 		}
 		return nil
 	}
-	if err := unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), p.Nice); err != nil {
+	if tid == 0 {
+		tid = unix.Gettid()
+	}
+	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, p.Nice); err != nil {
 		return fmt.Errorf("osprio: setpriority(nice %d): %w", p.Nice, err)
+	}
+	return nil
+}
+
+// schedDeadline is SCHED_DEADLINE, whose runtime, deadline and period
+// Attr does not keep.
+const schedDeadline = 6
+
+// current reads thread tid's setting (0: the calling thread's).
+func current(tid int) (Attr, error) {
+	var attr unix.SchedAttr
+	// sched_getattr never blocks: RawSyscall spares the runtime's
+	// entersyscall/exitsyscall, and unlike unix.SchedGetAttr this does not
+	// allocate.
+	_, _, errno := unix.RawSyscall6(unix.SYS_SCHED_GETATTR, uintptr(tid), uintptr(unsafe.Pointer(&attr)), unix.SizeofSchedAttr, 0, 0, 0)
+	if errno != 0 {
+		return Attr{}, fmt.Errorf("osprio: sched_getattr: %w", errno)
+	}
+	switch attr.Policy {
+	case 0, 1, 2, 3, 5, 7: // OTHER, FIFO, RR, BATCH, IDLE, EXT
+	case schedDeadline:
+		return Attr{}, errors.New("osprio: the thread is SCHED_DEADLINE")
+	default:
+		return Attr{}, fmt.Errorf("osprio: the thread has an unknown scheduling policy %d", attr.Policy)
+	}
+	return Attr{
+		policy:   uint8(attr.Policy),
+		nice:     int8(attr.Nice),
+		priority: uint8(attr.Priority),
+		flags:    uint8(attr.Flags & unix.SCHED_FLAG_RESET_ON_FORK),
+	}, nil
+}
+
+// restore applies a to the calling thread.
+func restore(a Attr) error {
+	attr := unix.SchedAttr{Policy: uint32(a.policy), Flags: uint64(a.flags), Nice: int32(a.nice), Priority: uint32(a.priority)}
+	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+		return fmt.Errorf("osprio: sched_setattr(%s): %w", a, err)
 	}
 	return nil
 }

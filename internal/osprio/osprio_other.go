@@ -6,6 +6,16 @@ import "errors"
 
 const supported = false
 
-func lower(Policy) error { return errors.New("osprio: per-thread priorities need Linux") }
-
 func threadCPU() int64 { return 0 }
+
+func threadCPUOf(int) int64 { return 0 }
+
+var errUnsupported = errors.New("osprio: per-thread priorities need Linux")
+
+func threadID() int { return 0 }
+
+func lower(int, Policy) error { return errUnsupported }
+
+func current(int) (Attr, error) { return Attr{}, errUnsupported }
+
+func restore(Attr) error { return errUnsupported }

@@ -1,6 +1,8 @@
 package osprio
 
 import (
+	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -63,5 +65,146 @@ func TestThreadCPUCountsThisThreadOnly(t *testing.T) {
 	slept := ThreadCPU() - c1
 	if slept > int64(5*time.Millisecond) {
 		t.Errorf("20 ms of sleeping counted %v of thread CPU, want under 5ms", time.Duration(slept))
+	}
+}
+
+// TestThreadCPUOfReadsAnotherThread: ThreadCPUOf, read from another
+// goroutine, sees a locked thread's CPU clock as the thread itself does.
+func TestThreadCPUOfReadsAnotherThread(t *testing.T) {
+	if !Supported() {
+		t.Skip("no per-thread CPU clock here")
+	}
+	type reading struct {
+		tid int
+		cpu int64
+	}
+	got := make(chan reading)
+	done := make(chan int64)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		for c0 := ThreadCPU(); ThreadCPU()-c0 < int64(2*time.Millisecond); {
+		}
+		got <- reading{ThreadID(), ThreadCPU()}
+		<-done
+		done <- ThreadCPU()
+	}()
+	r := <-got
+	other := ThreadCPUOf(r.tid)
+	done <- 0
+	after := <-done
+	if other < r.cpu || other > after {
+		t.Errorf("ThreadCPUOf = %d, want between the thread's own readings %d and %d", other, r.cpu, after)
+	}
+	if r.cpu < int64(2*time.Millisecond) {
+		t.Errorf("the thread's own reading %d is under the 2 ms it spun", r.cpu)
+	}
+}
+
+// TestRestore lowers a locked thread to each policy and puts its setting
+// back: Current sees the policy while lowered and the original after.
+func TestRestore(t *testing.T) {
+	if !Supported() {
+		if _, err := Current(); err == nil {
+			t.Error("Current on an unsupported platform: got nil error")
+		}
+		t.Skip("no per-thread priorities here")
+	}
+	for _, p := range all {
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			before, err := Current()
+			if err != nil {
+				errc <- err
+				return
+			}
+			if err := Lower(p); err != nil {
+				errc <- err
+				return
+			}
+			if low, err := Current(); err != nil || !low.Is(p) {
+				errc <- fmt.Errorf("after Lower(%s): Current = %v, %v", p.Name, low, err)
+				return
+			}
+			if err := before.Restore(); err != nil {
+				errc <- fmt.Errorf("%w (unprivileged? the thread stays locked and is discarded)", err)
+				return
+			}
+			if after, err := Current(); err != nil || after != before {
+				errc <- fmt.Errorf("after Restore: Current = %v, %v, want %v", after, err, before)
+				return
+			}
+			runtime.UnlockOSThread()
+			errc <- nil
+		}()
+		if err := <-errc; err != nil {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+	}
+}
+
+// TestLowerThread lowers a locked thread from another goroutine, as
+// cpusched's monitor does, and the thread puts its setting back itself.
+func TestLowerThread(t *testing.T) {
+	if !Supported() {
+		if _, _, err := LowerThread(ThreadID(), Idle); err == nil {
+			t.Error("LowerThread on an unsupported platform: got nil error")
+		}
+		t.Skip("no per-thread priorities here")
+	}
+	type result struct {
+		tid    int
+		before Attr
+		err    error
+	}
+	locked := make(chan result)
+	lowered := make(chan Attr)
+	done := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		before, err := Current()
+		locked <- result{ThreadID(), before, err}
+		saved := <-lowered
+		now, err := Current()
+		if err == nil && !now.Is(Idle) {
+			err = fmt.Errorf("the thread is at %v, want %s", now, Idle.Name)
+		}
+		if err == nil {
+			err = saved.Restore()
+		}
+		if err == nil {
+			runtime.UnlockOSThread()
+		}
+		done <- err
+	}()
+	r := <-locked
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	saved, ok, err := LowerThread(r.tid, Idle)
+	if err != nil || !ok || saved != r.before {
+		t.Errorf("LowerThread = %v, %v, %v; want %v, true, nil", saved, ok, err, r.before)
+	}
+	lowered <- saved
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
+	// A thread already at the policy is left as it is.
+	errc := make(chan error)
+	go func() {
+		runtime.LockOSThread() // exits locked: the runtime discards the thread
+		if err := Lower(Idle); err != nil {
+			errc <- err
+			return
+		}
+		_, ok, err := LowerThread(ThreadID(), Idle)
+		if err == nil && ok {
+			err = errors.New("LowerThread lowered a thread already at the policy")
+		}
+		errc <- err
+	}()
+	if err := <-errc; err != nil {
+		t.Error(err)
 	}
 }
