@@ -244,7 +244,8 @@ func BenchmarkRunOSPriority(b *testing.B) {
 // rounds of a 15 us Blocking call, 15 us of CPU and a Checkpoint (the
 // shape of `cpusched lab http`'s handler). It reports the tasks' latency
 // (Run's call to return) at p50, p99 and max, in ms: a scheduler that lets
-// some task wait while newer ones keep passing shows it in max. Every mode.
+// some task wait while newer ones keep passing shows it in max. Every mode,
+// and IsolationOSPriority's hand-off to worker threads.
 func BenchmarkManyTasksTail(b *testing.B) {
 	log.SetOutput(io.Discard)
 	defer log.SetOutput(os.Stderr)
@@ -262,9 +263,9 @@ func BenchmarkManyTasksTail(b *testing.B) {
 		}
 		return nil
 	}
-	for _, mode := range []Isolation{IsolationNone, IsolationReserve, IsolationOSPriority} {
-		b.Run(mode.String(), func(b *testing.B) {
-			s := benchScheduler(b, WithIsolation(mode))
+	for _, mode := range testModes() {
+		b.Run(mode.name, func(b *testing.B) {
+			s := benchScheduler(b, mode.opts...)
 			const callers = 100
 			lat := make([]time.Duration, b.N)
 			var next atomic.Int64

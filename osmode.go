@@ -345,9 +345,10 @@ func (s *Scheduler) spawn(t *Task) (awake bool) {
 const osLowerAfter = 250 * time.Microsecond
 
 // lowerIdle is how long the monitor keeps looking for tasks to lower after
-// the last task got a slot, so that a stream of short Runs does not wake it
-// at every start.
-const lowerIdle = 20 * osLowerAfter
+// the last task got a slot, so that back-to-back short Runs do not wake it
+// at every start, while tasks that come further apart (a stream of small
+// requests) cost one wake each, not one every osLowerAfter.
+const lowerIdle = 2 * osLowerAfter
 
 // lockThread locks t's goroutine, which is about to call fn, to its thread
 // and records the thread for the monitor.

@@ -229,7 +229,14 @@ func (s *Scheduler) endHold(t *Task, start int64) {
 	now := s.clock.Now()
 	s.noteBlock(t, now-start)
 	if s.osOwn {
-		t.kept.Add(now - start)
+		// The slot time this call kept is waiting, which the monitor does
+		// not count toward lowering: all of it, or up to blockHold where
+		// the hold timer gave the slot up.
+		kept := now - start
+		if t.hold.Load() == holdReleased {
+			kept = min(kept, int64(blockHold))
+		}
+		t.kept.Add(kept)
 	}
 	if t.hold.CompareAndSwap(holdKept, holdNone) {
 		return
