@@ -26,9 +26,9 @@ func (s *Scheduler) closeDrainedLocked() {
 // running tasks, and tasks inside Blocking once fn returns, see their
 // Context cancelled (cause ErrClosed) and Checkpoint return ErrClosed.
 // What is still running after such a Close: each task that has not yet
-// returned (on its Run caller's goroutine in IsolationNone and
-// IsolationReserve, on its own goroutine for Go, on a worker thread in
-// IsolationOSPriority), the monitor goroutine, and one goroutine waiting
+// returned (on its Run caller's goroutine, on its own goroutine for Go, on
+// a worker thread where IsolationOSPriority hands tasks off), the monitor
+// goroutine, and one goroutine waiting
 // for the last task to end. When it does, that goroutine releases the
 // monitor, the worker threads and GOMAXPROCS as above and exits; Stats
 // counts the stragglers as they end. To wait for that, call Close again

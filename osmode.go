@@ -44,6 +44,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -317,7 +318,7 @@ var probeOSPriority = func(p osprio.Policy) error {
 // IsolationOSPriority hands tasks off, on an idle low-priority worker. It reports whether that worker was awake
 // (see osWorker).
 func (s *Scheduler) spawn(t *Task) (awake bool) {
-	if !s.osMode || s.osOwn {
+	if !t.handoff {
 		go s.runGo(t)
 		return false
 	}
@@ -379,7 +380,7 @@ func (s *Scheduler) unlockThread(t *Task) {
 // reports whether it did. relockThread is its undo, once t runs again:
 // possibly on another thread, which is not lowered either.
 func (s *Scheduler) unlockThreadToWait(t *Task) bool {
-	if !s.osOwn || t.lowered.Load() {
+	if !s.osOwn || t.handoff || t.lowered.Load() {
 		return false
 	}
 	t.tid.Store(0)
@@ -399,7 +400,7 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 	next = int64(osLowerAfter)
 	look = now-s.lastStart < int64(lowerIdle)
 	for _, t := range s.running {
-		if t.lowered.Load() {
+		if t.lowered.Load() || t.handoff {
 			continue
 		}
 		look = true
@@ -432,6 +433,69 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 		t.lowered.Store(true)
 	}
 	return next, look
+}
+
+// dispatch returns fn's key in the table of task lengths and whether a task
+// running fn is handed off to a worker thread: always where
+// IsolationOSPriority cannot run tasks on their own goroutines, never
+// outside that mode, and otherwise when the recent tasks that ran fn (or
+// a function sharing its slot in the table) were long.
+//
+// Why long tasks are handed off. A task on its own goroutine starts on
+// whatever runtime thread ran its caller, often the one that just took a
+// request off the network poller, and that thread is then lowered and
+// held for the task's length; a worker thread only ever runs tasks. With
+// long tasks on their own goroutines, examples/httpserver's /hello probe
+// under its /hash load (2 connections of 10-14 ms tasks) had a p99 of
+// 3.2-3.7 ms against 0.8-1.7 ms for the hand-off, and 2.8-3.0 ms even
+// with each thread lowered as its task began, or with each task on a new
+// goroutine (docs/performance.md, "Own goroutines"). For a long task the
+// hand-off costs under 0.1% of its length; for short ones it is the whole
+// cost. So a function's tasks run on their own goroutines until they turn
+// out long, and go back to them once they are short again.
+func (s *Scheduler) dispatch(fn func(*Task) error) (key uintptr, handoff bool) {
+	if !s.osMode {
+		return 0, false
+	}
+	if !s.osOwn {
+		return 0, true
+	}
+	key = reflect.ValueOf(fn).Pointer()
+	return key, s.lengths[lengthSlot(key)].Load() >= longScore
+}
+
+// The table of task lengths: a moving score per slot, 0 (short) to
+// 1024 (long), that each ended task moves a quarter of the way toward its
+// own length; a function whose score is at least longScore is handed off.
+// From either end, three tasks of the other length flip it. Updates are
+// not atomic as a whole: a lost one costs one dispatch choice.
+const (
+	lengthSlots = 64
+	longScore   = 512
+)
+
+// lengthSlot is the table slot of a function's code pointer.
+func lengthSlot(key uintptr) int {
+	return int(uint64(key>>3) * 0x9E3779B97F4A7C15 >> 58) // Fibonacci hashing to 6 bits
+}
+
+// noteLength adds t, which is ending, to the table of task lengths: long if
+// it held its slot for osLowerAfter, not counting the Blocking calls that
+// kept it, and for a task handed off, if its worker thread also computed
+// that long (cpu, from taskCPU: a SCHED_IDLE thread may hold its slot
+// without running). Under s.mu, after t's last charge.
+func (s *Scheduler) noteLength(t *Task, cpu int64) {
+	used := t.runTime - t.kept.Load()
+	if cpu >= 0 {
+		used = min(used, cpu)
+	}
+	long := int32(0)
+	if used >= int64(osLowerAfter) {
+		long = 1024
+	}
+	slot := &s.lengths[lengthSlot(t.fnKey)]
+	old := slot.Load()
+	slot.Store(old - old/4 + long/4)
 }
 
 // probeOSRestore checks, on a throwaway locked thread, that a lowered

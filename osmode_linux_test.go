@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strconv"
@@ -743,5 +744,48 @@ func TestNestedRunKeepsTheOuterThreadLowered(t *testing.T) {
 	}
 	if got := unix.Gettid(); got != tid {
 		t.Errorf("the caller's goroutine moved from thread %d to %d: Run undid its LockOSThread", tid, got)
+	}
+}
+
+// TestDispatchFollowsTaskLength: with tasks on their own goroutines, a
+// function whose tasks turn out long is handed off to worker threads from
+// its fourth task on, and goes back to its own goroutines after two short
+// ones have brought its score down; another function's short tasks stay on
+// their own goroutines throughout.
+func TestDispatchFollowsTaskLength(t *testing.T) {
+	s := ownScheduler(t, WithWorkers(1))
+	ctx := context.Background()
+	long := true
+	var handedOff []bool
+	work := func(tk *Task) error {
+		handedOff = append(handedOff, tk.handoff)
+		if long {
+			for end := time.Now().Add(2 * osLowerAfter); time.Now().Before(end); {
+			}
+		}
+		return nil
+	}
+	otherOff := false
+	other := func(tk *Task) error {
+		otherOff = otherOff || tk.handoff
+		return nil
+	}
+	if lengthSlot(reflect.ValueOf(work).Pointer()) == lengthSlot(reflect.ValueOf(other).Pointer()) {
+		t.Skip("the two functions share a slot of the length table in this build")
+	}
+	for i := range 9 {
+		long = i < 5
+		if err := s.Run(ctx, work); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Run(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Scores after each task: 256, 448, 592, 700, 781 (long), then 586,
+	// 439, 329, 247 (short); handed off from 512.
+	want := []bool{false, false, false, true, true, true, true, false, false}
+	if !slices.Equal(handedOff, want) || otherOff {
+		t.Errorf("handed off: %v, want %v; the short function's tasks handed off: %v, want false", handedOff, want, otherOff)
 	}
 }

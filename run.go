@@ -25,14 +25,15 @@ func (s *Scheduler) execute(t *Task) error {
 }
 
 // call runs fn with panic recovery and ends the task. When inline is true
-// and the next task is a Go task that never ran, call returns it instead of
+// and the next task is a Go task that never ran and is dispatched as t was
+// (on its own goroutine or handed off), call returns it instead of
 // starting a goroutine for it.
 func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	if err := t.ctx.Err(); err != nil {
 		// Its context ended while it was being dispatched: an expired
 		// context is never started.
 		n, first := s.finish(t, err, false)
-		if inline && n != nil && n.ownGoroutine && first {
+		if inline && n != nil && n.ownGoroutine && first && n.handoff == t.handoff {
 			return n, err
 		}
 		s.resume(n, first)
@@ -40,13 +41,13 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	}
 	// fn runs under the task's pprof labels and, when tracing, in a
 	// "cpusched.run" region of its trace task.
-	if s.osOwn {
+	if s.osOwn && !t.handoff {
 		s.lockThread(t)
 		defer s.unlockThread(t) // after the task has ended (the defer below)
 	}
 	restore := t.setLabels()
 	t.traceRegion(traceRun)
-	if s.rq.cpuClock && !s.osOwn {
+	if s.rq.cpuClock && t.handoff {
 		t.cpuStart = osprio.ThreadCPU() // fn runs on this locked worker thread
 	}
 	normal := false
@@ -69,7 +70,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	normal = true
 	t.leave(restore)
 	n, first := s.finish(t, err, false)
-	if inline && n != nil && n.ownGoroutine && first {
+	if inline && n != nil && n.ownGoroutine && first && n.handoff == t.handoff {
 		return n, err
 	}
 	s.resume(n, first)
@@ -79,9 +80,16 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 // finish ends t, which holds a slot, and hands the slot on. The caller must
 // resume the returned task.
 func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first bool) {
+	cpu := int64(-1)
+	if s.osOwn && t.handoff {
+		cpu = s.taskCPU(t) // before the lock: a system call
+	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	s.chargeLocked(t, now)
+	if s.osOwn {
+		s.noteLength(t, cpu)
+	}
 	s.releaseSlotLocked(t)
 	s.rq.deactivate(t)
 	switch {

@@ -148,12 +148,13 @@ type Scheduler struct {
 	watching    bool // the monitor is watching slices
 
 	osMode bool // IsolationOSPriority is in effect
-	// osOwn: in IsolationOSPriority, tasks run on their own goroutines and
-	// the monitor lowers their threads (osmode.go); false where every task
+	// osOwn: in IsolationOSPriority, tasks may run on their own goroutines,
+	// whose threads the monitor lowers (osmode.go); false where every task
 	// is handed to a worker thread. lastStart is when a task last got a
 	// slot, for the monitor.
 	osOwn      bool
 	lastStart  int64
+	lengths    [lengthSlots]atomic.Int32 // task lengths by function (dispatch)
 	osIdle     []*osWorker
 	osStopping bool
 	// blockAvg is the moving average of Blocking's fn durations over all

@@ -44,7 +44,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 		s.watchLocked()
 		s.kickMonitor() // this slice may end before the one the monitor waits for
 	}
-	if s.osOwn {
+	if s.osOwn && !t.handoff {
 		s.lastStart = now
 		s.watchLocked() // the monitor lowers t's thread if t runs long
 	}
@@ -329,7 +329,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 // its slot time, otherwise and while its thread is not lowered. Call it
 // on t's goroutine.
 func (s *Scheduler) taskCPU(t *Task) int64 {
-	if !s.rq.cpuClock || s.osOwn && !t.lowered.Load() {
+	if !s.rq.cpuClock || !t.handoff && !t.lowered.Load() {
 		return -1
 	}
 	return osprio.ThreadCPU() - t.cpuStart

@@ -295,6 +295,7 @@ type stressRound struct {
 	desc       string
 	s          *Scheduler
 	inline     bool // fn runs on Run's goroutine (not where IsolationOSPriority hands tasks off)
+	mixed      bool // either: IsolationOSPriority chooses per task (dispatch)
 	workers    int
 	queueLimit int
 	size       int // tickets: calls the submitters make before stopping
@@ -366,6 +367,7 @@ func (m *stressMode) newRound(index, size int) *stressRound {
 	switch iso := s.Stats().Isolation; {
 	case iso == m.mode, m.mode == IsolationOSPriority && iso == IsolationReserve:
 		r.inline = !s.osMode || s.osOwn
+		r.mixed = s.osOwn
 	default:
 		r.errorf("Stats().Isolation = %v, want %v", iso, m.mode)
 	}
@@ -627,7 +629,7 @@ func (r *stressRound) checkCall(c *stressCall) {
 			r.errorf("%s: Go refused it with %v, want ErrQueueFull, or ErrClosed once Close began", c, err)
 		}
 	case c.goexited:
-		if !r.inline || c.body != bodyGoexit || c.ran != 1 {
+		if !r.inline || c.body != bodyGoexit || c.ran != 1 { // (with mixed, a Run fn may end its goroutine or not)
 			r.errorf("%s: Run's goroutine ended in runtime.Goexit (fn ran %d times)", c, c.ran)
 		}
 	case c.ran == 0:
@@ -640,7 +642,7 @@ func (r *stressRound) checkCall(c *stressCall) {
 			r.errorf("%s: fn never ran and the call returned %v (its ctx.Err() was %v), want ErrClosed, ErrQueueFull or the context's error", c, err, c.ctxErr)
 		}
 	case c.goexit:
-		if err != errGoexit || r.inline && !c.isGo {
+		if err != errGoexit || r.inline && !r.mixed && !c.isGo {
 			r.errorf("%s: fn called runtime.Goexit and the call returned %v, want errGoexit (from Go, or Run on a worker)", c, err)
 		}
 	case c.panicked != nil:

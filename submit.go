@@ -25,14 +25,15 @@ import (
 // WaitGroup (BenchmarkRun, IsolationNone; docs/performance.md, "Scheduler
 // calls"); see IsolationOSPriority for its hand-off.
 func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
-	// Where IsolationOSPriority hands tasks off, fn must run on a
+	// Where IsolationOSPriority hands the task off, fn must run on a
 	// low-priority worker thread, so the task is started like Go's and the
 	// caller waits for its end.
-	handoff := s.osMode && !s.osOwn
+	key, handoff := s.dispatch(fn)
 	t, group, err := s.newTask(ctx, fn, opts, handoff)
 	if err != nil {
 		return err
 	}
+	t.fnKey, t.handoff = key, handoff
 	t.callerWaits = true
 	if handoff {
 		t.handle.done = make(chan struct{})
@@ -90,6 +91,7 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 	if err != nil {
 		return nil, err
 	}
+	t.fnKey, t.handoff = s.dispatch(fn)
 	t.handle.done = make(chan struct{})
 	started, err := s.submit(t, group)
 	if err != nil {

@@ -45,8 +45,11 @@ type Task struct {
 	classID      int8 // Class
 	qidx         int8 // the queue it is in: qExit..qIdle
 	state        taskState
-	ownGoroutine bool // fn runs on a goroutine the scheduler starts (spawn): Go's tasks, and every task in IsolationOSPriority
-	started      bool
+	ownGoroutine bool // fn runs on a goroutine the scheduler starts (spawn): Go's tasks, and tasks handed off
+	// handoff: in IsolationOSPriority, fn runs on a worker goroutine
+	// locked to a lowered thread, not on its own goroutine (osmode.go).
+	handoff bool
+	started bool
 	// callerWaits is set for Run: the caller watches ctx while the task is
 	// queued, so no context.AfterFunc is registered until it starts.
 	callerWaits bool
@@ -111,6 +114,9 @@ type Task struct {
 	// kept is the time its Blocking calls kept the slot (ns), which the
 	// monitor does not count toward lowering: waiting is not computing.
 	kept atomic.Int64
+	// fnKey is fn's code pointer, for the table of task lengths by
+	// function that chooses between own goroutines and the hand-off.
+	fnKey uintptr
 
 	wake   chan struct{} // the slot is handed over on it
 	handle Handle

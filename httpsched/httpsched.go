@@ -242,8 +242,8 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // response, aborts it by panicking with http.ErrAbortHandler. h's
 // ResponseWriter is a wrapper that tracks whether the response started; it
 // has Flush and Unwrap, so http.ResponseController reaches the original.
-// Any other error of a task that started (h called runtime.Goexit on a
-// worker thread) is logged and handled as a panic.
+// Any other error of a task that started (h called runtime.Goexit on an
+// IsolationOSPriority worker thread) is logged and handled as a panic.
 //
 // An invalid option, a nil s or a nil h is a programmer's error at setup,
 // as a bad pattern for regexp.MustCompile: Handler panics with the error
@@ -255,8 +255,10 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // gets (BenchmarkRunTaskContext); the rest of the middleware adds a few
 // tens of nanoseconds. WithMaxQueueWait adds no cost the benchmark can tell
 // from noise (a clock read, a deferred call and a few atomic operations;
-// BenchmarkHandlerMaxQueueWait). IsolationOSPriority adds Run's hand-off to a
-// worker thread (microseconds).
+// BenchmarkHandlerMaxQueueWait). IsolationOSPriority adds a fraction of a
+// microsecond (h's goroutine is locked to its thread, which is lowered only
+// if h computes for 250 us), or where a lowered thread cannot be raised
+// back, Run's hand-off to a worker thread (microseconds).
 func Handler(s *cpusched.Scheduler, h http.Handler, opts ...Option) http.Handler {
 	hd, err := NewHandler(s, h, opts...)
 	if err != nil {
