@@ -390,6 +390,18 @@ func (s *Scheduler) unlockThreadToWait(t *Task) bool {
 
 func (s *Scheduler) relockThread(t *Task) { s.lockThread(t) }
 
+// noteWake adds to t.kept, for a task on its own goroutine that has just
+// been given a slot (by another goroutine, or by its own at once), the
+// time since then: the time its goroutine waited to run, which under load
+// (a hundred connections' goroutines on 2 CPUs) can pass osLowerAfter on
+// its own. Call it on t's goroutine: nothing else writes t.since while t
+// holds its slot and has not run yet.
+func (s *Scheduler) noteWake(t *Task) {
+	if s.osOwn && !t.handoff {
+		t.kept.Add(max(0, s.clock.Now()-t.since))
+	}
+}
+
 // lowerLongLocked lowers the threads of the running tasks on their own
 // goroutines that have held their slot for osLowerAfter, not counting
 // their Blocking calls that kept it (those wait; they do not compute). It returns how

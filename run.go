@@ -42,6 +42,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	// fn runs under the task's pprof labels and, when tracing, in a
 	// "cpusched.run" region of its trace task.
 	if s.osOwn && !t.handoff {
+		s.noteWake(t)
 		s.lockThread(t)
 		defer s.unlockThread(t) // after the task has ended (the defer below)
 	}

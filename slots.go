@@ -120,6 +120,7 @@ func (s *Scheduler) yield(t *Task) {
 	t.traceEndRegion()
 	unlocked := s.unlockThreadToWait(t)
 	<-t.wake
+	s.noteWake(t)
 	if unlocked {
 		s.relockThread(t)
 	}
@@ -321,6 +322,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	s.watchLocked()
 	s.mu.Unlock()
 	<-t.wake
+	s.noteWake(t)
 }
 
 // taskCPU is, in IsolationOSPriority, the CPU time t's thread has used

@@ -111,8 +111,9 @@ type Task struct {
 	tid         atomic.Int32
 	lowered     atomic.Bool
 	loweredFrom osprio.Attr
-	// kept is the time its Blocking calls kept the slot (ns), which the
-	// monitor does not count toward lowering: waiting is not computing.
+	// kept is slot time in which the task did not compute (ns): Blocking
+	// calls that kept the slot, and the time its goroutine took to run
+	// once given the slot. Lowering and the length table do not count it.
 	kept atomic.Int64
 	// fnKey is fn's code pointer, for the table of task lengths by
 	// function that chooses between own goroutines and the hand-off.
