@@ -507,7 +507,9 @@ func (s *Scheduler) noteLength(t *Task, cpu int64) {
 	}
 	slot := &s.lengths[lengthSlot(t.fnKey)]
 	old := slot.Load()
-	slot.Store(old - old/4 + long/4)
+	if n := old - old/4 + long/4; n != old {
+		slot.Store(n) // only on change: a settled slot's cache line stays shared
+	}
 }
 
 // probeOSRestore checks, on a throwaway locked thread, that a lowered
