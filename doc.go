@@ -33,10 +33,10 @@
 // slot, less than a plain goroutine + WaitGroup, and Go + Wait about twice
 // as much as the goroutine; with IsolationOSPriority, about a microsecond
 // (the task's thread is locked, and lowered only if it runs for 250 us),
-// or where a lowered thread cannot be raised back, a hand-off to a worker
-// thread (microseconds: a few when tasks come back to back, else a futex
-// round trip each way); a queued task, a few hundred bytes and no
-// goroutine.
+// or for the tasks of functions that run long, and everywhere a lowered
+// thread cannot be raised back, a hand-off to a worker thread
+// (microseconds: a few when tasks come back to back, else a futex round
+// trip each way); a queued task, a few hundred bytes and no goroutine.
 //
 // Isolation decides how the rest of the program is protected:
 // IsolationOSPriority (the default on Linux) runs tasks on threads lowered

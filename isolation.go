@@ -39,10 +39,14 @@ const (
 	// back. So short tasks cost no thread switch and run at the thread's
 	// own priority, and a Run of an empty task costs about a microsecond
 	// (BenchmarkRunOSPriority; docs/performance.md, "Own goroutines").
-	// Elsewhere, or with CPUSCHED_OS_HANDOFF=1 in the environment, Run
-	// hands each task to a worker goroutine locked to a lowered thread for
-	// good: a few microseconds while workers spin after short tasks, else
-	// a futex round trip each way ("Hand-off").
+	// Tasks of a function whose recent tasks ran long (250 us of work, not
+	// counting waits) are handed to worker goroutines locked to lowered
+	// threads instead, which protected the rest of the program better
+	// under long tasks; they go back to their own goroutines once that
+	// function's tasks are short again. Where a thread cannot be raised
+	// back, or with CPUSCHED_OS_HANDOFF=1 in the environment, every task is
+	// handed off: a few microseconds while workers spin after short tasks,
+	// else a futex round trip each way ("Hand-off").
 	// Under a cgroup CPU limit (a container's) that set GOMAXPROCS, it runs
 	// one worker fewer than the limit rounded up, at least 1: the kernel
 	// throttles the whole cgroup once the quota is spent, low-priority

@@ -19,7 +19,9 @@ package cpusched
 // So a short task costs no thread hand-off and no priority change at all
 // (an empty Run: a lock, a gettid and the slot's bookkeeping), and a long
 // task runs at normal priority for its first osLowerAfter only, then as a
-// worker would. A task whose thread is not lowered waits in Blocking's fn
+// worker would. Once a function's recent tasks have been long, its next
+// tasks are handed to worker threads after all (dispatch says why), and
+// once they are short again, they run on their own goroutines again. A task whose thread is not lowered waits in Blocking's fn
 // unlocked, so the wake after a socket wait is a goroutine's, not a
 // thread's; a task on a lowered thread keeps it (raising and lowering again
 // costs two system calls, and the thread's wake is what a worker pays).
@@ -27,9 +29,9 @@ package cpusched
 // starts meanwhile (newm hands that to its template thread); a child
 // process started from fn on a lowered thread does start lowered.
 //
-// Elsewhere (no privilege to raise a thread back), and with
-// CPUSCHED_OS_HANDOFF=1, every task is handed to a worker goroutine locked
-// to a lowered thread for good:
+// The hand-off: for long tasks, and, where a thread cannot be raised back
+// or with CPUSCHED_OS_HANDOFF=1, for every task, a worker goroutine locked
+// to a lowered thread for good runs the task:
 //
 // A task parked at a Checkpoint keeps its worker goroutine (and thread)
 // blocked, so the workers are a pool that grows past the slot count when
