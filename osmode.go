@@ -21,10 +21,13 @@ package cpusched
 // task runs at normal priority for its first osLowerAfter only, then as a
 // worker would. Once a function's recent tasks have been long, its next
 // tasks are handed to worker threads after all (dispatch says why), and
-// once they are short again, they run on their own goroutines again. A task whose thread is not lowered waits in Blocking's fn
-// unlocked, so the wake after a socket wait is a goroutine's, not a
-// thread's; a task on a lowered thread keeps it (raising and lowering again
-// costs two system calls, and the thread's wake is what a worker pays).
+// once they are short again, they run on their own goroutines again.
+//
+// A task whose thread is not lowered waits in Blocking's fn, and for its
+// slot back, unlocked, so the wake after a socket wait is a goroutine's,
+// not a thread's; a task on a lowered thread keeps it (raising and
+// lowering again costs two system calls, and the thread's wake is what a
+// worker pays).
 // The runtime does not pass a locked thread's setting on to the threads it
 // starts meanwhile (newm hands that to its template thread); a child
 // process started from fn on a lowered thread does start lowered.
@@ -316,9 +319,9 @@ var probeOSPriority = func(p osprio.Policy) error {
 	return <-errc
 }
 
-// spawn starts first-run task t: on a new goroutine, or where
-// IsolationOSPriority hands tasks off, on an idle low-priority worker. It reports whether that worker was awake
-// (see osWorker).
+// spawn starts first-run task t: on a new goroutine, or if t is handed off
+// (IsolationOSPriority), on an idle low-priority worker. It reports
+// whether that worker was awake (see osWorker).
 func (s *Scheduler) spawn(t *Task) (awake bool) {
 	if !t.handoff {
 		go s.runGo(t)
@@ -406,10 +409,10 @@ func (s *Scheduler) noteWake(t *Task) {
 
 // lowerLongLocked lowers the threads of the running tasks on their own
 // goroutines that have held their slot for osLowerAfter, not counting
-// their Blocking calls that kept it (those wait; they do not compute). It returns how
-// long until the next such task reaches osLowerAfter (at most
-// osLowerAfter) and whether the monitor should keep looking: a task is
-// running unlowered, or one got a slot within lowerIdle.
+// the time they did not compute (t.kept). It returns how long until the
+// next such task reaches osLowerAfter (at most osLowerAfter) and whether
+// the monitor should keep looking: a task is running unlowered, or one
+// got a slot within lowerIdle.
 func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 	next = int64(osLowerAfter)
 	look = now-s.lastStart < int64(lowerIdle)

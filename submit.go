@@ -10,9 +10,10 @@ import (
 
 // Run runs fn as a task and returns its error once it has ended. It blocks
 // while the task waits for a slot. fn runs on the calling goroutine, so Run
-// costs no goroutine when a slot is free; in IsolationOSPriority, where a
-// lowered thread cannot be raised back, it runs on a low-priority worker
-// thread instead (see IsolationOSPriority). It returns ErrClosed after Close,
+// costs no goroutine when a slot is free; in IsolationOSPriority it runs
+// on a low-priority worker thread instead when fn's recent tasks ran long,
+// and always where a lowered thread cannot be raised back (see
+// IsolationOSPriority). It returns ErrClosed after Close,
 // ErrQueueFull when the queue is full, an option's error for an out-of-range
 // TaskOption, ctx's error if ctx ends before the task starts (fn is then
 // never run), and a *PanicError if fn panicked. On every failure before fn
