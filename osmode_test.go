@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/cpusched/cpusched/internal/osprio"
@@ -148,4 +149,29 @@ func testModes() []testMode {
 		modes = append(modes, testMode{m.String(), []Option{WithIsolation(m)}})
 	}
 	return append(modes, testMode{"ospriority-handoff", []Option{WithIsolation(IsolationOSPriority), withOSHandoff()}})
+}
+
+// TestOSHandoffEnv: CPUSCHED_OS_HANDOFF=1 makes IsolationOSPriority hand
+// every task off; any value but 0 or 1 is an error that names the
+// variable and its valid values.
+func TestOSHandoffEnv(t *testing.T) {
+	t.Setenv(osHandoffEnv, "yes")
+	if _, err := New(WithIsolation(IsolationOSPriority)); err == nil || !strings.Contains(err.Error(), osHandoffEnv) || !strings.Contains(err.Error(), "0 or 1") {
+		t.Errorf("New with %s=yes: %v, want an error naming the variable and 0 or 1", osHandoffEnv, err)
+	}
+	if !osprio.Supported() || probeOSPriority(defaultOSPolicy) != nil {
+		t.Skip("no thread priorities here")
+	}
+	t.Setenv(osHandoffEnv, "1")
+	s, err := New(WithIsolation(IsolationOSPriority))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if s.osOwn {
+		t.Errorf("with %s=1, tasks may run on their own goroutines; want every task handed off", osHandoffEnv)
+	}
+	if _, handoff := s.dispatch(emptyTask); !handoff {
+		t.Errorf("with %s=1, dispatch did not hand a task off", osHandoffEnv)
+	}
 }
