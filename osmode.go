@@ -426,12 +426,27 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 			continue // in a Blocking call that keeps the slot: not computing
 		}
 		used := t.runTime + now - t.since - t.kept.Load()
-		if d := int64(osLowerAfter) - used; d > 0 || tid == 0 {
-			if d > 0 {
-				next = min(next, d)
-			}
-			continue // tid 0: its goroutine has not reached fn yet
+		if tid == 0 {
+			continue // its goroutine has not reached fn yet, or waits unlocked
 		}
+		// What the task computed: its slot time until the monitor first
+		// saw it on this thread (it ran at normal priority), and the
+		// thread's CPU time since. Slot time alone would count the
+		// stretches in which the kernel ran other threads: on a busy
+		// 2-CPU machine enough to lower 2% of lab http's short tasks.
+		if int(t.markTid) != tid {
+			t.markTid, t.markCPU = int32(tid), osprio.ThreadCPUOf(tid)-used
+		}
+		if d := int64(osLowerAfter) - used; d > 0 {
+			next = min(next, d)
+			continue
+		}
+		cpu := osprio.ThreadCPUOf(tid)
+		if d := int64(osLowerAfter) - (cpu - t.markCPU); d > 0 {
+			next = min(next, d)
+			continue
+		}
+		used = cpu - t.markCPU
 		before, lowered, err := osprio.LowerThread(tid, s.cfg.osPolicy)
 		if err != nil {
 			s.log.Warn("cpusched: lowering a task's thread failed; it runs at normal priority", "err", err)
@@ -445,14 +460,14 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 		}
 		// The lane measures a lowered task by its thread's CPU time
 		// from here on (taskCPU), on top of its slot time so far.
-		t.cpuStart = osprio.ThreadCPUOf(tid) - used
+		t.cpuStart = cpu - used
 		t.loweredFrom = before
 		t.lowered.Store(true)
 	}
 	return next, look
 }
 
-// dispatch returns fn's key in the table of task lengths and whether a task
+// dispatch returns fn's slot in the table of task lengths and whether a task
 // running fn is handed off to a worker thread: always where
 // IsolationOSPriority cannot run tasks on their own goroutines, never
 // outside that mode, and otherwise when the recent tasks that ran fn (or
@@ -470,15 +485,15 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 // hand-off costs under 0.1% of its length; for short ones it is the whole
 // cost. So a function's tasks run on their own goroutines until they turn
 // out long, and go back to them once they are short again.
-func (s *Scheduler) dispatch(fn func(*Task) error) (key uintptr, handoff bool) {
+func (s *Scheduler) dispatch(fn func(*Task) error) (slot uint8, handoff bool) {
 	if !s.osMode {
 		return 0, false
 	}
 	if !s.osOwn {
 		return 0, true
 	}
-	key = reflect.ValueOf(fn).Pointer()
-	return key, s.lengths[lengthSlot(key)].Load() >= longScore
+	slot = lengthSlot(reflect.ValueOf(fn).Pointer())
+	return slot, s.lengths[slot].Load() >= longScore
 }
 
 // The table of task lengths: a moving score per slot, 0 (short) to
@@ -492,25 +507,32 @@ const (
 )
 
 // lengthSlot is the table slot of a function's code pointer.
-func lengthSlot(key uintptr) int {
-	return int(uint64(key>>3) * 0x9E3779B97F4A7C15 >> 58) // Fibonacci hashing to 6 bits
+func lengthSlot(key uintptr) uint8 {
+	return uint8(uint64(key>>3) * 0x9E3779B97F4A7C15 >> 58) // Fibonacci hashing to 6 bits
 }
 
-// noteLength adds t, which is ending, to the table of task lengths: long if
-// it held its slot for osLowerAfter, not counting the Blocking calls that
-// kept it, and for a task handed off, if its worker thread also computed
-// that long (cpu, from taskCPU: a SCHED_IDLE thread may hold its slot
-// without running). Under s.mu, after t's last charge.
+// noteLength adds t, which is ending, to the table of task lengths. A task
+// on its own goroutine was long if the monitor lowered its thread (it had
+// computed for osLowerAfter); one handed off, if it held its slot that
+// long, not counting the time it did not compute, and its worker thread
+// computed that long too (cpu, from taskCPU: a SCHED_IDLE thread may hold
+// its slot without running). Under s.mu, after t's last charge.
 func (s *Scheduler) noteLength(t *Task, cpu int64) {
-	used := t.runTime - t.kept.Load()
-	if cpu >= 0 {
-		used = min(used, cpu)
+	var isLong bool
+	if t.handoff {
+		used := t.runTime - t.kept.Load()
+		if cpu >= 0 {
+			used = min(used, cpu)
+		}
+		isLong = used >= int64(osLowerAfter)
+	} else {
+		isLong = t.lowered.Load()
 	}
 	long := int32(0)
-	if used >= int64(osLowerAfter) {
+	if isLong {
 		long = 1024
 	}
-	slot := &s.lengths[lengthSlot(t.fnKey)]
+	slot := &s.lengths[t.lenSlot]
 	old := slot.Load()
 	if n := old - old/4 + long/4; n != old {
 		slot.Store(n) // only on change: a settled slot's cache line stays shared

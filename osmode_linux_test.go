@@ -4,6 +4,7 @@ package cpusched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -759,10 +760,16 @@ func TestDispatchFollowsTaskLength(t *testing.T) {
 	var handedOff []bool
 	work := func(tk *Task) error {
 		handedOff = append(handedOff, tk.handoff)
-		if long {
-			// CPU time, not wall time: a worker's SCHED_IDLE thread on a
-			// busy machine computes less than the wall clock shows, and
-			// the table counts a handed-off task by its CPU time.
+		switch {
+		case long && !tk.handoff:
+			// Long on its own goroutine: until the monitor lowers it.
+			if !spinUntil(tk.lowered.Load) {
+				return errors.New("a task computing for 5 s was not lowered")
+			}
+		case long:
+			// Handed off: 500 us of CPU time, not wall time (a worker's
+			// SCHED_IDLE thread on a busy machine computes less than the
+			// wall clock shows, and the table counts its CPU time).
 			for c0 := osprio.ThreadCPU(); osprio.ThreadCPU()-c0 < int64(2*osLowerAfter); {
 			}
 		}

@@ -29,12 +29,12 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	// Where IsolationOSPriority hands the task off, fn must run on a
 	// low-priority worker thread, so the task is started like Go's and the
 	// caller waits for its end.
-	key, handoff := s.dispatch(fn)
+	slot, handoff := s.dispatch(fn)
 	t, group, err := s.newTask(ctx, fn, opts, handoff)
 	if err != nil {
 		return err
 	}
-	t.fnKey, t.handoff = key, handoff
+	t.lenSlot, t.handoff = slot, handoff
 	t.callerWaits = true
 	if handoff {
 		t.handle.done = make(chan struct{})
@@ -92,7 +92,7 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 	if err != nil {
 		return nil, err
 	}
-	t.fnKey, t.handoff = s.dispatch(fn)
+	t.lenSlot, t.handoff = s.dispatch(fn)
 	t.handle.done = make(chan struct{})
 	started, err := s.submit(t, group)
 	if err != nil {

@@ -57,8 +57,11 @@ type Task struct {
 	// lane (runqueue.go), linked through laneLink; laneRun
 	// while it holds a slot the lane gave it, within its first slice.
 	inLane, laneRun bool
-	runIdx          int32 // index in Scheduler.running while it holds a slot
-	laneLink        link[Task]
+	// lenSlot is fn's slot in the table of task lengths by function that
+	// chooses between own goroutines and the hand-off (osmode.go).
+	lenSlot  uint8
+	runIdx   int32 // index in Scheduler.running while it holds a slot
+	laneLink link[Task]
 
 	s       *Scheduler
 	fn      func(*Task) error
@@ -91,7 +94,9 @@ type Task struct {
 	// Blocking and the hold values in slots.go); blockAvg is the moving
 	// average of Blocking's fn durations, used only by the task's
 	// goroutine.
-	hold      atomic.Int32
+	hold atomic.Int32
+	// lowered: see tid below (here, it fills the padding after hold).
+	lowered   atomic.Bool
 	holdStart int64       // when that call began
 	holdTimer *time.Timer // set under s.mu
 	blockAvg  int64
@@ -107,17 +112,19 @@ type Task struct {
 	// thread fn's goroutine is locked to (0 while it is not), lowered is
 	// set once the monitor has lowered that thread, and loweredFrom is the
 	// setting to put back when fn returns (written by the monitor under
-	// s.mu before lowered).
+	// s.mu before lowered). markTid and markCPU are the monitor's mark,
+	// under s.mu: the thread it first saw the task on, and that thread's
+	// CPU clock then less the task's slot time then (lowerLongLocked).
+	// (The fields are packed so that a Task stays in the 384-byte size
+	// class: TestQueuedTaskMemory.)
 	tid         atomic.Int32
-	lowered     atomic.Bool
 	loweredFrom osprio.Attr
+	markTid     int32
 	// kept is slot time in which the task did not compute (ns): Blocking
 	// calls that kept the slot, and the time its goroutine took to run
 	// once given the slot. Lowering and the length table do not count it.
-	kept atomic.Int64
-	// fnKey is fn's code pointer, for the table of task lengths by
-	// function that chooses between own goroutines and the hand-off.
-	fnKey uintptr
+	kept    atomic.Int64
+	markCPU int64
 
 	wake   chan struct{} // the slot is handed over on it
 	handle Handle
