@@ -34,7 +34,7 @@ const (
 	// RLIMIT_NICE that allows it; New probes once), a task runs on its
 	// own goroutine (Run's caller, or one started for Go), locked to its
 	// thread while fn runs, and the slice monitor lowers that thread once
-	// the task has held its slot for 250 us (up to about 1 ms later on an
+	// the task has computed for 250 us (up to about 1 ms later on an
 	// idle machine, where Go's timers are coarser); fn's return puts it
 	// back. So short tasks cost no thread switch and run at the thread's
 	// own priority, and a Run of an empty task costs about a microsecond

@@ -13,8 +13,9 @@ package cpusched
 // in the other modes: the Run caller's, or for Go one the scheduler starts.
 // That goroutine is locked to its thread while fn runs (lockThread), so
 // the thread id the task records stays its thread, and the monitor lowers
-// that thread (lowerLongLocked) once the task has held its slot for
-// osLowerAfter. The lowered thread stays lowered until fn returns, when
+// that thread (lowerLongLocked) once the task has computed for
+// osLowerAfter (slot time until the monitor first saw it, then the
+// thread's CPU clock). The lowered thread stays lowered until fn returns, when
 // the task's goroutine puts the setting back and unlocks (unlockThread).
 // So a short task costs no thread hand-off and no priority change at all
 // (an empty Run: a lock, a gettid and the slot's bookkeeping), and a long
@@ -408,8 +409,9 @@ func (s *Scheduler) noteWake(t *Task) {
 }
 
 // lowerLongLocked lowers the threads of the running tasks on their own
-// goroutines that have held their slot for osLowerAfter, not counting
-// the time they did not compute (t.kept). It returns how long until the
+// goroutines that have computed for osLowerAfter: slot time, less the
+// time they did not compute (t.kept), until the monitor first saw them on
+// their thread, and that thread's CPU time since. It returns how long until the
 // next such task reaches osLowerAfter (at most osLowerAfter) and whether
 // the monitor should keep looking: a task is running unlowered, or one
 // got a slot within lowerIdle.

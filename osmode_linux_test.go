@@ -49,7 +49,7 @@ func TestOSPriorityMode(t *testing.T) {
 		t.Fatal("tasks are handed to worker threads, want them on their own goroutines (can this process raise a thread back?)")
 	}
 	// A short task runs on Run's own thread at its normal priority; a long
-	// one's thread is lowered once it has held its slot for osLowerAfter,
+	// one's thread is lowered once it has computed for osLowerAfter,
 	// and put back when it returns.
 	runtime.LockOSThread() // so that "after" reads the thread the tasks ran on
 	short, long, after := -1, -1, -1
@@ -679,9 +679,10 @@ func TestKeptBlockingDoesNotLower(t *testing.T) {
 	ctx := context.Background()
 	var waiter, computer bool
 	err := s.Run(ctx, func(tk *Task) error {
-		wait := func() {
-			for end := time.Now().Add(20 * time.Microsecond); time.Now().Before(end); {
-			}
+		wait := func() { // a short wait for another goroutine, as a socket write's
+			done := make(chan struct{})
+			go close(done)
+			<-done
 		}
 		for end := time.Now().Add(4 * osLowerAfter); time.Now().Before(end); {
 			tk.Blocking(wait)
