@@ -383,7 +383,7 @@ func (s *Scheduler) unlockThread(t *Task) {
 // unlockThreadToWait unlocks the goroutine of t, a task on its own
 // goroutine that has given its slot up to wait, from its thread, unless
 // the thread is lowered (then it waits locked, as a worker would); it
-// reports whether it did. relockThread is its undo, once t runs again:
+// reports whether it did. lockThread is its undo, once t runs again:
 // possibly on another thread, which is not lowered either.
 func (s *Scheduler) unlockThreadToWait(t *Task) bool {
 	if !s.osOwn || t.handoff || t.lowered.Load() {
@@ -393,8 +393,6 @@ func (s *Scheduler) unlockThreadToWait(t *Task) bool {
 	runtime.UnlockOSThread()
 	return true
 }
-
-func (s *Scheduler) relockThread(t *Task) { s.lockThread(t) }
 
 // noteWake adds to t.kept, for a task on its own goroutine that has just
 // been given a slot (by another goroutine, or by its own at once), the

@@ -173,11 +173,7 @@ func loweredThreads(t *testing.T) int {
 // at a Checkpoint or came back from Blocking. Run now waits only on the
 // task's done channel. Run with -race.
 func TestRunWhileWorkersParkIsRaceFree(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(1), WithSlice(minSlice))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice))
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Add(1)
@@ -435,11 +431,7 @@ func TestOSWorkerHandOff(t *testing.T) {
 // bounded: once the tasks have ended, every idle worker parks (an idle
 // scheduler costs no CPU).
 func TestIdleOSWorkersPark(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := handoffScheduler(t, WithWorkers(2))
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Add(1)
@@ -470,11 +462,7 @@ func TestIdleOSWorkersPark(t *testing.T) {
 // the other task to have run, so without the release it would wait
 // forever.
 func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := handoffScheduler(t, WithWorkers(1))
 	inBlocking := make(chan struct{})
 	otherRan := make(chan struct{})
 	h, err := s.Go(context.Background(), func(tk *Task) error {
@@ -510,11 +498,7 @@ func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
 // SCHED_IDLE thread on a busy machine need not, so the test checks how
 // each call began.)
 func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := handoffScheduler(t, WithWorkers(1))
 	started := make(chan struct{})
 	release := make(chan struct{})
 	var kept []bool
@@ -607,14 +591,11 @@ func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
 }
 
 // TestFirstBlockingCallFollowsTheOthers: where IsolationOSPriority hands
-// tasks to worker threads, a task's first Blocking call keeps the slot when the scheduler's recent calls
-// were short, and gives it up when they were long.
+// tasks to worker threads, a task's first Blocking call keeps the slot
+// when the scheduler's recent calls were short, and gives it up when they
+// were long.
 func TestFirstBlockingCallFollowsTheOthers(t *testing.T) {
-	s, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), WithWorkers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := handoffScheduler(t, WithWorkers(1))
 	firstKept := func(d time.Duration) bool {
 		for range 8 { // calls of d by other tasks
 			if err := s.Run(context.Background(), func(tk *Task) error {
@@ -655,6 +636,18 @@ func ownScheduler(t *testing.T, opts ...Option) *Scheduler {
 	if !s.osOwn {
 		t.Skip("a lowered thread cannot be raised back here: tasks are handed off")
 	}
+	return s
+}
+
+// handoffScheduler returns an IsolationOSPriority Scheduler that hands
+// every task to a worker thread (withOSHandoff), closed when the test ends.
+func handoffScheduler(t *testing.T, opts ...Option) *Scheduler {
+	t.Helper()
+	s, err := New(append([]Option{WithIsolation(IsolationOSPriority), withOSHandoff()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
 }
 

@@ -122,7 +122,7 @@ func (s *Scheduler) yield(t *Task) {
 	<-t.wake
 	s.noteWake(t)
 	if unlocked {
-		s.relockThread(t)
+		s.lockThread(t)
 	}
 	t.traceRegion(traceRun)
 }
@@ -252,7 +252,7 @@ func (s *Scheduler) endHold(t *Task, start int64) {
 	unlocked := s.unlockThreadToWait(t)
 	s.unblock(t, now-start)
 	if unlocked {
-		s.relockThread(t)
+		s.lockThread(t)
 	}
 }
 
@@ -326,9 +326,10 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 }
 
 // taskCPU is, in IsolationOSPriority, the CPU time t's thread has used
-// since fn began (for a task on its own goroutine: its slot time until the
-// monitor lowered the thread, and the thread's CPU time since); -1, for
-// its slot time, otherwise and while its thread is not lowered. Call it
+// since fn began (for a task on its own goroutine: what the monitor
+// counted as computed when it lowered the thread, and the thread's CPU
+// time since); -1, for its slot time, otherwise and while its thread is
+// not lowered. Call it
 // on t's goroutine.
 func (s *Scheduler) taskCPU(t *Task) int64 {
 	if !s.rq.cpuClock || !t.handoff && !t.lowered.Load() {

@@ -245,7 +245,7 @@ func (t *Task) Blocking(fn func()) {
 		t.s.noteBlock(t, d)
 		t.s.unblock(t, d)
 		if unlocked {
-			t.s.relockThread(t)
+			t.s.lockThread(t)
 		}
 		t.traceRegion(traceRun)
 	}()
