@@ -56,6 +56,7 @@ type config struct {
 	explicitSlice   bool
 	clock           clock
 	noMonitor       bool          // tests drive slice expiry themselves
+	noMonitorLower  bool          // tests: only Checkpoints lower threads (lowerSelf)
 	osPolicy        osprio.Policy // IsolationOSPriority's thread setting
 	osHandoff       bool          // IsolationOSPriority hands every task to a worker thread (osmode.go)
 	logger          *slog.Logger  // nil: silent
@@ -153,6 +154,12 @@ func withOSHandoff() Option {
 // slices by hand with expireSlicesLocked).
 func withoutMonitor() Option {
 	return optionFunc(func(cfg *config) error { cfg.noMonitor = true; return nil })
+}
+
+// withoutMonitorLowering stops the slice monitor from lowering the threads
+// of tasks on their own goroutines (tests of Checkpoint's own check).
+func withoutMonitorLowering() Option {
+	return optionFunc(func(cfg *config) error { cfg.noMonitorLower = true; return nil })
 }
 
 // CheckOptions returns the error New would return for opts (an

@@ -12,10 +12,11 @@ package cpusched
 // New probes it once, probeOSRestore), a task runs on its own goroutine as
 // in the other modes: the Run caller's, or for Go one the scheduler starts.
 // That goroutine is locked to its thread while fn runs (lockThread), so
-// the thread id the task records stays its thread, and the monitor lowers
-// that thread (lowerLongLocked) once the task has computed for
-// osLowerAfter (slot time until the monitor first saw it, then the
-// thread's CPU clock). The lowered thread stays lowered until fn returns, when
+// the thread id the task records stays its thread, and that thread is
+// lowered once the task has computed for osLowerAfter by the thread's CPU
+// clock (lowerIfLongLocked): by the monitor, or by the task itself at a
+// Checkpoint, since the monitor's timer runs late while the P that set it
+// runs the task. The lowered thread stays lowered until fn returns, when
 // the task's goroutine puts the setting back and unlocks (unlockThread).
 // So a short task costs no thread hand-off and no priority change at all
 // (an empty Run: a lock, a gettid and the slot's bookkeeping), and a long
@@ -362,6 +363,9 @@ const lowerIdle = 2 * osLowerAfter
 func (s *Scheduler) lockThread(t *Task) {
 	runtime.LockOSThread()
 	t.tid.Store(int32(osprio.ThreadID()))
+	if !t.lowered.Load() {
+		t.lowerCheck = 1 // the first Checkpoint marks the thread (lowerSelf)
+	}
 }
 
 // unlockThread is lockThread's undo, once t has ended: the thread's setting
@@ -407,64 +411,107 @@ func (s *Scheduler) noteWake(t *Task) {
 }
 
 // lowerLongLocked lowers the threads of the running tasks on their own
-// goroutines that have computed for osLowerAfter: slot time, less the
-// time they did not compute (t.kept), until the monitor first saw them on
-// their thread, and that thread's CPU time since. It returns how long until the
-// next such task reaches osLowerAfter (at most osLowerAfter) and whether
-// the monitor should keep looking: a task is running unlowered, or one
-// got a slot within lowerIdle.
+// goroutines that have computed for osLowerAfter (lowerIfLongLocked). It
+// returns how long until the next such task may reach osLowerAfter (at
+// most osLowerAfter) and whether the monitor should keep looking: a task
+// is running unlowered, or one got a slot within lowerIdle.
 func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 	next = int64(osLowerAfter)
+	if s.cfg.noMonitorLower {
+		return next, false
+	}
 	look = now-s.lastStart < int64(lowerIdle)
 	for _, t := range s.running {
 		if t.lowered.Load() || t.handoff {
 			continue
 		}
 		look = true
-		tid := int(t.tid.Load())
-		if t.hold.Load() != holdNone {
-			continue // in a Blocking call that keeps the slot: not computing
-		}
-		used := t.runTime + now - t.since - t.kept.Load()
-		if tid == 0 {
-			continue // its goroutine has not reached fn yet, or waits unlocked
-		}
-		// What the task computed: its slot time until the monitor first
-		// saw it on this thread (it ran at normal priority), and the
-		// thread's CPU time since. Slot time alone would count the
-		// stretches in which the kernel ran other threads: on a busy
-		// 2-CPU machine enough to lower 2% of lab http's short tasks.
-		if int(t.markTid) != tid {
-			t.markTid, t.markCPU = int32(tid), osprio.ThreadCPUOf(tid)-used
-		}
-		if d := int64(osLowerAfter) - used; d > 0 {
+		if d := s.lowerIfLongLocked(t, now); d > 0 {
 			next = min(next, d)
-			continue
 		}
-		cpu := osprio.ThreadCPUOf(tid)
-		if d := int64(osLowerAfter) - (cpu - t.markCPU); d > 0 {
-			next = min(next, d)
-			continue
-		}
-		used = cpu - t.markCPU
-		before, lowered, err := osprio.LowerThread(tid, s.cfg.osPolicy)
-		if err != nil {
-			s.log.Warn("cpusched: lowering a task's thread failed; it runs at normal priority", "err", err)
-		}
-		if !lowered {
-			// Already at the setting (a Run nested in a lowered task,
-			// or a thread the program lowered itself), or failed: the
-			// task's own end must not change the thread; look again
-			// later in case an inner task put it back.
-			continue
-		}
-		// The lane measures a lowered task by its thread's CPU time
-		// from here on (taskCPU), on top of its slot time so far.
-		t.cpuStart = cpu - used
-		t.loweredFrom = before
-		t.lowered.Store(true)
 	}
 	return next, look
+}
+
+// lowerIfLongLocked lowers the thread of t, a running task on its own
+// goroutine whose thread is not lowered, once t has computed for
+// osLowerAfter there: its thread's CPU time since it was first seen on
+// that thread, by the monitor or at its first Checkpoint there, on top of
+// what it computed on earlier threads (t.cpuUsed). It returns how long t
+// has left to compute before that, or 0 once there is nothing more to do
+// for it. The monitor calls it for every such task, and the task itself
+// at its first Checkpoint and then every lowerCheckEvery (lowerSelf), so
+// that a task is lowered on time even when the monitor's timer is not: Go
+// runs a P's timers when that P schedules, and the P that set the
+// monitor's timer is often the one now running the task.
+//
+// Why not slot time: on a busy machine the kernel runs other threads for
+// milliseconds while a normal-priority task holds its slot. Counted as
+// computing, that lowered 2% of lab http's short tasks, and in the ab
+// check put small tasks, lowered and so long for the lane, behind the long
+// ones for 30-100 ms. What t computed before it was first seen is not
+// counted: with Checkpoints, one Checkpoint's worth of work.
+func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
+	tid := int(t.tid.Load())
+	if t.hold.Load() != holdNone || tid == 0 {
+		// In a Blocking call that keeps the slot (not computing), or its
+		// goroutine has not reached fn yet or waits unlocked.
+		return int64(osLowerAfter)
+	}
+	if int(t.markTid) != tid {
+		t.markTid, t.markCPU = int32(tid), osprio.ThreadCPUOf(tid)-t.cpuUsed
+		return int64(osLowerAfter) - t.cpuUsed
+	}
+	// Slot time, less the time t did not compute (t.kept), bounds what it
+	// computed from above: below osLowerAfter, no need to read the clock.
+	used := t.runTime + now - t.since - t.kept.Load()
+	if d := int64(osLowerAfter) - used; d > 0 {
+		return d
+	}
+	cpu := osprio.ThreadCPUOf(tid)
+	used = cpu - t.markCPU
+	if d := int64(osLowerAfter) - used; d > 0 {
+		return d
+	}
+	before, _, err := osprio.LowerThread(tid, s.cfg.osPolicy)
+	if err != nil {
+		// The task's own end must not change the thread; look again later.
+		s.log.Warn("cpusched: lowering a task's thread failed; it runs at normal priority", "err", err)
+		return int64(osLowerAfter)
+	}
+	// Lowered now, or already at the setting (a Run nested in a lowered
+	// task, or a thread the program lowered itself): either way the task
+	// now counts as lowered, and its end puts back before, the setting
+	// the thread had.
+	// The lane measures a lowered task by its thread's CPU time from here
+	// on (taskCPU), on top of what it computed so far.
+	t.cpuStart = cpu - used
+	t.loweredFrom = before
+	t.lowered.Store(true)
+	return 0
+}
+
+// lowerCheckEvery is how many Checkpoints a task on its own goroutine
+// makes between its own checks whether to lower its thread (lowerSelf):
+// the demo's 8 us passes check every 64 us, for a fraction of a percent.
+const lowerCheckEvery = 8
+
+// lowerSelf is the Checkpoint countdown's check: t, running on its own
+// goroutine on an unlowered thread, lowers it if it has computed for
+// osLowerAfter; the first check after lockThread, at the first
+// Checkpoint, marks the thread unless the monitor has. Call it on t's
+// goroutine.
+func (s *Scheduler) lowerSelf(t *Task) {
+	now := s.clock.Now()
+	s.mu.Lock()
+	if t.state == stateRunning && !t.lowered.Load() {
+		s.lowerIfLongLocked(t, now)
+	}
+	s.mu.Unlock()
+	t.lowerCheck = 0
+	if !t.lowered.Load() {
+		t.lowerCheck = lowerCheckEvery
+	}
 }
 
 // dispatch returns fn's slot in the table of task lengths and whether a task

@@ -537,11 +537,10 @@ func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
 // thread may simply not run) is still within its first slice in
 // IsolationOSPriority, where the lane counts the worker thread's CPU time,
 // so a new small task does not take its slot at its next Checkpoint. In
-// IsolationReserve, which counts slot time, it does. (With tasks on their
-// own goroutines the lane counts slot time until the monitor lowers the
-// task's thread, since the thread ran at normal priority until then: the
-// worker threads of the hand-off are where this test's premise holds
-// from the start.)
+// IsolationReserve, which counts slot time, it does. (A task on its own
+// goroutine counts at most osLowerAfter until its thread is lowered,
+// TestSetCPUOfOwnTasks; the worker threads of the hand-off are where this
+// test's premise is about the CPU clock from the start.)
 func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
 	for _, mode := range []Isolation{IsolationOSPriority, IsolationReserve} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -791,5 +790,46 @@ func TestDispatchFollowsTaskLength(t *testing.T) {
 	want := []bool{false, false, false, true, true, true, true, false, false}
 	if !slices.Equal(handedOff, want) || otherOff {
 		t.Errorf("handed off: %v, want %v; the short function's tasks handed off: %v, want false", handedOff, want, otherOff)
+	}
+}
+
+// TestCheckpointLowersByThreadCPU: a task on its own goroutine lowers its
+// own thread at a Checkpoint once the thread's CPU clock shows it has
+// computed osLowerAfter, without the monitor (whose timer is late while
+// the P that set it runs the task), and slot time in which its thread did
+// not run does not count, even when the task is first seen after it.
+func TestCheckpointLowersByThreadCPU(t *testing.T) {
+	s := ownScheduler(t, WithWorkers(1), withoutMonitorLowering())
+	ctx := context.Background()
+	var sleeper, computer bool
+	err := s.Run(ctx, func(tk *Task) error {
+		// The thread sleeps: slot time passes, its CPU clock does not.
+		time.Sleep(4 * osLowerAfter)
+		for range 4 * lowerCheckEvery {
+			if err := tk.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		sleeper = tk.lowered.Load()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Run(ctx, func(tk *Task) error {
+		computer = spinUntil(func() bool {
+			tk.Checkpoint()
+			return tk.lowered.Load()
+		})
+		if computer && threadPolicy(t) != unix.SCHED_IDLE {
+			return fmt.Errorf("lowered, but the thread's policy is %d", threadPolicy(t))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sleeper || !computer {
+		t.Errorf("lowered: %v after sleeping %v, %v after computing; want false, true", sleeper, 4*osLowerAfter, computer)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cpusched/cpusched/internal/osprio"
 )
@@ -173,5 +174,37 @@ func TestOSHandoffEnv(t *testing.T) {
 	}
 	if _, handoff := s.dispatch(emptyTask); !handoff {
 		t.Errorf("with %s=1, dispatch did not hand a task off", osHandoffEnv)
+	}
+}
+
+// TestSetCPUOfOwnTasks: the lane measures a task on its own goroutine
+// whose thread is not lowered by its slot time less the time it did not
+// compute, and at most osLowerAfter (its thread would be lowered past
+// that); other tasks without a CPU reading, by their slot time.
+func TestSetCPUOfOwnTasks(t *testing.T) {
+	own := &Scheduler{osOwn: true}
+	ms := int64(time.Millisecond)
+	for _, c := range []struct {
+		name       string
+		task       *Task
+		kept, slot int64
+		want       int64
+	}{
+		{"own, long slot time", &Task{s: own}, ms / 10, 5 * ms, int64(osLowerAfter)},
+		{"own, short", &Task{s: own}, ms / 10, ms / 5, ms / 10},
+		{"own, all kept", &Task{s: own}, ms, ms / 2, 0},
+		{"handed off", &Task{s: own, handoff: true}, 0, 5 * ms, 5 * ms},
+		{"other modes", &Task{s: &Scheduler{}}, 0, 5 * ms, 5 * ms},
+	} {
+		c.task.kept.Store(c.kept)
+		c.task.setCPU(-1, c.slot)
+		if c.task.cpuUsed != c.want {
+			t.Errorf("%s: cpuUsed %d, want %d", c.name, c.task.cpuUsed, c.want)
+		}
+	}
+	tk := &Task{s: own}
+	tk.setCPU(3*ms, 5*ms)
+	if tk.cpuUsed != 3*ms {
+		t.Errorf("with a CPU reading: cpuUsed %d, want %d", tk.cpuUsed, 3*ms)
 	}
 }

@@ -339,11 +339,20 @@ func (s *Scheduler) taskCPU(t *Task) int64 {
 }
 
 // setCPU records what taskCPU read as t.cpuUsed (the run queue's measure of
-// t with cpuClock), or slot, t's slot time, where taskCPU read -1; under
-// s.mu.
+// t with cpuClock), or where taskCPU read -1, slot, t's slot time; under
+// s.mu. For a task on its own goroutine whose thread is not lowered, the
+// slot time counts stretches in which it did not compute (t.kept, and the
+// kernel running other threads), which on a busy machine pass the lane's
+// slice on their own and sent small tasks behind the long ones: it has
+// computed less than osLowerAfter, or the monitor or its own Checkpoint
+// would have lowered its thread (lowerIfLongLocked), so it counts as that
+// at most.
 func (t *Task) setCPU(cpu, slot int64) {
 	if cpu < 0 {
 		cpu = slot
+		if t.s.osOwn && !t.handoff {
+			cpu = min(max(0, slot-t.kept.Load()), int64(osLowerAfter))
+		}
 	}
 	t.cpuUsed = cpu
 }

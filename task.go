@@ -59,9 +59,14 @@ type Task struct {
 	inLane, laneRun bool
 	// lenSlot is fn's slot in the table of task lengths by function that
 	// chooses between own goroutines and the hand-off (osmode.go).
-	lenSlot  uint8
-	runIdx   int32 // index in Scheduler.running while it holds a slot
-	laneLink link[Task]
+	lenSlot uint8
+	// lowerCheck counts Checkpoints down to the task's own check whether
+	// to lower its thread (lowerSelf, osmode.go); 0 where it makes none: a
+	// task not on its own goroutine, or lowered. Only its goroutine uses
+	// it.
+	lowerCheck int8
+	runIdx     int32 // index in Scheduler.running while it holds a slot
+	laneLink   link[Task]
 
 	s       *Scheduler
 	fn      func(*Task) error
@@ -110,11 +115,12 @@ type Task struct {
 
 	// With IsolationOSPriority's own goroutines (osmode.go): tid is the
 	// thread fn's goroutine is locked to (0 while it is not), lowered is
-	// set once the monitor has lowered that thread, and loweredFrom is the
-	// setting to put back when fn returns (written by the monitor under
-	// s.mu before lowered). markTid and markCPU are the monitor's mark,
-	// under s.mu: the thread it first saw the task on, and that thread's
-	// CPU clock then less the task's slot time then (lowerLongLocked).
+	// set once that thread is lowered, and loweredFrom is the setting to
+	// put back when fn returns (written under s.mu before lowered).
+	// markTid and markCPU are the mark that lowerIfLongLocked measures
+	// from, under s.mu: the thread the task was first seen on, and that
+	// thread's CPU clock then less what the task computed before
+	// (cpuUsed).
 	// (The fields are packed so that a Task stays in the 384-byte size
 	// class: TestQueuedTaskMemory.)
 	tid         atomic.Int32
@@ -153,7 +159,7 @@ type taskContext struct {
 // a cancellation a few microseconds after it happens, not in the same
 // instant.
 func (t *Task) Checkpoint() error {
-	if t.preempt.Load() == 0 {
+	if t.preempt.Load() == 0 && t.lowerCheck == 0 {
 		return nil
 	}
 	return t.checkpointSlow()
@@ -162,8 +168,17 @@ func (t *Task) Checkpoint() error {
 // checkpointSlow is kept out of Checkpoint so that Checkpoint inlines, as
 // sync.Once splits doSlow from Do.
 func (t *Task) checkpointSlow() error {
-	if t.preempt.Load()&preemptCancel != 0 {
+	p := t.preempt.Load()
+	if p&preemptCancel != 0 {
 		return t.cancelErr()
+	}
+	if p == 0 {
+		// A task on its own goroutine, counting down to a check whether
+		// to lower its thread.
+		if t.lowerCheck--; t.lowerCheck == 0 {
+			t.s.lowerSelf(t)
+		}
+		return nil
 	}
 	t.s.yield(t)
 	if t.preempt.Load()&preemptCancel != 0 {
