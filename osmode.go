@@ -364,7 +364,7 @@ func (s *Scheduler) lockThread(t *Task) {
 	runtime.LockOSThread()
 	t.tid.Store(int32(osprio.ThreadID()))
 	if !t.lowered.Load() {
-		t.lowerCheck = 1 // the first Checkpoint marks the thread (lowerSelf)
+		t.lowerCheck = lowerCheckEvery
 	}
 }
 
@@ -435,9 +435,9 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 
 // lowerIfLongLocked lowers the thread of t, a running task on its own
 // goroutine whose thread is not lowered, once t has computed for
-// osLowerAfter there: its thread's CPU time since it was first seen on
-// that thread, by the monitor or at its first Checkpoint there, on top of
-// what it computed on earlier threads (t.cpuUsed). It returns how long t
+// osLowerAfter: its thread's CPU time since it was first seen on that
+// thread, by the monitor or at a Checkpoint, on top of what it had
+// computed on earlier threads as of the last reading there (t.computed). It returns how long t
 // has left to compute before that, or 0 once there is nothing more to do
 // for it. The monitor calls it for every such task, and the task itself
 // at its first Checkpoint and then every lowerCheckEvery (lowerSelf), so
@@ -459,8 +459,8 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 		return int64(osLowerAfter)
 	}
 	if int(t.markTid) != tid {
-		t.markTid, t.markCPU = int32(tid), osprio.ThreadCPUOf(tid)-t.cpuUsed
-		return int64(osLowerAfter) - t.cpuUsed
+		t.markTid, t.markCPU = int32(tid), osprio.ThreadCPUOf(tid)-int64(t.computed)
+		return int64(osLowerAfter) - int64(t.computed)
 	}
 	// Slot time, less the time t did not compute (t.kept), bounds what it
 	// computed from above: below osLowerAfter, no need to read the clock.
@@ -470,6 +470,7 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	}
 	cpu := osprio.ThreadCPUOf(tid)
 	used = cpu - t.markCPU
+	t.computed = int32(min(used, math.MaxInt32))
 	if d := int64(osLowerAfter) - used; d > 0 {
 		return d
 	}
@@ -493,14 +494,18 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 
 // lowerCheckEvery is how many Checkpoints a task on its own goroutine
 // makes between its own checks whether to lower its thread (lowerSelf):
-// the demo's 8 us passes check every 64 us, for a fraction of a percent.
+// the demo's 7 us passes check every 56 us, for a fraction of a percent.
+// The first check comes at the task's first Checkpoint (call), so that
+// its mark is taken close to its start; after a wait, at the
+// lowerCheckEvery-th, so that a task that waits between short stretches
+// (lab http's 64 KiB writes) does not take the lock and read the clock
+// after each.
 const lowerCheckEvery = 8
 
 // lowerSelf is the Checkpoint countdown's check: t, running on its own
 // goroutine on an unlowered thread, lowers it if it has computed for
-// osLowerAfter; the first check after lockThread, at the first
-// Checkpoint, marks the thread unless the monitor has. Call it on t's
-// goroutine.
+// osLowerAfter; a check on a thread nobody has marked yet marks it. Call
+// it on t's goroutine.
 func (s *Scheduler) lowerSelf(t *Task) {
 	now := s.clock.Now()
 	s.mu.Lock()

@@ -126,6 +126,11 @@ type Task struct {
 	tid         atomic.Int32
 	loweredFrom osprio.Attr
 	markTid     int32
+	// computed is what the task had computed (ns) by its thread's CPU
+	// clock at lowerIfLongLocked's last reading, counted on when it moves
+	// to another thread; under s.mu. It matters only until the thread is
+	// lowered, at osLowerAfter, so 32 bits hold it.
+	computed int32
 	// kept is slot time in which the task did not compute (ns): Blocking
 	// calls that kept the slot, and the time its goroutine took to run
 	// once given the slot. Lowering and the length table do not count it.
