@@ -33,10 +33,10 @@ const (
 	// Where a lowered thread can be raised back (CAP_SYS_NICE, or an
 	// RLIMIT_NICE that allows it; New probes once), a task runs on its
 	// own goroutine (Run's caller, or one started for Go), locked to its
-	// thread while fn runs, and the slice monitor lowers that thread once
-	// the task has computed for 250 us (up to about 1 ms later on an
-	// idle machine, where Go's timers are coarser); fn's return puts it
-	// back. So short tasks cost no thread switch and run at the thread's
+	// thread while fn runs, and that thread is lowered once the task has
+	// computed for 250 us by the thread's CPU clock: checked at the
+	// task's Checkpoints, and by the slice monitor for tasks that make
+	// none; fn's return puts it back. So short tasks cost no thread switch and run at the thread's
 	// own priority, and a Run of an empty task costs about a microsecond
 	// (BenchmarkRunOSPriority; docs/performance.md, "Own goroutines").
 	// Tasks of a function whose recent tasks ran long (250 us of work, not

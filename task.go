@@ -153,9 +153,9 @@ type taskContext struct {
 }
 
 // Checkpoint is the cooperative preemption point: call it often (every 10us
-// to 1ms of work) from a long task. It costs one atomic load when nothing is
-// asked of the task (BenchmarkCheckpoint; docs/performance.md, "Scheduler
-// calls"). When the task's slice
+// to 1ms of work) from a long task. It costs an atomic load and a field
+// test when nothing is asked of the task (BenchmarkCheckpoint;
+// docs/performance.md, "Scheduler calls"). When the task's slice
 // is over and another task should run, it parks the task until the scheduler
 // gives it a slot again; when a more urgent class waits, it does so at once.
 // It returns the task's context error once the context is done (ErrClosed if
