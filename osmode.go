@@ -369,10 +369,10 @@ func (s *Scheduler) lockThread(t *Task) {
 }
 
 // unlockThread is lockThread's undo, once t has ended: the thread's setting
-// goes back to what it was if the monitor lowered it.
+// goes back to what it was if t's lowering changed it.
 func (s *Scheduler) unlockThread(t *Task) {
 	t.tid.Store(0)
-	if t.lowered.Load() {
+	if t.lowered.Load() && !t.foundLowered {
 		if err := t.loweredFrom.Restore(); err != nil {
 			// New's probe succeeded, so this is unexpected. The
 			// goroutine stays locked to its lowered thread rather
@@ -474,20 +474,23 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	if d := int64(osLowerAfter) - used; d > 0 {
 		return d
 	}
-	before, _, err := osprio.LowerThread(tid, s.cfg.osPolicy)
+	before, lowered, err := osprio.LowerThread(tid, s.cfg.osPolicy)
 	if err != nil {
 		// The task's own end must not change the thread; look again later.
 		s.log.Warn("cpusched: lowering a task's thread failed; it runs at normal priority", "err", err)
 		return int64(osLowerAfter)
 	}
-	// Lowered now, or already at the setting (a Run nested in a lowered
-	// task, or a thread the program lowered itself): either way the task
-	// now counts as lowered, and its end puts back before, the setting
-	// the thread had.
-	// The lane measures a lowered task by its thread's CPU time from here
-	// on (taskCPU), on top of what it computed so far.
+	// Lowered now, or already at the setting: a Run nested in a lowered
+	// task, a thread the program lowered itself, or the outer task of a
+	// nested Run that lowered the thread first. Either way the task now
+	// counts as lowered (the lane measures it by its thread's CPU time
+	// from here on, taskCPU, on top of what it computed so far); its end
+	// puts back the setting the thread had only if it lowered the thread
+	// itself. (Putting back what it found would lower the thread for good
+	// in the last case, once the inner task's end had raised it.)
 	t.cpuStart = cpu - used
 	t.loweredFrom = before
+	t.foundLowered = !lowered
 	t.lowered.Store(true)
 	return 0
 }

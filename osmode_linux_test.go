@@ -833,3 +833,45 @@ func TestCheckpointLowersByThreadCPU(t *testing.T) {
 		t.Errorf("lowered: %v after sleeping %v, %v after computing; want false, true", sleeper, 4*osLowerAfter, computer)
 	}
 }
+
+// TestOuterFoundLoweredLeavesTheThreadAlone: when a Run nested in a task
+// lowers the shared thread first and the outer task then finds it lowered
+// already, the inner task's end puts the thread back, and the outer's end
+// must not lower it again: the caller's thread is back at its setting
+// after Run.
+func TestOuterFoundLoweredLeavesTheThreadAlone(t *testing.T) {
+	s := ownScheduler(t, WithWorkers(2), withoutMonitorLowering())
+	ctx := context.Background()
+	runtime.LockOSThread() // so that the thread Run used is this one after
+	defer runtime.UnlockOSThread()
+	before := threadPolicy(t)
+	var innerLowered, outerLowered bool
+	err := s.Run(ctx, func(outer *Task) error {
+		outer.Checkpoint() // the outer task's mark on this thread
+		if err := s.Run(ctx, func(in *Task) error {
+			innerLowered = spinUntil(func() bool {
+				in.Checkpoint()
+				return in.lowered.Load()
+			})
+			// The outer task computed all that on this thread too: its
+			// own check finds the thread lowered already.
+			outerLowered = spinUntil(func() bool {
+				outer.Checkpoint()
+				return outer.lowered.Load()
+			})
+			return nil
+		}); err != nil {
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !innerLowered || !outerLowered {
+		t.Fatalf("inner lowered %v, outer lowered %v; want both", innerLowered, outerLowered)
+	}
+	if after := threadPolicy(t); after != before {
+		t.Errorf("thread policy %d after Run, want %d as before it", after, before)
+	}
+}

@@ -65,8 +65,12 @@ type Task struct {
 	// task not on its own goroutine, or lowered. Only its goroutine uses
 	// it.
 	lowerCheck int8
-	runIdx     int32 // index in Scheduler.running while it holds a slot
-	laneLink   link[Task]
+	// foundLowered: its thread was at the lowered setting already when
+	// it was to be lowered, so its end leaves the setting alone (written
+	// under s.mu before lowered).
+	foundLowered bool
+	runIdx       int32 // index in Scheduler.running while it holds a slot
+	laneLink     link[Task]
 
 	s       *Scheduler
 	fn      func(*Task) error
