@@ -295,6 +295,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	prog := newTracker(cfg, len(modes)*len(steps))
 	defer cfg.Progress.Done()
 	for mi, mode := range modes {
+		if err := ctx.Err(); err != nil {
+			// Cancelled before this mode: start no server for it.
+			rep.fillPctOfDirect()
+			return rep, err
+		}
 		prog.set("%s (mode %d/%d): starting the server", mode, mi+1, len(modes))
 		rows, srvInfo, err := runMode(ctx, cfg, cgroups, mode, func(step string, si int, phase string) {
 			prog.set("%s (mode %d/%d) %s (step %d/%d): %s", mode, mi+1, len(modes), step, si+1, len(steps), phase)

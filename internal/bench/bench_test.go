@@ -536,6 +536,22 @@ func TestRunCancelledStopsServer(t *testing.T) {
 	}
 }
 
+// TestRunWithDoneContextStartsNothing: a context that has ended before Run
+// starts no server (a server binary that does not exist would fail to
+// start) and returns the context's error with an empty report.
+func TestRunWithDoneContextStartsNothing(t *testing.T) {
+	cfg := DefaultConfig(filepath.Join(t.TempDir(), "no-such-cpusched"), "serve")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got error %v, want context.Canceled", err)
+	}
+	if rep == nil || len(rep.Results) != 0 {
+		t.Errorf("got report %+v, want an empty one", rep)
+	}
+}
+
 // childrenRunning returns the pids of this process's children whose
 // command line starts with exe.
 func childrenRunning(t *testing.T, exe string) []int {

@@ -97,8 +97,12 @@ func TestRunEndToEnd(t *testing.T) {
 			t.Errorf("case %q: no request finished, want some", c.Case)
 		}
 	}
-	if n := len(rep.Samples); n < 25 {
-		t.Errorf("got %d samples, want about 40 (at least 25)", n)
+	// About 40 on a quiet machine; each sample fetches /metrics and reads
+	// /proc, which under -race on a loaded 2-CPU machine has taken longer
+	// than the interval, so only the floor that Validate asks of a run
+	// (10) is a failure.
+	if n := len(rep.Samples); n < 10 {
+		t.Errorf("got %d samples, want about 40 (at least 10)", n)
 	}
 	for i, s := range rep.Samples {
 		if s.RSSBytes == 0 || s.Threads == 0 || s.FDs == 0 || s.Goroutines <= 0 || s.MetricsBytes <= 0 {
