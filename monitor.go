@@ -33,8 +33,11 @@ func (s *Scheduler) kickMonitor() {
 // task's slice and sets that task's preempt bit. An idle scheduler, or one
 // whose tasks all have slots, costs no CPU here. In IsolationOSPriority
 // with tasks on their own goroutines it also lowers the threads of tasks
-// that have run for osLowerAfter (lowerLongLocked), waking at most every
-// osLowerAfter while tasks run, and until lowerIdle after the last start.
+// that have computed for osLowerAfter (lowerLongLocked), waking at most
+// every osLowerAfter while tasks run, and until lowerIdle after the last
+// start. Its timer runs late while the P that set it runs a task, so tasks
+// also check for themselves at their Checkpoints (lowerSelf); the monitor
+// is what lowers a task that makes none.
 func (s *Scheduler) monitor() {
 	defer close(s.monitorDone)
 	timer := time.NewTimer(time.Hour)
