@@ -170,6 +170,9 @@ func BenchmarkCheckpointBaseline(b *testing.B) {
 
 // BenchmarkRunOSPriority is Run's hand-off to a low-priority worker thread
 // in IsolationOSPriority, against BenchmarkBaselineGoroutine.
+// benchSink keeps the benchmarks' computations from being optimized away.
+var benchSink uint64
+
 func BenchmarkRunOSPriority(b *testing.B) {
 	log.SetOutput(io.Discard) // New and Close log the GOMAXPROCS change
 	defer log.SetOutput(os.Stderr)
@@ -188,6 +191,22 @@ func BenchmarkRunOSPriority(b *testing.B) {
 		for range 4 {
 			t.Blocking(func() {})
 		}
+		return nil
+	}
+	// A task of about 50 us with a Checkpoint every ~50 ns of work: on its
+	// own goroutine its thread is not lowered, and it checks whether to
+	// lower it at its Checkpoints (lowerSelf), which must stay cheap.
+	denseCheckpoints := func(t *Task) error {
+		x := uint64(1)
+		for range 1000 {
+			for range 40 {
+				x = x*6364136223846793005 + 1442695040888963407
+			}
+			if err := t.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		benchSink = x
 		return nil
 	}
 	// A task that computes past osLowerAfter, so that its thread is
@@ -234,6 +253,8 @@ func BenchmarkRunOSPriority(b *testing.B) {
 		b.Run("parallel"+d.name, parallel(d.opts, emptyTask, 1))
 		b.Run("serial-100us"+d.name, serial(d.opts, task100us))
 		b.Run("serial-2ms"+d.name, serial(d.opts, task2ms))
+		b.Run("serial-checkpoints"+d.name, serial(d.opts, denseCheckpoints))
+		b.Run("parallel-checkpoints"+d.name, parallel(d.opts, denseCheckpoints, 1))
 		b.Run("blocking"+d.name, serial(d.opts, blocking))
 		b.Run("blocking-contended"+d.name, parallel(d.opts, blocking, 8))
 	}

@@ -364,7 +364,17 @@ func (s *Scheduler) lockThread(t *Task) {
 	runtime.LockOSThread()
 	t.tid.Store(int32(osprio.ThreadID()))
 	if !t.lowered.Load() {
-		t.lowerCheck = lowerCheckEvery
+		t.countDown(lowerCheckEvery)
+	}
+}
+
+// countDown sets t's Checkpoint countdown to n (1..127) and counts those
+// Checkpoints in t.lowerSeen.
+func (t *Task) countDown(n int64) {
+	n = min(max(n, 1), math.MaxInt8)
+	t.lowerCheck = int8(n)
+	if t.lowerSeen < math.MaxInt32-math.MaxInt8 {
+		t.lowerSeen += int32(n)
 	}
 }
 
@@ -498,27 +508,65 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 // lowerCheckEvery is how many Checkpoints a task on its own goroutine
 // makes between its own checks whether to lower its thread (lowerSelf):
 // the demo's 7 us passes check every 56 us, for a fraction of a percent.
-// The first check comes at the task's first Checkpoint (call), so that
-// its mark is taken close to its start; after a wait, at the
-// lowerCheckEvery-th, so that a task that waits between short stretches
-// (lab http's 64 KiB writes) does not take the lock and read the clock
-// after each.
+// The first check comes at the task's first Checkpoint (call sets the
+// countdown to lowerCheckMark), so that its mark is taken close to its
+// start; after a wait, at the lowerCheckEvery-th, so that a task that
+// waits between short stretches (lab http's 64 KiB writes) does not take
+// the lock and read the clock after each.
 const lowerCheckEvery = 8
+
+// lowerCheckMark is the countdown of a check that is to mark the thread
+// (Checkpoint's slow path calls lowerSelf with mark set at once).
+const lowerCheckMark = -1
 
 // lowerSelf is the Checkpoint countdown's check: t, running on its own
 // goroutine on an unlowered thread, lowers it if it has computed for
-// osLowerAfter; a check on a thread nobody has marked yet marks it. Call
-// it on t's goroutine.
-func (s *Scheduler) lowerSelf(t *Task) {
+// osLowerAfter, and marks its thread if nobody has (the monitor may have
+// first); mark is set for the first check, which is for that. Call it on
+// t's goroutine.
+//
+// Only a check that may lower or must mark takes the lock: t's slot time
+// less the time it did not compute bounds what it computed from above,
+// and below osLowerAfter there is nothing to do but set the next check,
+// paced by the Checkpoints so far (a clock read per check was 10% of a
+// task with a Checkpoint every 55 ns of work). Its goroutine may read
+// runTime and since without the lock while it holds its slot outside a
+// Blocking call that keeps it: only this goroutine writes them then (the
+// hold timer writes them only while a hold is armed). Without this, a task
+// that makes a Checkpoint every 100 ns took the lock every 800 ns, and
+// two such callers in parallel paid half as much again per Run
+// (docs/performance.md, "The ab check's max").
+func (s *Scheduler) lowerSelf(t *Task, mark bool) {
 	now := s.clock.Now()
+	if mark {
+		t.lowerSeen++
+	} else if t.hold.Load() == holdNone {
+		if used := t.runTime + now - t.since - t.kept.Load(); used < int64(osLowerAfter) {
+			// The next check when, at the rate of its Checkpoints so
+			// far, t may have computed osLowerAfter: slot time runs
+			// ahead of computing, so the check comes early, never late.
+			n := int64(lowerCheckEvery)
+			if used > 0 && t.lowerSeen > 0 {
+				n = (int64(osLowerAfter) - used) * int64(t.lowerSeen) / used
+			}
+			t.countDown(n)
+			return
+		}
+	}
 	s.mu.Lock()
 	if t.state == stateRunning && !t.lowered.Load() {
-		s.lowerIfLongLocked(t, now)
+		s.lowerIfLongLocked(t, now) // marks the thread if nobody has
 	}
 	s.mu.Unlock()
-	t.lowerCheck = 0
-	if !t.lowered.Load() {
-		t.lowerCheck = lowerCheckEvery
+	switch {
+	case t.lowered.Load():
+		t.lowerCheck = 0
+	case mark:
+		t.countDown(lowerCheckEvery)
+	default:
+		// Slot time says it may have computed enough, its CPU clock says
+		// not yet: its thread is not running much. Check less often.
+		t.countDown(4 * lowerCheckEvery)
 	}
 }
 

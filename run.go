@@ -44,8 +44,8 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	if s.osOwn && !t.handoff {
 		s.noteWake(t)
 		s.lockThread(t)
-		t.lowerCheck = 1        // check at the first Checkpoint (lowerCheckEvery)
-		defer s.unlockThread(t) // after the task has ended (the defer below)
+		t.lowerCheck = lowerCheckMark // mark at the first Checkpoint (lowerCheckEvery)
+		defer s.unlockThread(t)       // after the task has ended (the defer below)
 	}
 	restore := t.setLabels()
 	t.traceRegion(traceRun)

@@ -61,7 +61,8 @@ type Task struct {
 	// chooses between own goroutines and the hand-off (osmode.go).
 	lenSlot uint8
 	// lowerCheck counts Checkpoints down to the task's own check whether
-	// to lower its thread (lowerSelf, osmode.go); 0 where it makes none: a
+	// to lower its thread (lowerSelf, osmode.go), or is lowerCheckMark for
+	// the first check, at the next Checkpoint; 0 where it makes none: a
 	// task not on its own goroutine, or lowered. Only its goroutine uses
 	// it.
 	lowerCheck int8
@@ -70,7 +71,11 @@ type Task struct {
 	// under s.mu before lowered).
 	foundLowered bool
 	runIdx       int32 // index in Scheduler.running while it holds a slot
-	laneLink     link[Task]
+	// lowerSeen is how many Checkpoints the task will have made at the
+	// end of lowerCheck's countdown (lowerSelf paces its checks by it).
+	// Only its goroutine uses it.
+	lowerSeen int32
+	laneLink  link[Task]
 
 	s       *Scheduler
 	fn      func(*Task) error
@@ -184,8 +189,10 @@ func (t *Task) checkpointSlow() error {
 	if p == 0 {
 		// A task on its own goroutine, counting down to a check whether
 		// to lower its thread.
-		if t.lowerCheck--; t.lowerCheck == 0 {
-			t.s.lowerSelf(t)
+		if t.lowerCheck == lowerCheckMark {
+			t.s.lowerSelf(t, true)
+		} else if t.lowerCheck--; t.lowerCheck == 0 {
+			t.s.lowerSelf(t, false)
 		}
 		return nil
 	}
