@@ -450,7 +450,7 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 // computed on earlier threads as of the last reading there (t.computed). It returns how long t
 // has left to compute before that, or 0 once there is nothing more to do
 // for it. The monitor calls it for every such task, and the task itself
-// at its first Checkpoint and then every lowerCheckEvery (lowerSelf), so
+// at its first Checkpoint and then at checks it paces (lowerSelf), so
 // that a task is lowered on time even when the monitor's timer is not: Go
 // runs a P's timers when that P schedules, and the P that set the
 // monitor's timer is often the one now running the task.
