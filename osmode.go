@@ -447,9 +447,9 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 // goroutine whose thread is not lowered, once t has computed for
 // osLowerAfter: its thread's CPU time since it was first seen on that
 // thread, by the monitor or at a Checkpoint, on top of what it had
-// computed on earlier threads as of the last reading there (t.computed). It returns how long t
-// has left to compute before that, or 0 once there is nothing more to do
-// for it. The monitor calls it for every such task, and the task itself
+// computed on earlier threads as of the last reading there (t.computed).
+// It returns how long t has left to compute before that, or 0 once there
+// is nothing more to do for it. The monitor calls it for every such task, and the task itself
 // at its first Checkpoint and then at checks it paces (lowerSelf), so
 // that a task is lowered on time even when the monitor's timer is not: Go
 // runs a P's timers when that P schedules, and the P that set the
@@ -506,9 +506,10 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 }
 
 // lowerCheckEvery is how many Checkpoints a task on its own goroutine
-// makes between its own checks whether to lower its thread (lowerSelf):
-// the demo's 7 us passes check every 56 us, for a fraction of a percent.
-// The first check comes at the task's first Checkpoint (call sets the
+// makes before its next check whether to lower its thread (lowerSelf)
+// when there is nothing to pace it by: after the first check, and after a
+// wait. Later checks are paced by the task's rate of Checkpoints. The
+// first check comes at the task's first Checkpoint (call sets the
 // countdown to lowerCheckMark), so that its mark is taken close to its
 // start; after a wait, at the lowerCheckEvery-th, so that a task that
 // waits between short stretches (lab http's 64 KiB writes) does not take
@@ -528,14 +529,13 @@ const lowerCheckMark = -1
 // Only a check that may lower or must mark takes the lock: t's slot time
 // less the time it did not compute bounds what it computed from above,
 // and below osLowerAfter there is nothing to do but set the next check,
-// paced by the Checkpoints so far (a clock read per check was 10% of a
-// task with a Checkpoint every 55 ns of work). Its goroutine may read
-// runTime and since without the lock while it holds its slot outside a
-// Blocking call that keeps it: only this goroutine writes them then (the
-// hold timer writes them only while a hold is armed). Without this, a task
-// that makes a Checkpoint every 100 ns took the lock every 800 ns, and
-// two such callers in parallel paid half as much again per Run
-// (docs/performance.md, "The ab check's max").
+// paced by the Checkpoints so far. Its goroutine may read runTime and
+// since without the lock outside a Blocking call that keeps its slot:
+// only this goroutine writes them then (the hold timer writes them only
+// while a hold is armed). With a locked check every eighth Checkpoint, a
+// task with a Checkpoint every ~55 ns of work ran 10% slower serially and
+// half as much again in parallel (docs/performance.md, "The ab check's
+// max").
 func (s *Scheduler) lowerSelf(t *Task, mark bool) {
 	now := s.clock.Now()
 	if mark {

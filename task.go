@@ -129,7 +129,7 @@ type Task struct {
 	// markTid and markCPU are the mark that lowerIfLongLocked measures
 	// from, under s.mu: the thread the task was first seen on, and that
 	// thread's CPU clock then less what the task computed before
-	// (cpuUsed).
+	// (computed).
 	// (The fields are packed so that a Task stays in the 384-byte size
 	// class: TestQueuedTaskMemory.)
 	tid         atomic.Int32
