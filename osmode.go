@@ -358,12 +358,18 @@ const osLowerAfter = 250 * time.Microsecond
 // requests) cost one wake each, not one every osLowerAfter.
 const lowerIdle = 2 * osLowerAfter
 
-// lockThread locks t's goroutine, which is about to call fn, to its thread
-// and records the thread for the monitor.
-func (s *Scheduler) lockThread(t *Task) {
+// lockThread locks t's goroutine, which is about to call fn (first) or
+// to go on with it after a wait, to its thread, records the thread for the
+// monitor, and sets the Checkpoint countdown to t's next lowering check:
+// the first Checkpoint when fn begins, the lowerCheckEvery-th after a
+// wait (lowerCheckEvery).
+func (s *Scheduler) lockThread(t *Task, first bool) {
 	runtime.LockOSThread()
 	t.tid.Store(int32(osprio.ThreadID()))
-	if !t.lowered.Load() {
+	switch {
+	case first:
+		t.lowerCheck = lowerCheckMark
+	case !t.lowered.Load():
 		t.countDown(lowerCheckEvery)
 	}
 }

@@ -43,9 +43,8 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	// "cpusched.run" region of its trace task.
 	if s.osOwn && !t.handoff {
 		s.noteWake(t)
-		s.lockThread(t)
-		t.lowerCheck = lowerCheckMark // mark at the first Checkpoint (lowerCheckEvery)
-		defer s.unlockThread(t)       // after the task has ended (the defer below)
+		s.lockThread(t, true)
+		defer s.unlockThread(t) // after the task has ended (the defer below)
 	}
 	restore := t.setLabels()
 	t.traceRegion(traceRun)

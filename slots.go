@@ -122,7 +122,7 @@ func (s *Scheduler) yield(t *Task) {
 	<-t.wake
 	s.noteWake(t)
 	if unlocked {
-		s.lockThread(t)
+		s.lockThread(t, false)
 	}
 	t.traceRegion(traceRun)
 }
@@ -252,7 +252,7 @@ func (s *Scheduler) endHold(t *Task, start int64) {
 	unlocked := s.unlockThreadToWait(t)
 	s.unblock(t, now-start)
 	if unlocked {
-		s.lockThread(t)
+		s.lockThread(t, false)
 	}
 }
 

@@ -276,7 +276,7 @@ func (t *Task) Blocking(fn func()) {
 		t.s.noteBlock(t, d)
 		t.s.unblock(t, d)
 		if unlocked {
-			t.s.lockThread(t)
+			t.s.lockThread(t, false)
 		}
 		t.traceRegion(traceRun)
 	}()
