@@ -478,9 +478,8 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 		t.markTid, t.markCPU = int32(tid), osprio.ThreadCPUOf(tid)-int64(t.computed)
 		return int64(osLowerAfter) - int64(t.computed)
 	}
-	// Slot time, less the time t did not compute (t.kept), bounds what it
-	// computed from above: below osLowerAfter, no need to read the clock.
-	used := t.runTime + now - t.since - t.kept.Load()
+	// Below osLowerAfter of computingBound, no need to read the clock.
+	used := t.computingBound(now)
 	if d := int64(osLowerAfter) - used; d > 0 {
 		return d
 	}
@@ -509,6 +508,14 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	t.foundLowered = !lowered
 	t.lowered.Store(true)
 	return 0
+}
+
+// computingBound is t's slot time up to now less the time it did not
+// compute (t.kept): what t, holding its slot, has computed, or more
+// (the kernel may have run other threads meanwhile). Under s.mu, or on
+// t's goroutine outside a Blocking call that keeps its slot (lowerSelf).
+func (t *Task) computingBound(now int64) int64 {
+	return t.runTime + now - t.since - t.kept.Load()
 }
 
 // lowerCheckEvery is how many Checkpoints a task on its own goroutine
@@ -547,7 +554,7 @@ func (s *Scheduler) lowerSelf(t *Task, mark bool) {
 	if mark {
 		t.lowerSeen++
 	} else if t.hold.Load() == holdNone {
-		if used := t.runTime + now - t.since - t.kept.Load(); used < int64(osLowerAfter) {
+		if used := t.computingBound(now); used < int64(osLowerAfter) {
 			// The next check when, at the rate of its Checkpoints so
 			// far, t may have computed osLowerAfter: slot time runs
 			// ahead of computing, so the check comes early, never late.
