@@ -246,7 +246,11 @@ func TestParseCPUStat(t *testing.T) {
 func TestInCgroupStartsTheCommandThere(t *testing.T) {
 	dir := t.TempDir()
 	g := &cpuCgroup{dir: dir}
-	name, args := g.inCgroup("sh", []string{"-c", `echo "$$ $0 $1"`, "arg 0", "arg 1"})
+	// The command stays (exec sleep, same pid) until stop: startCmd's
+	// goroutine waits for the child, and Wait closes the stdout pipe once
+	// the child has exited, so a command that exited at once sometimes
+	// lost its output before the Read below.
+	name, args := g.inCgroup("sh", []string{"-c", `echo "$$ $0 $1"; exec sleep 60`, "arg 0", "arg 1"})
 	c, err := startChild(name, args...)
 	if err != nil {
 		t.Fatal(err)
