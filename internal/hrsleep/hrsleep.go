@@ -5,9 +5,10 @@
 // millisecond, as did sleeps of 50us and 250us (docs/performance.md, "Tools"). The
 // load generator's open-loop pacer must send each request when it is due
 // (latency is measured from then), so on Linux it sleeps the last stretch
-// in the nanosleep system call instead, which wakes within the thread's
-// timer slack (50us by default; BenchmarkSleep100us compares the two:
-// docs/performance.md, "Tools").
+// on a timerfd read through the network poller instead, which wakes within
+// the timer slack (50us by default; BenchmarkSleep100us compares the two:
+// docs/performance.md, "Tools"). The goroutine is parked meanwhile, not
+// blocked in a system call (hrsleep_linux.go says why that matters).
 package hrsleep
 
 import "time"
@@ -15,7 +16,7 @@ import "time"
 // Sleep pauses the calling goroutine for at least d. Durations of
 // Coarse or more use time.Sleep; shorter ones use the operating system's
 // precise sleep where there is one. While a precise sleep runs, the
-// goroutine's thread is in a system call and its P is free for others.
+// goroutine is parked and its thread and P are free for others.
 func Sleep(d time.Duration) {
 	if d <= 0 {
 		return

@@ -1,6 +1,8 @@
 package hrsleep
 
 import (
+	"runtime/metrics"
+	"sync"
 	"testing"
 	"time"
 )
@@ -14,6 +16,45 @@ func TestSleepAtLeast(t *testing.T) {
 		if got := time.Since(start); got < d {
 			t.Errorf("Sleep(%v) returned after %v, want at least %v", d, got, d)
 		}
+	}
+}
+
+// TestSleepHoldsNoThread checks that a precise sleep parks its goroutine
+// instead of blocking its thread in a system call: while a sleep sits in
+// nanosleep its P is in a system call and the runtime's sysmon thread
+// cannot rest (hrsleep_linux.go). Sixteen goroutines sleep at once while
+// the test counts, from runtime/metrics, the goroutines outside Go.
+func TestSleepHoldsNoThread(t *testing.T) {
+	sample := []metrics.Sample{{Name: "/sched/goroutines/not-in-go:goroutines"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		t.Skip("runtime/metrics has no /sched/goroutines/not-in-go")
+	}
+	base := sample[0].Value.Uint64()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					Sleep(Coarse / 2)
+				}
+			}
+		})
+	}
+	most := uint64(0)
+	for range 50 {
+		time.Sleep(time.Millisecond)
+		metrics.Read(sample)
+		most = max(most, sample[0].Value.Uint64())
+	}
+	close(stop)
+	wg.Wait()
+	if most > base+2 {
+		t.Errorf("up to %d goroutines outside Go while 16 slept (%d before): the sleep blocks its thread in a system call", most, base)
 	}
 }
 
