@@ -35,6 +35,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json and DIR/bench.png (probe latency plot)")
 	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched and hog-sched+small into DIR and attribute every probe request slower than 2x the idle p99 to its causes (DIR/MODE-STEP.txt)")
+	traceAbove := fs.Duration("trace-above", 0, fmt.Sprintf("with -trace, attribute the probe requests slower than this (%v..%v) instead of 2x the idle p99", bench.MinTraceAbove, bench.MaxTraceAbove))
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 30 s")
 	workers := fs.Int("workers", 0, "pass -workers to every server; 0 lets each mode choose")
 	slice := fs.Duration("slice", 0, "pass -slice to every server; 0 lets each mode choose")
@@ -59,7 +60,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.GC, cfg.Quick = *gc, *quick
 	cfg.Workers, cfg.Slice = *workers, *slice
 	cfg.CPUQuota = *cpuQuota
-	cfg.TraceDir = *traceDir
+	cfg.TraceDir, cfg.TraceAbove = *traceDir, *traceAbove
 	cfg.Step = *step
 	if *quick {
 		cfg.Warmup = bench.QuickWarmup

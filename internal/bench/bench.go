@@ -72,6 +72,8 @@ const (
 	MaxProbeRate   = 10000
 	MaxSmallRate   = 10000
 	MaxConcurrency = 1000
+	MinTraceAbove  = time.Microsecond
+	MaxTraceAbove  = time.Minute
 )
 
 // quickBudget is the time a -quick run may spend in its steps (start-up and
@@ -163,6 +165,11 @@ type Config struct {
 	// DIR/MODE-STEP.trace and DIR/MODE-STEP.txt. The tracing itself costs
 	// the server some CPU and latency.
 	TraceDir string
+	// TraceAbove, when non-zero, is the client latency above which a traced
+	// probe request is attributed, instead of twice the idle step's p99
+	// (MinTraceAbove..MaxTraceAbove): to look at the band just above a
+	// target, say 1.5x idle. It needs TraceDir.
+	TraceAbove time.Duration
 	// Progress shows what runs now; nil shows nothing.
 	Progress *report.Progress
 }
@@ -211,6 +218,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: SmallRate (-small-rate) must be in 1..%d requests/s, got %v", MaxSmallRate, c.SmallRate)
 	case c.CPUQuota != 0 && !(c.CPUQuota >= MinCPUQuota && c.CPUQuota <= float64(runtime.NumCPU())):
 		return fmt.Errorf("bench: CPUQuota (-cpu-quota) must be 0 (no quota) or in %g..%d CPUs, got %g", MinCPUQuota, runtime.NumCPU(), c.CPUQuota)
+	case c.TraceAbove != 0 && (c.TraceAbove < MinTraceAbove || c.TraceAbove > MaxTraceAbove):
+		return fmt.Errorf("bench: TraceAbove (-trace-above) must be 0 (twice the idle p99) or in %v..%v, got %v", MinTraceAbove, MaxTraceAbove, c.TraceAbove)
+	case c.TraceAbove != 0 && c.TraceDir == "":
+		return fmt.Errorf("bench: TraceAbove (-trace-above) %v needs TraceDir (-trace DIR): only traced requests are attributed", c.TraceAbove)
 	}
 	// The servers' New checks these ranges; its error names them.
 	if c.Workers != 0 {
@@ -557,7 +568,11 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 	}
 	if tr != nil {
 		phase("attributing the slow probe requests")
-		if res.Attribution, err = tr.finish(2 * m.idleP99); err != nil {
+		threshold, why := 2*m.idleP99, "twice the idle step's p99"
+		if cfg.TraceAbove > 0 {
+			threshold, why = float64(cfg.TraceAbove)/1e6, "-trace-above"
+		}
+		if res.Attribution, err = tr.finish(threshold, why); err != nil {
 			return res, err
 		}
 	}

@@ -94,6 +94,10 @@ func TestValidate(t *testing.T) {
 		{"quota negative", func(c *Config) { c.CPUQuota = -1 }, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.."},
 		{"quota too large", func(c *Config) { c.CPUQuota = float64(runtime.NumCPU()) + 0.5 }, "CPUQuota (-cpu-quota) must be 0 (no quota) or in 0.1.."},
 		{"quota NaN", func(c *Config) { c.CPUQuota = math.NaN() }, "got NaN"},
+		{"trace above", func(c *Config) { c.TraceDir, c.TraceAbove = "t", 3*time.Millisecond }, ""},
+		{"trace above without trace", func(c *Config) { c.TraceAbove = 3 * time.Millisecond }, "TraceAbove (-trace-above) 3ms needs TraceDir (-trace DIR)"},
+		{"trace above negative", func(c *Config) { c.TraceDir, c.TraceAbove = "t", -time.Millisecond }, "TraceAbove (-trace-above) must be 0 (twice the idle p99) or in 1µs..1m0s, got -1ms"},
+		{"trace above too long", func(c *Config) { c.TraceDir, c.TraceAbove = "t", time.Hour }, "in 1µs..1m0s, got 1h0m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -579,7 +583,8 @@ func childrenRunning(t *testing.T, exe string) []int {
 
 // TestRunWithTrace: with TraceDir, the two scheduled-load steps record a
 // trace whose probe requests are matched to the client's latencies, and
-// their rows name the attribution file.
+// their rows name the attribution file. TraceAbove at its minimum makes
+// every matched request slow, which the default threshold would not.
 func TestRunWithTrace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the demo server; skipped with -short")
@@ -592,6 +597,7 @@ func TestRunWithTrace(t *testing.T) {
 	cfg.Step, cfg.Warmup, cfg.Settle = 500*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
 	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate = 100, 4, 50
 	cfg.TraceDir = filepath.Join(t.TempDir(), "traces")
+	cfg.TraceAbove = MinTraceAbove
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
@@ -613,14 +619,21 @@ func TestRunWithTrace(t *testing.T) {
 		if _, err := os.Stat(strings.TrimSuffix(row.Attribution, ".txt") + ".trace"); err != nil {
 			t.Errorf("%s: %v", row.Step, err)
 		}
-		var secs float64
-		var probes, matched int
+		if !bytes.HasPrefix(text, []byte("slow: client latency above 0.001 ms (-trace-above)\n")) {
+			t.Errorf("%s: the breakdown does not begin with the -trace-above threshold:\n%s", row.Step, text)
+		}
+		var secs, above float64
+		var probes, matched, followed, slow int
 		line := string(text[max(0, bytes.Index(text, []byte("trace: "))):])
-		if _, err := fmt.Sscanf(line, "trace: %f s, %d probe requests traced, %d matched", &secs, &probes, &matched); err != nil {
+		if _, err := fmt.Sscanf(line, "trace: %f s, %d probe requests traced, %d matched to a client latency (%d followed), %d slower than %f ms",
+			&secs, &probes, &matched, &followed, &slow, &above); err != nil {
 			t.Fatalf("%s: cannot read the counts in %q: %v", row.Step, line, err)
 		}
 		if probes == 0 || matched != probes {
 			t.Errorf("%s: %d probe requests traced, %d matched; want some, all matched", row.Step, probes, matched)
+		}
+		if slow != matched {
+			t.Errorf("%s: %d of %d matched requests slower than %v ms; want all of them with TraceAbove %v", row.Step, slow, matched, above, MinTraceAbove)
 		}
 	}
 }

@@ -60,8 +60,9 @@ func (tr *tracing) record(r load.Response) {
 }
 
 // finish waits for the trace, analyzes it with requests above threshold
-// as slow and writes the breakdown next to it; it returns that file.
-func (tr *tracing) finish(threshold float64) (string, error) {
+// (ms; why says where it comes from) as slow and writes the breakdown next
+// to it; it returns that file.
+func (tr *tracing) finish(threshold float64, why string) (string, error) {
 	<-tr.done
 	if tr.fetchErr != nil {
 		return "", fmt.Errorf("recording a trace: %w", tr.fetchErr)
@@ -81,7 +82,7 @@ func (tr *tracing) finish(threshold float64) (string, error) {
 		return "", err
 	}
 	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "slow: client latency above %.3f ms (twice the idle step's p99)\n", threshold)
+	fmt.Fprintf(&buf, "slow: client latency above %.3f ms (%s)\n", threshold, why)
 	if err := b.WriteText(&buf); err != nil {
 		return "", err
 	}
