@@ -5,23 +5,21 @@ package cpusched
 //	go test -run '^$' -bench . -benchmem
 //
 // BaselineGoroutine is a plain goroutine + WaitGroup per task, the cost a
-// caller pays for "go fn()" and waiting; Semaphore and Errgroup are the
-// usual ways to bound concurrency.
+// caller pays for "go fn()" and waiting. The usual ways to bound
+// concurrency, golang.org/x/sync's semaphore and errgroup, are measured
+// beside Run in the libtest module (libtest/bench_test.go), since this
+// module requires no module but x/sys.
 
 import (
 	"context"
 	"io"
 	"log"
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sync/errgroup"
-	"golang.org/x/sync/semaphore"
 )
 
 func emptyTask(*Task) error { return nil }
@@ -47,43 +45,6 @@ func BenchmarkBaselineGoroutine(b *testing.B) {
 			}
 		})
 	})
-}
-
-func BenchmarkBaselineSemaphore(b *testing.B) {
-	sem := semaphore.NewWeighted(int64(runtime.GOMAXPROCS(0)))
-	ctx := context.Background()
-	b.Run("serial", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := sem.Acquire(ctx, 1); err != nil {
-				b.Fatal(err)
-			}
-			emptyTask(nil)
-			sem.Release(1)
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				if err := sem.Acquire(ctx, 1); err != nil {
-					b.Fatal(err)
-				}
-				emptyTask(nil)
-				sem.Release(1)
-			}
-		})
-	})
-}
-
-func BenchmarkBaselineErrgroup(b *testing.B) {
-	b.ReportAllocs()
-	var g errgroup.Group
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for b.Loop() {
-		g.Go(func() error { return nil })
-	}
-	g.Wait()
 }
 
 func benchScheduler(b *testing.B, opts ...Option) *Scheduler {

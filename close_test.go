@@ -18,7 +18,7 @@ const promptly = 2 * time.Second
 // (parked at a Checkpoint, running) end at once with ErrClosed
 // instead of waiting behind the stuck ones, that a second and a concurrent
 // Close do the same, and that once the stuck tasks return, Stats counts
-// them and a last Close releases everything (goleak checks the monitor and
+// them and a last Close releases everything (leakcheck checks the monitor and
 // the workers in TestMain). TestCloseCancelsAfterDeadline covers queued
 // tasks.
 func TestCloseHonoursDeadlineWithStuckTasks(t *testing.T) {

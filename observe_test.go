@@ -4,90 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log"
 	"log/slog"
 	"runtime"
 	"runtime/pprof"
-	"runtime/trace"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cpusched/cpusched/internal/osprio"
-	"github.com/google/pprof/profile"
-	xtrace "golang.org/x/exp/trace"
 )
-
-// spinFor burns the CPU for d of wall time, with a Checkpoint every million
-// rounds.
-func spinFor(task *Task, d time.Duration) error {
-	end := time.Now().Add(d)
-	x := uint64(1)
-	for time.Now().Before(end) {
-		for range 1_000_000 {
-			x = x*6364136223846793005 + 1442695040888963407
-		}
-		if err := task.Checkpoint(); err != nil {
-			return err
-		}
-	}
-	if x == 0 {
-		return errors.New("unreachable")
-	}
-	return nil
-}
-
-// TestCPUProfileCarriesTaskLabels takes a CPU profile while a task spins and
-// checks that the task's samples carry its class and group labels, so that
-// `go tool pprof -tagfocus cpusched_class=batch` finds them.
-func TestCPUProfileCarriesTaskLabels(t *testing.T) {
-	for _, mode := range IsolationModes() {
-		t.Run(mode.String(), func(t *testing.T) {
-			s := newTestScheduler(t, WithIsolation(mode))
-			var buf bytes.Buffer
-			if err := pprof.StartCPUProfile(&buf); err != nil {
-				t.Skipf("cannot start a CPU profile (one already running?): %v", err)
-			}
-			err := s.Run(context.Background(), func(task *Task) error {
-				return spinFor(task, 300*time.Millisecond)
-			}, WithClass(ClassBatch), WithGroup("tenant-a"))
-			pprof.StopCPUProfile()
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, err := profile.Parse(&buf)
-			if err != nil {
-				t.Fatalf("parsing the profile: %v", err)
-			}
-			var spin, labelled int64
-			for _, sample := range p.Sample {
-				if !stackHas(sample, "cpusched.spinFor") {
-					continue
-				}
-				spin += sample.Value[0] // samples/count
-				if strings.Join(sample.Label[LabelClass], ",") == "batch" && strings.Join(sample.Label[LabelGroup], ",") == "tenant-a" {
-					labelled += sample.Value[0]
-				}
-			}
-			if spin == 0 || labelled != spin {
-				t.Errorf("%d of %d samples in spinFor carry %s=batch %s=tenant-a; want all, and at least one", labelled, spin, LabelClass, LabelGroup)
-			}
-		})
-	}
-}
-
-// stackHas reports whether function fn is on sample's stack.
-func stackHas(sample *profile.Sample, fn string) bool {
-	for _, loc := range sample.Location {
-		for _, line := range loc.Line {
-			if line.Function != nil && strings.HasSuffix(line.Function.Name, fn) {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // labelsHere returns the pprof labels of the calling goroutine, as the
 // goroutine profile prints them ("" for none).
@@ -154,122 +79,6 @@ func TestGoroutineLabels(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestTraceTasksAndRegions traces two tasks that take turns on one worker
-// and checks that each is a trace task whose slices are "cpusched.run"
-// regions, with its Blocking call in a "cpusched.blocking" region.
-func TestTraceTasksAndRegions(t *testing.T) {
-	clk := newFakeClock()
-	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
-	var buf bytes.Buffer
-	if err := trace.Start(&buf); err != nil {
-		t.Skipf("cannot start tracing (already on?): %v", err)
-	}
-	const steps = 8
-	bothQueued := make(chan struct{})
-	long := func(task *Task) error {
-		<-bothQueued // else the first could end before the second arrives
-		for i := range steps {
-			if i == steps/2 {
-				task.Blocking(func() {})
-			}
-			clk.Advance(int64(2 * time.Millisecond)) // past the slice
-			task.s.tick()
-			if err := task.Checkpoint(); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	h1, err1 := s.Go(context.Background(), long)
-	h2, err2 := s.Go(context.Background(), long, WithClass(ClassBatch))
-	close(bothQueued)
-	if err := errors.Join(err1, err2); err != nil {
-		trace.Stop()
-		t.Fatal(err)
-	}
-	err := errors.Join(h1.Wait(), h2.Wait())
-	trace.Stop()
-	if err != nil {
-		t.Fatal(err)
-	}
-	preempted := int(s.Stats().Preempted)
-	if preempted == 0 {
-		t.Fatal("the tasks never took turns; the test needs them to")
-	}
-
-	type counts struct{ run, blocking, begins, ends int }
-	tasks := map[xtrace.TaskID]string{}
-	regions := map[xtrace.TaskID]*counts{}
-	r, err := xtrace.NewReader(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		ev, err := r.ReadEvent()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("reading the trace: %v", err)
-		}
-		switch ev.Kind() {
-		case xtrace.EventTaskBegin:
-			tasks[ev.Task().ID] = ev.Task().Type
-		case xtrace.EventRegionBegin, xtrace.EventRegionEnd:
-			reg := ev.Region()
-			c := regions[reg.Task]
-			if c == nil {
-				c = &counts{}
-				regions[reg.Task] = c
-			}
-			if ev.Kind() == xtrace.EventRegionEnd {
-				c.ends++
-				continue
-			}
-			c.begins++
-			switch reg.Type {
-			case traceRun:
-				c.run++
-			case traceBlocking:
-				c.blocking++
-			}
-		}
-	}
-	// One cpusched.run region per stretch on a slot: the first, one after
-	// Blocking, and one after each time a task gave its slot up at a
-	// Checkpoint (Preempted counts those, for both tasks together: which
-	// task is preempted how often depends on goroutine timing).
-	var found []string
-	runs := 0
-	for id, typ := range tasks {
-		c := regions[id]
-		found = append(found, typ)
-		if c == nil || c.run < 2 || c.blocking != 1 || c.begins != c.ends {
-			t.Errorf("trace task %s: regions %+v; want at least 2 %s (the first, one after Blocking), 1 %s, each ended", typ, c, traceRun, traceBlocking)
-			continue
-		}
-		runs += c.run
-	}
-	if want := 2*len(tasks) + preempted; runs != want {
-		t.Errorf("%d %s regions in all, want %d: 2 per task and one per preemption (%d)", runs, traceRun, want, preempted)
-	}
-	if got := strings.Join(sortedStrings(found), ","); got != "cpusched.batch,cpusched.normal" {
-		t.Errorf("trace tasks %s, want cpusched.batch,cpusched.normal", got)
-	}
-}
-
-func sortedStrings(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // TestLogger checks the events WithLogger receives, and that the default is

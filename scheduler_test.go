@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/cpusched/cpusched/internal/leakcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 // newTestScheduler returns a Scheduler in IsolationReserve (tasks on the
 // caller's goroutine, 1 ms slices) unless opts say otherwise; osmode_test.go

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/cpusched/cpusched/internal/leakcheck"
 )
 
 // The knobs of TestStress.
@@ -63,7 +63,7 @@ const (
 // back; after the last Close nothing is queued, running or blocked,
 // Submitted+Rejected is the number of calls, Completed the number that
 // returned nil and Panicked the number that returned a *PanicError. After
-// each mode no goroutine is left (goleak) and, on Linux, no more than
+// each mode no goroutine is left (leakcheck) and, on Linux, no more than
 // GOMAXPROCS+4 threads were added (GOMAXPROCS as IsolationOSPriority
 // raised it, plus the workers where it locks the tasks' own goroutines).
 // A watchdog dumps every goroutine and
@@ -174,7 +174,7 @@ func (m *stressMode) errorf(format string, args ...any) {
 // run runs the rounds under the watchdog, then checks for leaks.
 func (m *stressMode) run(modesLeft int) {
 	t := m.t
-	ignore := goleak.IgnoreCurrent()
+	ignore := leakcheck.Current()
 	threadsBefore := 0
 	if runtime.GOOS == "linux" {
 		threadsBefore = threadCount(t)
@@ -186,7 +186,7 @@ func (m *stressMode) run(modesLeft int) {
 	t.Logf("%d rounds, %d calls in %v: %d accepted (%d completed, %d failed, %d canceled, %d panicked), %d rejected, %d preemptions, %d Closes gave up, max queue wait %v",
 		tot.rounds, tot.calls, time.Since(start).Round(time.Millisecond), tot.accepted, tot.completed, tot.failed, tot.canceled, tot.panicked, tot.rejected, tot.preempted, tot.gaveUp, tot.maxQueueWait)
 
-	goleak.VerifyNone(t, ignore)
+	leakcheck.VerifyNone(t, ignore)
 	if runtime.GOOS == "linux" {
 		// Locked worker threads exit with their goroutines; idle Ms the
 		// runtime made for the Ps stay (IsolationOSPriority raised

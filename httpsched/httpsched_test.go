@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/cpusched/cpusched/internal/leakcheck"
 
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 // waitQueued waits until n tasks are queued in s.
 func waitQueued(t *testing.T, s *cpusched.Scheduler, n int) {

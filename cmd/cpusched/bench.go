@@ -10,9 +10,9 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/cpusched/cpusched/internal/bench"
-	"github.com/cpusched/cpusched/internal/cli"
-	"github.com/cpusched/cpusched/internal/report"
+	"github.com/cpusched/cpusched/cmd/internal/bench"
+	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/report"
 )
 
 // benchRun is bench.Run; tests replace it.

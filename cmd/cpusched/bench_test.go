@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cpusched/cpusched/internal/bench"
+	"github.com/cpusched/cpusched/cmd/internal/bench"
 )
 
 func TestBenchUsageErrors(t *testing.T) {

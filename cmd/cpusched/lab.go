@@ -5,11 +5,11 @@ import (
 	"io"
 	"os/exec"
 
-	"github.com/cpusched/cpusched/internal/lab"
-	"github.com/cpusched/cpusched/internal/lab/httplab"
-	"github.com/cpusched/cpusched/internal/lab/priority"
-	"github.com/cpusched/cpusched/internal/lab/sleep"
-	"github.com/cpusched/cpusched/internal/lab/switchcost"
+	"github.com/cpusched/cpusched/cmd/internal/lab"
+	"github.com/cpusched/cpusched/cmd/internal/lab/httplab"
+	"github.com/cpusched/cpusched/cmd/internal/lab/priority"
+	"github.com/cpusched/cpusched/cmd/internal/lab/sleep"
+	"github.com/cpusched/cpusched/cmd/internal/lab/switchcost"
 )
 
 // labHTTPLookPath finds node, javac and java for lab http; tests replace it

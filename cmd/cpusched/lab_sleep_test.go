@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/cpusched/cpusched/internal/lab/sleep"
+	"github.com/cpusched/cpusched/cmd/internal/lab/sleep"
 )
 
 func TestLabSleepUsageErrors(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/cpusched/cpusched/internal/cli"
-	"github.com/cpusched/cpusched/internal/load"
+	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/load"
 )
 
 // runLoad is `cpusched load [flags] URL`: it drives URL with closed-loop

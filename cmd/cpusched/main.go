@@ -18,8 +18,8 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/cpusched/cpusched/internal/cli"
-	"github.com/cpusched/cpusched/internal/lab"
+	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/lab"
 )
 
 // command is one row of the command table.

@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/cpusched/cpusched"
-	"github.com/cpusched/cpusched/internal/cli"
-	"github.com/cpusched/cpusched/internal/demo"
+	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/demo"
 )
 
 // runServe is `cpusched serve [flags]`: the demo HTTP server (cpuworker's

@@ -8,9 +8,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cpusched/cpusched/internal/cli"
-	"github.com/cpusched/cpusched/internal/report"
-	"github.com/cpusched/cpusched/internal/soak"
+	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/report"
+	"github.com/cpusched/cpusched/cmd/internal/soak"
 )
 
 // runSoak is `cpusched soak`: it starts `cpusched serve` as a child process

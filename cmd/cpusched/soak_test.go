@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cpusched/cpusched/internal/soak"
+	"github.com/cpusched/cpusched/cmd/internal/soak"
 )
 
 func TestSoakUsageErrors(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/cpusched/cpusched/internal/leakcheck"
 )
 
 func TestParsePolicy(t *testing.T) {
@@ -44,7 +44,7 @@ func TestLowerOnLockedThread(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 // TestThreadCPUCountsThisThreadOnly: on a locked thread, ThreadCPU grows by
 // about the CPU the thread used, and not while it sleeps.

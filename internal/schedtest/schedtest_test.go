@@ -5,12 +5,12 @@ import (
 	"errors"
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/cpusched/cpusched/internal/leakcheck"
 
 	"github.com/cpusched/cpusched"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 func TestHoldSlot(t *testing.T) {
 	s := NewScheduler(t, cpusched.WithQueueLimit(1))
