@@ -1,0 +1,78 @@
+package cpusched
+
+// The dispatch: which tasks of IsolationOSPriority run on their own
+// goroutines and which are handed off, by the table of task lengths.
+
+import "reflect"
+
+// dispatch returns fn's slot in the table of task lengths and whether a task
+// running fn is handed off to a worker thread: always where
+// IsolationOSPriority cannot run tasks on their own goroutines, never
+// outside that mode, and otherwise when the recent tasks that ran fn (or
+// a function sharing its slot in the table) were long.
+//
+// Why long tasks are handed off. A task on its own goroutine starts on
+// whatever runtime thread ran its caller, often the one that just took a
+// request off the network poller, and that thread is then lowered and
+// held for the task's length; a worker thread only ever runs tasks. With
+// long tasks on their own goroutines, examples/httpserver's /hello probe
+// under its /hash load (2 connections of 10-14 ms tasks) had a p99 of
+// 3.2-3.7 ms against 0.8-1.7 ms for the hand-off, and 2.8-3.0 ms even
+// with each thread lowered as its task began, or with each task on a new
+// goroutine (docs/performance.md, "Own goroutines"). For a long task the
+// hand-off costs under 0.1% of its length; for short ones it is the whole
+// cost. So a function's tasks run on their own goroutines until they turn
+// out long, and go back to them once they are short again.
+func (s *Scheduler) dispatch(fn func(*Task) error) (slot uint8, handoff bool) {
+	if !s.osMode {
+		return 0, false
+	}
+	if !s.osOwn {
+		return 0, true
+	}
+	slot = lengthSlot(reflect.ValueOf(fn).Pointer())
+	return slot, s.lengths[slot].Load() >= longScore
+}
+
+// The table of task lengths: a moving score per slot, 0 (short) to
+// 1024 (long), that each ended task moves a quarter of the way toward its
+// own length; a function whose score is at least longScore is handed off.
+// From either end, three tasks of the other length flip it. Updates are
+// not atomic as a whole: a lost one costs one dispatch choice.
+const (
+	lengthSlots = 64
+	longScore   = 512
+)
+
+// lengthSlot is the table slot of a function's code pointer.
+func lengthSlot(key uintptr) uint8 {
+	return uint8(uint64(key>>3) * 0x9E3779B97F4A7C15 >> 58) // Fibonacci hashing to 6 bits
+}
+
+// noteLength adds t, which is ending, to the table of task lengths. A task
+// on its own goroutine was long if the monitor lowered its thread (it had
+// computed for osLowerAfter); one handed off, if it held its slot that
+// long, not counting the time it did not compute, and its worker thread
+// computed that long too (cpu, from taskCPU: a SCHED_IDLE thread may hold
+// its slot without running). Under s.mu, after t's last charge.
+func (s *Scheduler) noteLength(t *Task, cpu int64) {
+	var isLong bool
+	if t.handoff {
+		used := t.runTime - t.kept.Load()
+		if cpu >= 0 {
+			used = min(used, cpu)
+		}
+		isLong = used >= int64(osLowerAfter)
+	} else {
+		isLong = t.lowered.Load()
+	}
+	long := int32(0)
+	if isLong {
+		long = 1024
+	}
+	slot := &s.lengths[t.lenSlot]
+	old := slot.Load()
+	if n := old - old/4 + long/4; n != old {
+		slot.Store(n) // only on change: a settled slot's cache line stays shared
+	}
+}

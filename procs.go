@@ -1,0 +1,158 @@
+package cpusched
+
+// The CPU budget, and the one process-wide change cpusched makes:
+// IsolationOSPriority raises GOMAXPROCS while it is open.
+
+import (
+	"log/slog"
+	"math"
+	"os"
+	"runtime"
+	"sync"
+
+	"github.com/cpusched/cpusched/internal/cgroupcpu"
+)
+
+// spareProcs is how many Ps IsolationOSPriority adds beyond its workers.
+// One: the prototype measured before this project started measured two spare Ps as worse under GC
+// (docs/performance.md, "The prototype"), since the collector's background
+// workers take 25% of GOMAXPROCS.
+const spareProcs = 1
+
+// procsState is the process-wide GOMAXPROCS change, shared by every
+// Scheduler in IsolationOSPriority mode: the first one raises it, the last
+// one to close restores it.
+//
+// The CPU budget. Since Go 1.25 the runtime sets GOMAXPROCS from the
+// cgroup CPU limit (rounded up) when the GOMAXPROCS environment variable is
+// not set, and keeps updating it while the limit changes, until the
+// program calls runtime.GOMAXPROCS(n). cpusched takes its worker count from
+// GOMAXPROCS as it found it (the cgroup limit, the environment variable,
+// or the program's own call), never from NumCPU, so a container with a
+// 1.5-CPU quota on a 64-core host runs 2 CPU-heavy tasks at once, not 64.
+// Raising GOMAXPROCS by spareProcs is a runtime.GOMAXPROCS(n) call, so it
+// turns the automatic updates off while any Scheduler in this mode is open;
+// the restore hands the default back (runtime.SetDefaultGOMAXPROCS, which
+// turns them on again) unless the value found was not the default (the
+// environment variable was set, or the program had set another value), in
+// which case that value is set again.
+var procsState struct {
+	sync.Mutex
+	refs   int
+	before int // GOMAXPROCS as the first Scheduler in this mode found it
+	raised int
+}
+
+// procsBudget is the CPU budget that worker counts come from: GOMAXPROCS
+// as the runtime or the program set it, before any IsolationOSPriority
+// Scheduler raised it.
+func procsBudget() int {
+	procsState.Lock()
+	defer procsState.Unlock()
+	if procsState.refs > 0 {
+		return procsState.before
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// cpuLimit is the cgroup CPU limit that IsolationOSPriority's default
+// worker count followed, for New's log.
+type cpuLimit struct {
+	cpus float64 // 0: none applied
+	err  error   // reading the limit failed; it was ignored
+}
+
+// cgroupLimit reads the process's cgroup CPU limit; tests replace it.
+var cgroupLimit = cgroupcpu.Limit
+
+// osPriorityWorkers is IsolationOSPriority's default worker count for the
+// CPU budget procs (see quotaWorkers), and the limit it followed.
+func osPriorityWorkers(procs int) (int, cpuLimit) {
+	cpus, limited, err := cgroupLimit()
+	if err != nil {
+		return procs, cpuLimit{err: err}
+	}
+	n := quotaWorkers(procs, runtime.NumCPU(), cpus, limited, os.Getenv("GOMAXPROCS") != "")
+	if n == procs {
+		return procs, cpuLimit{}
+	}
+	return n, cpuLimit{cpus: cpus}
+}
+
+// quotaWorkers is IsolationOSPriority's default worker count.
+//
+// Why a CPU limit needs its own rule: SCHED_IDLE (and nice) order threads
+// within what the cgroup may use, but a CFS bandwidth limit stops every
+// thread of the cgroup once the period's quota is spent, whatever its
+// priority, until the next period (100 ms by default). With as many
+// workers as GOMAXPROCS (ceil(limit)), CPU-bound workers spend the quota in
+// every period and the rest of the program then waits up to the period's
+// remainder: docs/bench-quota.md has the measurements (quota 1.5 on 2 CPUs:
+// throttled in every period). One worker fewer leaves part of the quota to
+// the rest of the program and was never throttled there.
+//
+// The rule applies only when the limit is below the machine's CPU count
+// (else it cannot be spent faster than the CPUs allow) and GOMAXPROCS is
+// the value the runtime derives from it (max(2, ceil(limit)), at most
+// numCPU): when the operator (the GOMAXPROCS variable, envSet) or the
+// program set GOMAXPROCS, that number is the budget, as everywhere else.
+func quotaWorkers(procs, numCPU int, limit float64, limited, envSet bool) int {
+	if !limited || envSet || limit >= float64(numCPU) {
+		return procs
+	}
+	ceil := int(math.Ceil(limit))
+	if procs != min(numCPU, max(2, ceil)) {
+		return procs // the program set its own GOMAXPROCS
+	}
+	return max(1, ceil-1)
+}
+
+// raiseProcs makes GOMAXPROCS at least want, for as long as the returned
+// function has not been called. It logs the change, and the restore, to
+// logger.
+func raiseProcs(want int, logger *slog.Logger) (restore func()) {
+	procsState.Lock()
+	defer procsState.Unlock()
+	if procsState.refs == 0 {
+		procsState.before = runtime.GOMAXPROCS(0)
+		procsState.raised = procsState.before
+	}
+	procsState.refs++
+	if want > procsState.raised {
+		logger.Info("cpusched: IsolationOSPriority raised GOMAXPROCS (restored when the last such Scheduler closes)", "from", procsState.raised, "to", want)
+		runtime.GOMAXPROCS(want)
+		procsState.raised = want
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			procsState.Lock()
+			defer procsState.Unlock()
+			procsState.refs--
+			if procsState.refs == 0 && procsState.raised != procsState.before {
+				restoreProcs(procsState.before, logger)
+				procsState.raised = procsState.before
+			}
+		})
+	}
+}
+
+// restoreProcs sets GOMAXPROCS back to before: the runtime's default when
+// that is what it was, so that the runtime follows the cgroup limit again.
+func restoreProcs(before int, logger *slog.Logger) {
+	how := "default"
+	if os.Getenv("GOMAXPROCS") != "" {
+		// SetDefaultGOMAXPROCS ignores the environment variable: the
+		// operator's number is set again instead.
+		how = "set"
+		runtime.GOMAXPROCS(before)
+	} else {
+		runtime.SetDefaultGOMAXPROCS()
+		if runtime.GOMAXPROCS(0) != before {
+			// The program had set its own value.
+			how = "set"
+			runtime.GOMAXPROCS(before)
+		}
+	}
+	logger.Info("cpusched: GOMAXPROCS restored", "to", before, "as", how)
+}
