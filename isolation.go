@@ -44,7 +44,7 @@ const (
 	// threads instead, which protected the rest of the program better
 	// under long tasks; they go back to their own goroutines once that
 	// function's tasks are short again. Where a thread cannot be raised
-	// back, or with CPUSCHED_OS_HANDOFF=1 in the environment, every task is
+	// back, every task is
 	// handed off: a few microseconds while workers spin after short tasks,
 	// else a futex round trip each way ("Hand-off").
 	// Under a cgroup CPU limit (a container's) that set GOMAXPROCS, it runs

@@ -88,10 +88,8 @@ func TestLogger(t *testing.T) {
 	defer log.SetOutput(log.Writer())
 	log.SetOutput(&std)
 
-	saved := probeOSPriority
-	probeOSPriority = func(osprio.Policy) error { return errors.New("setpriority: operation not permitted") }
-	s, err := New(WithIsolation(IsolationOSPriority)) // falls back, silently
-	probeOSPriority = saved
+	denied := withOS(func(osprio.Policy) error { return errors.New("setpriority: operation not permitted") }, nil, nil)
+	s, err := New(WithIsolation(IsolationOSPriority), denied) // falls back, silently
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,9 +100,7 @@ func TestLogger(t *testing.T) {
 
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	probeOSPriority = func(osprio.Policy) error { return errors.New("setpriority: operation not permitted") }
-	s, err = New(WithIsolation(IsolationOSPriority), WithLogger(logger))
-	probeOSPriority = saved
+	s, err = New(WithIsolation(IsolationOSPriority), WithLogger(logger), denied)
 	if err != nil {
 		t.Fatal(err)
 	}

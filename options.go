@@ -5,7 +5,6 @@ package cpusched
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/cpusched/cpusched/internal/osprio"
@@ -54,14 +53,19 @@ type config struct {
 	isolation       Isolation
 	explicitWorkers bool
 	explicitSlice   bool
-	clock           clock
-	noMonitor       bool          // tests drive slice expiry themselves
-	noMonitorLower  bool          // tests: only Checkpoints lower threads (lowerSelf)
-	osPolicy        osprio.Policy // IsolationOSPriority's thread setting
-	osHandoff       bool          // IsolationOSPriority hands every task to a worker thread (osmode.go)
-	logger          *slog.Logger  // nil: silent
-	cpuLimit        cpuLimit      // the cgroup CPU limit IsolationOSPriority's default workers follow
-	laneShare       float64       // the small-task lane's budget (runqueue.go)
+	logger          *slog.Logger // nil: silent
+	cpuLimit        cpuLimit     // the cgroup CPU limit IsolationOSPriority's default workers follow
+
+	// Set to their defaults by newConfig; only the package's tests change
+	// them (export_test.go), to control time, the monitor and what the
+	// operating system appears to allow.
+	clock          clock
+	noMonitor      bool          // tests drive slice expiry themselves
+	noMonitorLower bool          // only Checkpoints lower threads (lowerSelf)
+	osPolicy       osprio.Policy // IsolationOSPriority's thread setting (defaultOSPolicy)
+	osHandoff      bool          // IsolationOSPriority hands every task to a hand-off thread (dispatch.go)
+	laneShare      float64       // the small-task lane's budget (runqueue.go)
+	os             osAccess      // the probes and the cgroup limit (ospriority.go)
 }
 
 // An Option configures a Scheduler in New.
@@ -132,36 +136,6 @@ func WithIsolation(m Isolation) Option {
 	})
 }
 
-// withClock replaces the clock (tests).
-func withClock(c clock) Option {
-	return optionFunc(func(cfg *config) error { cfg.clock = c; return nil })
-}
-
-// withLaneShare sets the small-task lane's budget, as a share of the slot
-// time of each lanePeriod; 0 closes the lane (tests compare with it).
-func withLaneShare(share float64) Option {
-	return optionFunc(func(cfg *config) error { cfg.laneShare = share; return nil })
-}
-
-// withOSHandoff makes IsolationOSPriority hand every task to a worker
-// thread, as where a lowered thread cannot be raised back (tests and
-// benchmarks of that fallback).
-func withOSHandoff() Option {
-	return optionFunc(func(cfg *config) error { cfg.osHandoff = true; return nil })
-}
-
-// withoutMonitor stops New from starting the slice monitor (tests that end
-// slices by hand with expireSlicesLocked).
-func withoutMonitor() Option {
-	return optionFunc(func(cfg *config) error { cfg.noMonitor = true; return nil })
-}
-
-// withoutMonitorLowering stops the slice monitor from lowering the threads
-// of tasks on their own goroutines (tests of Checkpoint's own check).
-func withoutMonitorLowering() Option {
-	return optionFunc(func(cfg *config) error { cfg.noMonitorLower = true; return nil })
-}
-
 // CheckOptions returns the error New would return for opts (an
 // out-of-range worker count, slice or queue limit, an unknown isolation
 // mode), or nil, without starting anything: a way for a tool to reject bad
@@ -193,26 +167,11 @@ func newConfig(opts []Option) (config, error) {
 		clock:      systemClock{},
 		osPolicy:   defaultOSPolicy,
 		laneShare:  defaultLaneShare,
+		os:         realOS,
 	}
 	c, err := applyOptions(c, opts)
 	if err != nil {
 		return config{}, err
-	}
-	if c.isolation == IsolationOSPriority {
-		if name := os.Getenv(osPolicyEnv); name != "" {
-			p, err := osprio.ParsePolicy(name)
-			if err != nil {
-				return config{}, fmt.Errorf("cpusched: %s: %w", osPolicyEnv, err)
-			}
-			c.osPolicy = p
-		}
-		switch v := os.Getenv(osHandoffEnv); v {
-		case "", "0":
-		case "1":
-			c.osHandoff = true
-		default:
-			return config{}, fmt.Errorf("cpusched: %s=%q: want 0 or 1", osHandoffEnv, v)
-		}
 	}
 	c.explicitWorkers = c.workers != 0
 	if c.isolation == IsolationOSPriority && !c.explicitSlice {
@@ -224,7 +183,7 @@ func newConfig(opts []Option) (config, error) {
 		case IsolationNone:
 			c.workers = procs
 		case IsolationOSPriority:
-			c.workers, c.cpuLimit = osPriorityWorkers(procs)
+			c.workers, c.cpuLimit = osPriorityWorkers(procs, c.os.cgroupLimit)
 		default:
 			c.workers = reserveWorkers(procs)
 		}

@@ -1,8 +1,10 @@
 package cpusched
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"runtime"
 	"strings"
@@ -21,11 +23,9 @@ func threadCount(t *testing.T) int {
 }
 
 func TestOSPriorityFallback(t *testing.T) {
-	saved := probeOSPriority
-	probeOSPriority = func(osprio.Policy) error { return errors.New("setpriority: operation not permitted") }
-	defer func() { probeOSPriority = saved }()
+	denied := withOS(func(osprio.Policy) error { return errors.New("setpriority: operation not permitted") }, nil, nil)
 	procsBefore := runtime.GOMAXPROCS(0)
-	s, err := New(WithIsolation(IsolationOSPriority))
+	s, err := New(WithIsolation(IsolationOSPriority), denied)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,11 +105,10 @@ func TestOSPriorityWorkersFollowTheCgroupLimit(t *testing.T) {
 	if os.Getenv("GOMAXPROCS") != "" || runtime.NumCPU() != 2 || runtime.GOMAXPROCS(0) != 2 {
 		t.Skip("needs 2 CPUs with GOMAXPROCS the default 2")
 	}
-	saved := cgroupLimit
-	defer func() { cgroupLimit = saved }()
+	var limit func() (float64, bool, error)
 	open := func(t *testing.T, opts ...Option) int {
 		t.Helper()
-		s, err := New(opts...)
+		s, err := New(append(opts, withOS(nil, nil, limit))...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +116,7 @@ func TestOSPriorityWorkersFollowTheCgroupLimit(t *testing.T) {
 		return s.Workers()
 	}
 
-	cgroupLimit = func() (float64, bool, error) { return 1.5, true, nil }
+	limit = func() (float64, bool, error) { return 1.5, true, nil }
 	if got := open(t, WithIsolation(IsolationOSPriority)); got != 1 {
 		t.Errorf("OSPriority under a 1.5 limit: %d workers, want 1", got)
 	}
@@ -128,7 +127,7 @@ func TestOSPriorityWorkersFollowTheCgroupLimit(t *testing.T) {
 		t.Errorf("None under a limit: %d workers, want 2", got)
 	}
 
-	cgroupLimit = func() (float64, bool, error) { return 0, false, errors.New("cpu.max: bad") }
+	limit = func() (float64, bool, error) { return 0, false, errors.New("cpu.max: bad") }
 	if got := open(t, WithIsolation(IsolationOSPriority)); got != 2 {
 		t.Errorf("OSPriority when the limit cannot be read: %d workers, want 2", got)
 	}
@@ -150,31 +149,6 @@ func testModes() []testMode {
 		modes = append(modes, testMode{m.String(), []Option{WithIsolation(m)}})
 	}
 	return append(modes, testMode{"ospriority-handoff", []Option{WithIsolation(IsolationOSPriority), withOSHandoff()}})
-}
-
-// TestOSHandoffEnv: CPUSCHED_OS_HANDOFF=1 makes IsolationOSPriority hand
-// every task off; any value but 0 or 1 is an error that names the
-// variable and its valid values.
-func TestOSHandoffEnv(t *testing.T) {
-	t.Setenv(osHandoffEnv, "yes")
-	if _, err := New(WithIsolation(IsolationOSPriority)); err == nil || !strings.Contains(err.Error(), osHandoffEnv) || !strings.Contains(err.Error(), "0 or 1") {
-		t.Errorf("New with %s=yes: %v, want an error naming the variable and 0 or 1", osHandoffEnv, err)
-	}
-	if !osprio.Supported() || probeOSPriority(defaultOSPolicy) != nil {
-		t.Skip("no thread priorities here")
-	}
-	t.Setenv(osHandoffEnv, "1")
-	s, err := New(WithIsolation(IsolationOSPriority))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	if s.osOwn {
-		t.Errorf("with %s=1, tasks may run on their own goroutines; want every task handed off", osHandoffEnv)
-	}
-	if _, handoff := s.dispatch(emptyTask); !handoff {
-		t.Errorf("with %s=1, dispatch did not hand a task off", osHandoffEnv)
-	}
 }
 
 // TestSetCPUOfOwnTasks: the lane measures a task on its own goroutine
@@ -206,5 +180,34 @@ func TestSetCPUOfOwnTasks(t *testing.T) {
 	tk.setCPU(3*ms, 5*ms)
 	if tk.cpuUsed != 3*ms {
 		t.Errorf("with a CPU reading: cpuUsed %d, want %d", tk.cpuUsed, 3*ms)
+	}
+}
+
+// TestOSPriorityHandsOffWhereThreadsCannotBeRaised: where a lowered
+// thread cannot be raised back (no CAP_SYS_NICE, an RLIMIT_NICE that does
+// not allow it), IsolationOSPriority hands every task to a hand-off
+// thread, and says why in its log.
+func TestOSPriorityHandsOffWhereThreadsCannotBeRaised(t *testing.T) {
+	if !osprio.Supported() || probeOSPriority(defaultOSPolicy) != nil {
+		t.Skip("no thread priorities here")
+	}
+	var buf bytes.Buffer
+	noRaise := withOS(nil, func(osprio.Policy) error { return errors.New("setpriority: permission denied") }, nil)
+	s, err := New(WithIsolation(IsolationOSPriority), noRaise, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if s.osOwn {
+		t.Errorf("tasks may run on their own goroutines; want every task handed off")
+	}
+	if _, handoff := s.dispatch(emptyTask); !handoff {
+		t.Errorf("dispatch did not hand a task off")
+	}
+	if want := "cannot be raised back"; !strings.Contains(buf.String(), want) {
+		t.Errorf("log %q lacks %q", buf.String(), want)
+	}
+	if err := s.Run(context.Background(), emptyTask); err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }

@@ -35,7 +35,7 @@ package cpusched
 // process started from fn on a lowered thread does start lowered.
 //
 // The hand-off: for long tasks, and, where a thread cannot be raised back
-// or with CPUSCHED_OS_HANDOFF=1, for every task, a worker goroutine locked
+// for every task, a worker goroutine locked
 // to a lowered thread for good runs the task:
 //
 // A task parked at a Checkpoint keeps its worker goroutine (and thread)
@@ -51,6 +51,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/cpusched/cpusched/internal/cgroupcpu"
 	"github.com/cpusched/cpusched/internal/osprio"
 )
 
@@ -70,23 +71,13 @@ const osPrioritySlice = 10 * time.Millisecond
 // before this project started and in this project's quiet-machine runs,
 // with garbage collection busy as good as the others; a comparison on a
 // machine shared with other builds was too noisy to overrule it
-// (CPUSCHED_THREAD_POLICY; docs/performance.md, "Thread setting").
+// (docs/performance.md, "Thread setting"). A constant in effect: only the
+// package's tests set another (config.osPolicy).
 var defaultOSPolicy = osprio.Idle
-
-// osPolicyEnv names the environment variable that overrides the thread
-// setting (idle, batch10, nice19, nice10), for measuring the alternatives
-// with cpusched bench; it is read by New only in IsolationOSPriority mode.
-const osPolicyEnv = "CPUSCHED_THREAD_POLICY"
-
-// osHandoffEnv names the environment variable that, set to 1, makes
-// IsolationOSPriority hand every task to a worker thread even where tasks
-// could run on their own goroutines, for measuring the two side by side
-// with cpusched bench.
-const osHandoffEnv = "CPUSCHED_OS_HANDOFF"
 
 // probeOSPriority checks that a thread's priority can be lowered here, on a
 // throwaway locked thread.
-var probeOSPriority = func(p osprio.Policy) error {
+func probeOSPriority(p osprio.Policy) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the runtime discards the thread
@@ -97,7 +88,7 @@ var probeOSPriority = func(p osprio.Policy) error {
 
 // probeOSRestore checks, on a throwaway locked thread, that a lowered
 // thread can be raised back here.
-var probeOSRestore = func(p osprio.Policy) error {
+func probeOSRestore(p osprio.Policy) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -114,4 +105,21 @@ var probeOSRestore = func(p osprio.Policy) error {
 		errc <- err
 	}()
 	return <-errc
+}
+
+// osAccess is what New asks of the operating system for
+// IsolationOSPriority: whether a thread can be lowered, whether a lowered
+// thread can be raised back, and the cgroup CPU limit. The package's tests
+// replace it to play a machine without the privilege or with a quota.
+type osAccess struct {
+	probeLower   func(osprio.Policy) error
+	probeRestore func(osprio.Policy) error
+	cgroupLimit  func() (cpus float64, limited bool, err error)
+}
+
+// realOS is the operating system itself.
+var realOS = osAccess{
+	probeLower:   probeOSPriority,
+	probeRestore: probeOSRestore,
+	cgroupLimit:  cgroupcpu.Limit,
 }

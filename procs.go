@@ -9,8 +9,6 @@ import (
 	"os"
 	"runtime"
 	"sync"
-
-	"github.com/cpusched/cpusched/internal/cgroupcpu"
 )
 
 // spareProcs is how many Ps IsolationOSPriority adds beyond its workers.
@@ -62,12 +60,10 @@ type cpuLimit struct {
 	err  error   // reading the limit failed; it was ignored
 }
 
-// cgroupLimit reads the process's cgroup CPU limit; tests replace it.
-var cgroupLimit = cgroupcpu.Limit
-
 // osPriorityWorkers is IsolationOSPriority's default worker count for the
-// CPU budget procs (see quotaWorkers), and the limit it followed.
-func osPriorityWorkers(procs int) (int, cpuLimit) {
+// CPU budget procs (see quotaWorkers), and the limit it followed;
+// cgroupLimit reads the process's cgroup CPU limit (osAccess).
+func osPriorityWorkers(procs int, cgroupLimit func() (float64, bool, error)) (int, cpuLimit) {
 	cpus, limited, err := cgroupLimit()
 	if err != nil {
 		return procs, cpuLimit{err: err}

@@ -176,7 +176,7 @@ type Scheduler struct {
 type counters struct {
 	submitted, completed, failed, canceled, panicked, rejected, preempted uint64
 	queueWait, maxQueueWait, runTime                                      int64
-	laneRunTime                                                           int64 // slot time the small-task lane gave (tests)
+	laneRunTime                                                           int64 // slot time the small-task lane gave
 	classSubmitted                                                        [numClasses]uint64
 	classRunTime                                                          [numClasses]int64
 	classWaits, classRuns                                                 [numClasses]Histogram
@@ -222,7 +222,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		logger = discardLogger
 	}
 	if cfg.isolation == IsolationOSPriority {
-		if err := probeOSPriority(cfg.osPolicy); err != nil {
+		if err := cfg.os.probeLower(cfg.osPolicy); err != nil {
 			logger.Warn("cpusched: IsolationOSPriority unavailable; using IsolationReserve", "err", err)
 			cfg.isolation = IsolationReserve
 			if !cfg.explicitSlice {
@@ -247,11 +247,11 @@ func New(opts ...Option) (*Scheduler, error) {
 		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
 		switch {
 		case cfg.osHandoff:
-			logger.Info("cpusched: IsolationOSPriority hands every task to a worker thread", "why", osHandoffEnv+" or the test option")
+			logger.Info("cpusched: IsolationOSPriority hands every task to a worker thread", "why", "the test option")
 		case cfg.noMonitor:
 			// No monitor to lower the threads: hand tasks off.
 		default:
-			if err := probeOSRestore(cfg.osPolicy); err != nil {
+			if err := cfg.os.probeRestore(cfg.osPolicy); err != nil {
 				logger.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a worker thread", "err", err)
 			} else {
 				s.osOwn = true

@@ -35,6 +35,7 @@ type Stats struct {
 	QueueWait    time.Duration // total time tasks waited for their first slot
 	MaxQueueWait time.Duration // the longest such wait
 	RunTime      time.Duration // total slot time used by tasks
+	LaneRunTime  time.Duration // the part of RunTime the small-task lane gave: small tasks run ahead of their turn (runqueue.go), within a share of each period
 
 	Classes [numClasses]ClassStats // indexed by Class
 	// Groups has the tracked groups: the default group "" and every group
@@ -133,6 +134,7 @@ func (s *Scheduler) Stats() Stats {
 		QueueWait:    time.Duration(c.queueWait),
 		MaxQueueWait: time.Duration(c.maxQueueWait),
 		RunTime:      time.Duration(c.runTime),
+		LaneRunTime:  time.Duration(c.laneRunTime),
 		Groups:       make(map[string]GroupStats, len(s.groups)),
 	}
 	for i := range st.Classes {

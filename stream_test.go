@@ -104,7 +104,7 @@ func streamRun(t *testing.T, spec streamSpec) streamResult {
 	wg.Wait()
 	smalls.Wait()
 	s.mu.Lock()
-	lane := time.Duration(s.stats.laneRunTime)
+	lane := s.Stats().LaneRunTime
 	s.mu.Unlock()
 	r := streamResult{long: make([]time.Duration, len(spec.long)), smallWait: waits, lane: lane}
 	for i := range got {

@@ -51,11 +51,13 @@ const (
 type config struct {
 	taskOpts        []cpusched.TaskOption
 	requestTaskOpts func(*http.Request) []cpusched.TaskOption
-	maxQueueWait    time.Duration                      // 0: no wait budget
-	retryAfter      string                             // the header's value: whole seconds
-	logger          *slog.Logger                       // nil: slog.Default() when logging
-	now             func() time.Duration               // times a wait the context cut short (tests replace it)
-	waited          func(*cpusched.Task) time.Duration // a request's sample: Task.Waited (tests replace it)
+	maxQueueWait    time.Duration // 0: no wait budget
+	retryAfter      string        // the header's value: whole seconds
+	logger          *slog.Logger  // nil: slog.Default() when logging
+	// Set by newConfig; only the package's tests replace them
+	// (export_test.go).
+	now    func() time.Duration               // times a wait the context cut short
+	waited func(*cpusched.Task) time.Duration // a request's sample: Task.Waited
 }
 
 // An Option configures a handler in Handler or NewHandler.
@@ -147,18 +149,6 @@ func WithLogger(l *slog.Logger) Option {
 		c.logger = l
 		return nil
 	})
-}
-
-// withClock replaces the clock that measures the wait of a request whose
-// context ends before its task starts (tests).
-func withClock(now func() time.Duration) Option {
-	return optionFunc(func(c *config) error { c.now = now; return nil })
-}
-
-// withWaited replaces (*cpusched.Task).Waited, which gives the queueing
-// delay of a request whose handler has ended (tests).
-func withWaited(waited func(*cpusched.Task) time.Duration) Option {
-	return optionFunc(func(c *config) error { c.waited = waited; return nil })
 }
 
 // retryAfterSeconds returns d in whole seconds, rounded up, at least 1.

@@ -28,6 +28,7 @@
 //	cpusched_queue_wait_seconds_total      counter             time tasks waited for their first slot (QueueWait)
 //	cpusched_queue_wait_max_seconds        gauge               the longest such wait (MaxQueueWait)
 //	cpusched_run_seconds_total             counter             slot time used by tasks (RunTime)
+//	cpusched_lane_run_seconds_total        counter             the part the small-task lane gave (LaneRunTime)
 //	cpusched_class_tasks_submitted_total   counter    class    tasks accepted (Classes[c].Submitted)
 //	cpusched_class_run_seconds_total       counter    class    slot time used (Classes[c].RunTime)
 //	cpusched_class_queue_wait_seconds      histogram  class    each started task's wait for its first slot (Classes[c].QueueWaits)
@@ -83,9 +84,9 @@ const (
 type collector struct {
 	sched *cpusched.Scheduler
 
-	submitted, ended, rejected, preemptions     *prometheus.Desc
-	queued, started, running, blocked, workers  *prometheus.Desc
-	isolation, queueWait, queueWaitMax, runTime *prometheus.Desc
+	submitted, ended, rejected, preemptions                  *prometheus.Desc
+	queued, started, running, blocked, workers               *prometheus.Desc
+	isolation, queueWait, queueWaitMax, runTime, laneRunTime *prometheus.Desc
 
 	classSubmitted, classRunTime, classQueueWaits, classRunTimes *prometheus.Desc
 
@@ -121,6 +122,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		queueWait:    desc("queue_wait_seconds_total", "Time tasks waited for their first slot."),
 		queueWaitMax: desc("queue_wait_max_seconds", "The longest time a task waited for its first slot."),
 		runTime:      desc("run_seconds_total", "Slot time used by tasks."),
+		laneRunTime:  desc("lane_run_seconds_total", "The part of the slot time the small-task lane gave."),
 
 		classSubmitted:  desc("class_tasks_submitted_total", "Tasks the scheduler accepted, by class.", "class"),
 		classRunTime:    desc("class_run_seconds_total", "Slot time used by tasks, by class.", "class"),
@@ -145,7 +147,7 @@ func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.submitted, c.ended, c.rejected, c.preemptions,
 		c.queued, c.started, c.running, c.blocked, c.workers,
-		c.isolation, c.queueWait, c.queueWaitMax, c.runTime,
+		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime,
 		c.classSubmitted, c.classRunTime, c.classQueueWaits, c.classRunTimes,
 		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes,
 	}
@@ -184,6 +186,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.queueWait, st.QueueWait.Seconds())
 	gauge(c.queueWaitMax, st.MaxQueueWait.Seconds())
 	counter(c.runTime, st.RunTime.Seconds())
+	counter(c.laneRunTime, st.LaneRunTime.Seconds())
 
 	for i, cs := range st.Classes {
 		class := cpusched.Class(i).String()

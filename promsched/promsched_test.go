@@ -181,7 +181,7 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 		}
 	}
 	// Durations: present and non-negative.
-	for _, name := range []string{"cpusched_queue_wait_seconds_total", "cpusched_queue_wait_max_seconds", "cpusched_run_seconds_total"} {
+	for _, name := range []string{"cpusched_queue_wait_seconds_total", "cpusched_queue_wait_max_seconds", "cpusched_run_seconds_total", "cpusched_lane_run_seconds_total"} {
 		m := find(families, name, "")
 		if m == nil {
 			t.Errorf("%s: missing", name)
@@ -302,7 +302,7 @@ func TestCollectAndCount(t *testing.T) {
 		names []string
 		want  int
 	}{
-		{nil, 16 + 4*4 + 3*6}, // scheduler-wide, 4 per class, 6 per group ("", a, (other))
+		{nil, 17 + 4*4 + 3*6}, // scheduler-wide, 4 per class, 6 per group ("", a, (other))
 		{[]string{"cpusched_tasks_ended_total"}, 4},
 		{[]string{"cpusched_isolation_info"}, 1},
 		{[]string{"cpusched_class_queue_wait_seconds", "cpusched_class_task_run_seconds"}, 8},

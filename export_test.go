@@ -1,0 +1,58 @@
+package cpusched
+
+// The package's test seams: options that only its tests use, to control
+// time, the slice monitor, the small-task lane and what the operating
+// system appears to allow. They set config fields that newConfig
+// otherwise fills with the defaults.
+
+import "github.com/cpusched/cpusched/internal/osprio"
+
+// withClock replaces the clock (tests).
+func withClock(c clock) Option {
+	return optionFunc(func(cfg *config) error { cfg.clock = c; return nil })
+}
+
+// withLaneShare sets the small-task lane's budget, as a share of the slot
+// time of each lanePeriod; 0 closes the lane (tests compare with it).
+func withLaneShare(share float64) Option {
+	return optionFunc(func(cfg *config) error { cfg.laneShare = share; return nil })
+}
+
+// withOSHandoff makes IsolationOSPriority hand every task to a worker
+// thread, as where a lowered thread cannot be raised back (tests and
+// benchmarks of that fallback).
+func withOSHandoff() Option {
+	return optionFunc(func(cfg *config) error { cfg.osHandoff = true; return nil })
+}
+
+// withoutMonitor stops New from starting the slice monitor (tests that end
+// slices by hand with expireSlicesLocked).
+func withoutMonitor() Option {
+	return optionFunc(func(cfg *config) error { cfg.noMonitor = true; return nil })
+}
+
+// withoutMonitorLowering stops the slice monitor from lowering the threads
+// of tasks on their own goroutines (tests of Checkpoint's own check).
+func withoutMonitorLowering() Option {
+	return optionFunc(func(cfg *config) error { cfg.noMonitorLower = true; return nil })
+}
+
+// withOS replaces what New asks of the operating system (osAccess): a
+// nil field keeps the real one.
+func withOS(probeLower, probeRestore func(osprio.Policy) error, cgroupLimit func() (float64, bool, error)) Option {
+	return optionFunc(func(cfg *config) error {
+		if probeLower != nil {
+			cfg.os.probeLower = probeLower
+		}
+		if probeRestore != nil {
+			cfg.os.probeRestore = probeRestore
+		}
+		if cgroupLimit != nil {
+			cfg.os.cgroupLimit = cgroupLimit
+		}
+		return nil
+	})
+}
+
+// cgroupLimit reads the process's real cgroup CPU limit.
+func cgroupLimit() (float64, bool, error) { return realOS.cgroupLimit() }
