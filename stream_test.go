@@ -103,9 +103,7 @@ func streamRun(t *testing.T, spec streamSpec) streamResult {
 	gate.Wait()
 	wg.Wait()
 	smalls.Wait()
-	s.mu.Lock()
 	lane := s.Stats().LaneRunTime
-	s.mu.Unlock()
 	r := streamResult{long: make([]time.Duration, len(spec.long)), smallWait: waits, lane: lane}
 	for i := range got {
 		r.long[i] = time.Duration(got[i].Load())
