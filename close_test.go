@@ -2,7 +2,9 @@ package cpusched
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -151,5 +153,119 @@ func TestCloseWithoutTasksPrefersNil(t *testing.T) {
 				t.Fatalf("%v: Close(expired ctx) with no task = %v, want nil", mode, err)
 			}
 		}
+	}
+}
+
+func TestCloseDrainsThenRejects(t *testing.T) {
+	s, err := New(WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Int64
+	var handles []*Handle
+	for range 5 {
+		h, err := s.Go(context.Background(), func(*Task) error { time.Sleep(time.Millisecond); ran.Add(1); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles = append(handles, h)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Errorf("Close = %v, want nil", err)
+	}
+	for _, h := range handles {
+		if err := h.Wait(); err != nil {
+			t.Errorf("Wait after Close = %v, want nil", err)
+		}
+	}
+	if ran.Load() != 5 {
+		t.Errorf("Close returned with %d of 5 tasks run", ran.Load())
+	}
+	if err := s.Run(context.Background(), func(*Task) error { return nil }); err != ErrClosed {
+		t.Errorf("Run after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Go(context.Background(), func(*Task) error { return nil }); err != ErrClosed {
+		t.Errorf("Go after Close = %v, want ErrClosed", err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+	st := s.Stats()
+	if st.Rejected != 2 || st.Completed != 5 {
+		t.Errorf("Stats = %+v, want Rejected 2, Completed 5", st)
+	}
+	checkIdentity(t, st)
+}
+
+func TestCloseCancelsAfterDeadline(t *testing.T) {
+	s, err := New(WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := make(chan struct{})
+	// A long task that never checks in but watches its context.
+	hRun, _ := s.Go(context.Background(), func(t *Task) error {
+		close(running)
+		select {
+		case <-t.Context().Done():
+			return context.Cause(t.Context())
+		case <-time.After(time.Minute):
+			return nil
+		}
+	})
+	<-running
+	queuedRan := false
+	hQueued, _ := s.Go(context.Background(), func(*Task) error { queuedRan = true; return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := s.Close(ctx); err != context.DeadlineExceeded {
+		t.Errorf("Close = %v, want context.DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if err := hRun.Wait(); err != ErrClosed {
+		t.Errorf("running task's Wait = %v, want ErrClosed", err)
+	}
+	if err := hQueued.Wait(); err != ErrClosed {
+		t.Errorf("queued task's Wait = %v, want ErrClosed", err)
+	}
+	if queuedRan {
+		t.Error("a queued task ran after Close gave up")
+	}
+	st := s.Stats()
+	if st.Canceled != 2 {
+		t.Errorf("Canceled = %d, want 2", st.Canceled)
+	}
+	checkIdentity(t, st)
+}
+
+func TestCloseStopsCheckpointingTask(t *testing.T) {
+	s, err := New(WithWorkers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := make(chan struct{})
+	h, _ := s.Go(context.Background(), func(t *Task) error {
+		close(running)
+		for {
+			if err := t.Checkpoint(); err != nil {
+				if t.Context().Err() == nil {
+					return errors.New("Checkpoint failed but the task context is not done")
+				}
+				return err
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	})
+	<-running
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := s.Close(ctx); err != context.DeadlineExceeded {
+		t.Errorf("Close = %v, want context.DeadlineExceeded", err)
+	}
+	if err := h.Wait(); err != ErrClosed {
+		t.Errorf("Wait = %v, want ErrClosed", err)
 	}
 }

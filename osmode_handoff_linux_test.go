@@ -1,0 +1,292 @@
+//go:build linux
+
+// IsolationOSPriority's hand-off of tasks to worker threads: the workers, their slots and Blocking calls.
+
+package cpusched
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestRunWhileWorkersParkIsRaceFree pins a data race: in
+// IsolationOSPriority, Run read its task's wake channel field without the
+// lock while the task's worker made that channel when the task first parked
+// at a Checkpoint or came back from Blocking. Run now waits only on the
+// task's done channel. Run with -race.
+func TestRunWhileWorkersParkIsRaceFree(t *testing.T) {
+	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice))
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Run(context.Background(), func(tk *Task) error {
+				if i%2 == 0 {
+					tk.Blocking(func() { time.Sleep(10 * time.Microsecond) })
+				}
+				end := time.Now().Add(50 * time.Microsecond)
+				for time.Now().Before(end) {
+					if err := tk.Checkpoint(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestOSWorkerHandOff drives the worker hand-off (osWorker) from both
+// sides: a dispatcher gives tasks to a worker right away (while it spins)
+// or after pauses longer than workerSpin (once it has parked). Every task
+// must arrive once and in order, and both ways must have been taken. Run
+// with -race.
+func TestOSWorkerHandOff(t *testing.T) {
+	const n = 3000
+	w := &osWorker{next: make(chan *Task, 1)}
+	idle := make(chan *osWorker, 1) // stands for s.osIdle
+	tasks := make([]*Task, n)
+	for i := range tasks {
+		tasks[i] = &Task{runIdx: int32(i)}
+	}
+	got := make(chan int32, n)
+	go func() {
+		for {
+			w.state.Store(workerSpinning)
+			idle <- w
+			tk := w.await()
+			if tk == stopWorker {
+				close(got)
+				return
+			}
+			got <- tk.runIdx
+		}
+	}()
+	var awake, parked int
+	for i, tk := range tasks {
+		if i%10 == 9 {
+			time.Sleep(2 * workerSpin)
+		}
+		if (<-idle).give(tk) {
+			awake++
+		} else {
+			parked++
+		}
+	}
+	(<-idle).give(stopWorker)
+	next := int32(0)
+	for idx := range got {
+		if idx != next {
+			t.Fatalf("task %d arrived after task %d", idx, next-1)
+		}
+		next++
+	}
+	if next != n {
+		t.Fatalf("%d of %d tasks arrived", next, n)
+	}
+	t.Logf("%d given to a spinning worker, %d to a parked one", awake, parked)
+	if awake == 0 || parked == 0 {
+		t.Errorf("awake %d, parked %d: want both ways taken", awake, parked)
+	}
+}
+
+// TestIdleOSWorkersPark checks that the workers' spin after a task is
+// bounded: once the tasks have ended, every idle worker parks (an idle
+// scheduler costs no CPU).
+func TestIdleOSWorkersPark(t *testing.T) {
+	s := handoffScheduler(t, WithWorkers(2))
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Run(context.Background(), func(*Task) error { return nil }); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	waitFor(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, w := range s.osIdle {
+			if w.state.Load() != workerParked {
+				return false
+			}
+		}
+		return len(s.osIdle) > 0
+	})
+}
+
+// TestBlockingHoldGivesTheSlotUp: where IsolationOSPriority hands tasks
+// to worker threads (and for tasks on lowered threads), a Blocking call
+// after a short one keeps the task's slot; when another task waits and fn is still
+// running blockHold later, the slot goes to that task. Here fn waits for
+// the other task to have run, so without the release it would wait
+// forever.
+func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
+	s := handoffScheduler(t, WithWorkers(1))
+	inBlocking := make(chan struct{})
+	otherRan := make(chan struct{})
+	h, err := s.Go(context.Background(), func(tk *Task) error {
+		tk.Blocking(func() {}) // a first, short call: the next one keeps the slot
+		tk.Blocking(func() {
+			close(inBlocking)
+			select {
+			case <-otherRan:
+			case <-time.After(10 * time.Second):
+				t.Error("the other task did not run while the slot was kept")
+			}
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-inBlocking
+	if err := s.Run(context.Background(), func(*Task) error { close(otherRan); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestShortBlockingCallsKeepTheSlot: where IsolationOSPriority hands tasks
+// to worker threads (and for tasks on lowered threads), a Blocking call
+// keeps the task's slot while the task's earlier calls have been
+// short (a moving average under blockHold), even with another task
+// waiting, and gives it up at once after long ones and on the first call. (Whether the slot then stays kept
+// depends on the worker thread getting the CPU within blockHold, which a
+// SCHED_IDLE thread on a busy machine need not, so the test checks how
+// each call began.)
+func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
+	s := handoffScheduler(t, WithWorkers(1))
+	started := make(chan struct{})
+	release := make(chan struct{})
+	var kept []bool
+	h, err := s.Go(context.Background(), func(tk *Task) error {
+		close(started)
+		<-release
+		for _, avg := range []time.Duration{0, time.Microsecond, blockHold / 2, blockHold} {
+			tk.blockAvg = int64(avg) // as if its earlier calls took avg
+			tk.Blocking(func() { kept = append(kept, tk.hold.Load() != holdNone) })
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	other, err := s.Go(context.Background(), func(*Task) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.Stats().Queued == 1 })
+	close(release)
+	if err := other.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{false, true, true, false}; fmt.Sprint(kept) != fmt.Sprint(want) {
+		t.Errorf("Blocking calls kept the slot: %v, want %v (moving averages none yet, 1 us, blockHold/2, blockHold)", kept, want)
+	}
+}
+
+// TestLaneCountsCPUTimeInOSPriority: a task that holds its slot for 5 ms
+// without using the CPU (here it sleeps; on a busy machine its SCHED_IDLE
+// thread may simply not run) is still within its first slice in
+// IsolationOSPriority, where the lane counts the worker thread's CPU time,
+// so a new small task does not take its slot at its next Checkpoint. In
+// IsolationReserve, which counts slot time, it does. (A task on its own
+// goroutine counts at most osLowerAfter until its thread is lowered,
+// TestSetCPUOfOwnTasks; the worker threads of the hand-off are where this
+// test's premise is about the CPU clock from the start.)
+func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
+	for _, mode := range []Isolation{IsolationOSPriority, IsolationReserve} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s, err := New(WithIsolation(mode), WithWorkers(1), withOSHandoff())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close(context.Background())
+			var mu sync.Mutex
+			var order []string
+			note := func(x string) { mu.Lock(); order = append(order, x); mu.Unlock() }
+			slept, queued := make(chan struct{}), make(chan struct{})
+			ha, err := s.Go(context.Background(), func(tk *Task) error {
+				time.Sleep(5 * time.Millisecond)
+				close(slept)
+				<-queued
+				if err := tk.Checkpoint(); err != nil {
+					return err
+				}
+				note("A")
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-slept
+			hb, err := s.Go(context.Background(), func(*Task) error { note("B"); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			close(queued)
+			if err := ha.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if err := hb.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"A", "B"}
+			if mode == IsolationReserve {
+				want = []string{"B", "A"}
+			}
+			if !slices.Equal(order, want) {
+				t.Errorf("order %v, want %v", order, want)
+			}
+		})
+	}
+}
+
+// TestFirstBlockingCallFollowsTheOthers: where IsolationOSPriority hands
+// tasks to worker threads, a task's first Blocking call keeps the slot
+// when the scheduler's recent calls were short, and gives it up when they
+// were long.
+func TestFirstBlockingCallFollowsTheOthers(t *testing.T) {
+	s := handoffScheduler(t, WithWorkers(1))
+	firstKept := func(d time.Duration) bool {
+		for range 8 { // calls of d by other tasks
+			if err := s.Run(context.Background(), func(tk *Task) error {
+				tk.Blocking(func() { time.Sleep(d) })
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var kept bool
+		s.Run(context.Background(), func(tk *Task) error {
+			tk.Blocking(func() { kept = tk.hold.Load() != holdNone })
+			return nil
+		})
+		return kept
+	}
+	if !firstKept(0) {
+		t.Error("after short calls, a task's first Blocking call gave its slot up")
+	}
+	if firstKept(2 * time.Millisecond) {
+		t.Error("after 2 ms calls, a task's first Blocking call kept its slot")
+	}
+}
