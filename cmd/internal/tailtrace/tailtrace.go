@@ -95,14 +95,6 @@ func Causes() []Cause {
 	return out
 }
 
-// workerFunc is the function at the bottom of every IsolationOSPriority
-// worker goroutine's stack, and runRegion the trace region a task's slice
-// runs in: either marks a goroutine as a cpusched worker.
-const (
-	workerFunc = "cpusched.(*Scheduler).osWorkerLoop"
-	runRegion  = "cpusched.run"
-)
-
 // Config says what to analyze.
 type Config struct {
 	// TaskType and SeqCategory name the probe's trace task and the log
@@ -329,7 +321,8 @@ func (a *analysis) scan(data []byte, f func(ev *xtrace.Event)) error {
 	}
 }
 
-// isWorkerStack reports whether a stack belongs to a cpusched worker.
+// isWorkerStack reports whether a stack belongs to a cpusched worker: one
+// of its frames is the worker loop (library.go).
 func (a *analysis) isWorkerStack(s xtrace.Stack) bool {
 	if s == xtrace.NoStack {
 		return false
@@ -337,7 +330,7 @@ func (a *analysis) isWorkerStack(s xtrace.Stack) bool {
 	is, ok := a.stacks[s]
 	if !ok {
 		for f := range s.Frames() {
-			if f.Func == workerFunc {
+			if isWorkerFrame(f.Func) {
 				is = true
 				break
 			}
