@@ -81,46 +81,116 @@ type Response struct {
 // 5 s limit) to check that it is loopback, unless AllowRemote is set; an
 // error from that check wraps ErrNotLoopback.
 func (c Config) Validate() error {
-	_, err := c.parseURL()
-	if err != nil {
+	return c.validate(wording{})
+}
+
+// ValidateFlags is Validate for `cpusched load`, which sets c from its
+// flags; given reports whether a flag (named without its dash) was on the
+// command line. Its errors name a field by its flag alone ("-c must be in
+// 1..10000, got 0"), and a flag given as 0 is an error where Validate
+// reads a zero field as not set: -n 0 is no count, -rate 0 no rate,
+// -timeout 0 no timeout.
+func (c Config) ValidateFlags(given func(flag string) bool) error {
+	return c.validate(wording{cli: true, given: given})
+}
+
+// validate checks c, its errors worded for w. The CLI has always reported
+// its flags' problems before the URL's, the API the URL's first.
+func (c Config) validate(w wording) error {
+	checks := []func() error{c.checkTarget, func() error { return c.checkRun(w) }}
+	if w.cli {
+		checks[0], checks[1] = checks[1], checks[0]
+	}
+	for _, check := range checks {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	if !c.AllowRemote {
+		return checkLoopback(c.URL)
+	}
+	return nil
+}
+
+// checkTarget checks the URL's form and the method.
+func (c Config) checkTarget() error {
+	if _, err := c.parseURL(); err != nil {
 		return err
 	}
 	if c.Method != "" && !validMethod(c.Method) {
 		return fmt.Errorf("load: Method (-m) %q is not a valid HTTP method token", c.Method)
 	}
-	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
-		return fmt.Errorf("load: Concurrency (-c) must be in 1..%d, got %d", MaxConcurrency, c.Concurrency)
-	}
-	if c.Requests < 0 {
-		return fmt.Errorf("load: Requests (-n) must be >= 1 (or 0 to run for Duration), got %d", c.Requests)
-	}
-	if c.Duration < 0 {
-		return fmt.Errorf("load: Duration (-d) must be > 0, got %v", c.Duration)
-	}
-	if c.Requests > 0 && c.Duration > 0 {
-		return errors.New("load: give exactly one of Requests (-n) or Duration (-d), not both")
-	}
-	if c.Requests == 0 && c.Duration == 0 {
-		return errors.New("load: give exactly one of Requests (-n >= 1) or Duration (-d > 0)")
-	}
-	if math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0 || c.Rate > MaxRate {
-		return fmt.Errorf("load: Rate (-rate) must be in (0, %g] requests/s (or 0 for closed loop), got %v", float64(MaxRate), c.Rate)
-	}
-	if c.Rate > 0 && c.Duration == 0 {
-		return errors.New("load: Rate (-rate) needs Duration (-d > 0); open loop runs for a time, not a count")
-	}
-	if c.Drain && c.Rate == 0 {
+	return nil
+}
+
+// checkRun checks the numbers that shape the run: its concurrency, its
+// length, its rate and the per-request timeout.
+func (c Config) checkRun(w wording) error {
+	switch {
+	case c.Concurrency < 1 || c.Concurrency > MaxConcurrency:
+		return errorf("%s must be in 1..%d, got %d", w.name("Concurrency", "c"), MaxConcurrency, c.Concurrency)
+	case c.Requests < 0 || w.onCommandLine("n") && c.Requests == 0:
+		return errorf("%s must be >= 1%s, got %d", w.name("Requests", "n"), w.orZero("to run for Duration"), c.Requests)
+	case c.Duration < 0 || w.onCommandLine("d") && c.Duration == 0:
+		return errorf("%s must be > 0, got %v", w.name("Duration", "d"), c.Duration)
+	case c.Requests > 0 && c.Duration > 0:
+		return errorf("give exactly one of %s or %s, not both", w.name("Requests", "n"), w.name("Duration", "d"))
+	case c.Requests == 0 && c.Duration == 0:
+		return errorf("give exactly one of %s or %s", w.pick("Requests (-n >= 1)", "-n COUNT"), w.pick("Duration (-d > 0)", "-d DURATION"))
+	case math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0 || c.Rate > MaxRate || w.onCommandLine("rate") && c.Rate == 0:
+		return errorf("%s must be in (0, %g] requests/s%s, got %v", w.name("Rate", "rate"), float64(MaxRate), w.orZero("for closed loop"), c.Rate)
+	case c.Rate > 0 && c.Duration == 0:
+		return errorf("%s", w.pick("Rate (-rate) needs Duration (-d > 0); open loop runs for a time, not a count",
+			"-rate needs -d DURATION (open loop runs for a time, not a count)"))
+	case c.Drain && c.Rate == 0:
 		return errors.New("load: Drain needs Rate (-rate > 0); it applies to open loop only")
-	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("load: Timeout (-timeout) must be > 0 (or 0 for %v), got %v", DefaultTimeout, c.Timeout)
-	}
-	if !c.AllowRemote {
-		if err := checkLoopback(c.URL); err != nil {
-			return err
-		}
+	case c.Timeout < 0 || w.onCommandLine("timeout") && c.Timeout == 0:
+		return errorf("%s must be > 0%s, got %v", w.name("Timeout", "timeout"), w.orZero("for "+DefaultTimeout.String()), c.Timeout)
 	}
 	return nil
+}
+
+// wording is how validate's errors name what is wrong: for the API by the
+// field and its flag, for the CLI by the flag alone.
+type wording struct {
+	cli   bool
+	given func(flag string) bool // the CLI's: was the flag on the command line
+}
+
+// name names a field: "Concurrency (-c)", or "-c" for the CLI.
+func (w wording) name(field, flag string) string {
+	if w.cli {
+		return "-" + flag
+	}
+	return field + " (-" + flag + ")"
+}
+
+// onCommandLine reports whether flag was on the CLI's command line, where
+// its value 0 is an error rather than the field not set.
+func (w wording) onCommandLine(flag string) bool {
+	return w.cli && w.given(flag)
+}
+
+// orZero returns the API's note on what a zero field means, " (or 0
+// meaning)"; the CLI refuses a flag given as 0 and says nothing of it.
+func (w wording) orZero(meaning string) string {
+	if w.cli {
+		return ""
+	}
+	return " (or 0 " + meaning + ")"
+}
+
+// pick returns the API's or the CLI's phrasing of the same thing.
+func (w wording) pick(api, cli string) string {
+	if w.cli {
+		return cli
+	}
+	return api
+}
+
+// errorf returns an error of package load, as its other errors begin.
+func errorf(format string, args ...any) error {
+	return fmt.Errorf("load: "+format, args...)
 }
 
 // parseURL parses c.URL and checks its scheme and host.
