@@ -222,16 +222,9 @@ func (c Config) Validate() error {
 	case c.TraceAbove != 0 && c.TraceDir == "":
 		return fmt.Errorf("bench: TraceAbove (-trace-above) %v needs TraceDir (-trace DIR): only traced requests are attributed", c.TraceAbove)
 	}
-	// The servers' New checks these ranges; its error names them.
-	if c.Workers != 0 {
-		if err := cpusched.CheckOptions(cpusched.WithWorkers(c.Workers)); err != nil {
-			return fmt.Errorf("bench: Workers (-workers) %d: %v (or 0 for each mode's default)", c.Workers, err)
-		}
-	}
-	if c.Slice != 0 {
-		if err := cpusched.CheckOptions(cpusched.WithSlice(c.Slice)); err != nil {
-			return fmt.Errorf("bench: Slice (-slice) %v: %v (or 0 for each mode's default)", c.Slice, err)
-		}
+	var oe *demo.OverrideError
+	if err := demo.CheckOverrides(c.Workers, c.Slice); errors.As(err, &oe) {
+		return fmt.Errorf("bench: %s (%s) %v: %v (or 0 for each mode's default)", oe.Field, oe.Flag, oe.Value, oe.Err)
 	}
 	return nil
 }
@@ -258,13 +251,7 @@ func parseModeSpec(spec string) (mode string, workers int, err error) {
 
 // AllModes returns the names of every isolation mode this build supports,
 // in the order Run measures them by default.
-func AllModes() []string {
-	var names []string
-	for _, m := range cpusched.IsolationModes() {
-		names = append(names, m.String())
-	}
-	return names
-}
+func AllModes() []string { return demo.ModeNames() }
 
 func (c Config) modes() []string {
 	if len(c.Modes) == 0 {
