@@ -8,6 +8,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -92,131 +93,182 @@ const hogTimeout = 2 * time.Minute
 // window, then stops the loads and waits for the server to go quiet.
 func (m *meter) step(ctx context.Context, mode, step string, phase func(string)) (Result, error) {
 	res := Result{Mode: mode, Step: step}
-	cfg := m.cfg
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	var bg sync.WaitGroup
 	defer bg.Wait()
 
-	hogPath := ""
-	switch step {
-	case StepHogDirect:
-		hogPath = pathHogDirect
-	case StepHogSched, StepHogSchedSm:
-		hogPath = pathHogSched
+	loads := m.loadsOf(step)
+	if loads.hogPath != "" {
+		m.startHog(loadCtx, &bg, loads.hogPath)
 	}
-	if hogPath != "" {
-		bg.Add(1)
-		go func() {
-			defer bg.Done()
-			// Runs until stopLoad; its own counts are not used (throughput
-			// comes from the server's pass counter).
-			_, _ = load.Run(loadCtx, load.Config{
-				URL: m.base + hogPath, Concurrency: cfg.HogConcurrency, Duration: 24 * time.Hour,
-				Timeout: hogTimeout, Client: m.hogClient,
-			})
-		}()
-	}
-	small := step == StepHogSchedSm
-	probeCfg := load.Config{
-		URL: m.base + pathProbe, Concurrency: probeConcurrency(cfg.ProbeRate), Rate: cfg.ProbeRate,
-		Client: m.probeClient,
-	}
-	smallCfg := load.Config{
-		URL: m.base + pathSmall, Concurrency: probeConcurrency(cfg.SmallRate), Rate: cfg.SmallRate,
-		Timeout: hogTimeout, Client: m.smallClient,
-	}
-	smallDirectCfg := smallCfg
-	smallDirectCfg.URL, smallDirectCfg.Client = m.base+pathSmallDirect, m.smallDirectClient
-	var smallCfgs []load.Config
-	if small {
-		smallCfgs = []load.Config{smallCfg, smallDirectCfg}
-	}
-
 	// Warm-up: the same loads, unmeasured.
-	if cfg.Warmup > 0 {
+	if m.cfg.Warmup > 0 {
 		phase("warm-up")
-		if _, _, err := runProbeAndSmall(loadCtx, probeCfg, smallCfgs, cfg.Warmup); err != nil {
+		if _, _, err := runProbeAndSmall(loadCtx, loads.probe, loads.small, m.cfg.Warmup); err != nil {
 			return res, err
 		}
 	}
-
-	// The measured window.
 	phase("measuring")
-	before, err := m.sample(ctx)
+	w, err := m.measure(ctx, loadCtx, step, loads, phase)
 	if err != nil {
 		return res, err
 	}
-	// Every probe or small request due in the window counts, however late
-	// it ends: the slowest are the ones still in flight when the window
-	// closes.
-	probeCfg.Drain = true
-	waited := newWaitedRecorder()
-	for i := range smallCfgs {
-		smallCfgs[i].Drain = true
-	}
-	if small {
-		smallCfgs[0].OnResponse = waited.record
-	}
-	var tr *tracing
-	if cfg.TraceDir != "" && (step == StepHogSched || step == StepHogSchedSm) {
-		tr = m.startTrace(ctx, step, &probeCfg)
-	}
-	probeRes, smallRes, err := runProbeAndSmall(loadCtx, probeCfg, smallCfgs, cfg.Step)
-	if err != nil {
-		return res, err
-	}
-	if tr != nil {
-		phase("attributing the slow probe requests")
-		threshold, why := 2*m.idleP99, "twice the idle step's p99"
-		if cfg.TraceAbove > 0 {
-			threshold, why = float64(cfg.TraceAbove)/1e6, "-trace-above"
-		}
-		if res.Attribution, err = tr.finish(threshold, why); err != nil {
-			return res, err
-		}
-	}
-	after, err := m.sample(ctx)
-	if err != nil {
-		return res, err
-	}
-
-	probe := latencyResult(probeRes)
-	res.Probe = &probe
-	if step == StepIdle {
-		m.idleP99 = probe.P99Ms
-	}
-	if hogPath != "" {
-		res.Hog = &HogResult{PassesPerS: after.passesPerSecondSince(before)}
-	}
-	if small {
-		res.Small = smallResult(smallRes[0])
-		res.Small.WaitedP50Ms, res.Small.WaitedP99Ms, res.Small.WaitedMaxMs = waited.percentiles()
-		res.SmallDirect = smallResult(smallRes[1])
-	}
-	if m.sys != nil && before.sysOK && after.sysOK {
-		busy := after.sys.Since(before.sys).Busy
-		res.CPUBusyPct = &busy
-	}
-	res.GCStopMaxMs = gcStopMax(after.stats)
-	if m.cgroup != nil {
-		res.CgroupCPU = after.cgroup.since(before.cgroup, after.when.Sub(before.when))
-	}
+	m.record(&res, step, loads, w)
 
 	// Stop the load and let the server finish what it was doing, so that
 	// the next step starts from a quiet server.
 	phase("settling")
 	stopLoad()
 	bg.Wait()
-	if hogPath != "" || small {
-		if err := m.waitQuiet(ctx); err != nil {
-			return res, err
+	return res, m.settle(ctx, loads.busy())
+}
+
+// stepLoads are the loads of one step.
+type stepLoads struct {
+	hogPath string        // the CPU-heavy closed loop's path, or "" for none
+	probe   load.Config   // the probe's open loop
+	small   []load.Config // the scheduled and the direct small loads, or none
+}
+
+// busy reports whether the loads leave the server CPU-heavy work to
+// finish after they stop.
+func (l stepLoads) busy() bool { return l.hogPath != "" || len(l.small) > 0 }
+
+// loadsOf returns the loads of step, as its warm-up runs them.
+func (m *meter) loadsOf(step string) stepLoads {
+	cfg := m.cfg
+	l := stepLoads{probe: load.Config{
+		URL: m.base + pathProbe, Concurrency: probeConcurrency(cfg.ProbeRate), Rate: cfg.ProbeRate,
+		Client: m.probeClient,
+	}}
+	switch step {
+	case StepHogDirect:
+		l.hogPath = pathHogDirect
+	case StepHogSched, StepHogSchedSm:
+		l.hogPath = pathHogSched
+	}
+	if step == StepHogSchedSm {
+		small := load.Config{
+			URL: m.base + pathSmall, Concurrency: probeConcurrency(cfg.SmallRate), Rate: cfg.SmallRate,
+			Timeout: hogTimeout, Client: m.smallClient,
+		}
+		direct := small
+		direct.URL, direct.Client = m.base+pathSmallDirect, m.smallDirectClient
+		l.small = []load.Config{small, direct}
+	}
+	return l
+}
+
+// startHog runs the CPU-heavy closed loop on path in the background, in
+// bg, until ctx ends. Its own counts are not used: throughput comes from
+// the server's pass counter.
+func (m *meter) startHog(ctx context.Context, bg *sync.WaitGroup, path string) {
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		_, _ = load.Run(ctx, load.Config{
+			URL: m.base + path, Concurrency: m.cfg.HogConcurrency, Duration: 24 * time.Hour,
+			Timeout: hogTimeout, Client: m.hogClient,
+		})
+	}()
+}
+
+// window is what one measured window gave: the server's state at its two
+// ends, the probe's and the small loads' results, and the file of the
+// slow probe requests' attribution when it was traced.
+type window struct {
+	before, after sample
+	probe         *load.Result
+	small         []*load.Result // as stepLoads.small
+	waited        *waitedRecorder
+	attribution   string
+}
+
+// measure runs the measured window of step: it samples the server, runs
+// the probe and the small loads (on loadCtx) over the window, traced where
+// Config.TraceDir asks for it, and samples the server again.
+func (m *meter) measure(ctx, loadCtx context.Context, step string, loads stepLoads, phase func(string)) (window, error) {
+	w := window{waited: newWaitedRecorder()}
+	var err error
+	if w.before, err = m.sample(ctx); err != nil {
+		return w, err
+	}
+	// Every probe or small request due in the window counts, however late
+	// it ends: the slowest are the ones still in flight when the window
+	// closes.
+	probe, small := loads.probe, slices.Clone(loads.small)
+	probe.Drain = true
+	for i := range small {
+		small[i].Drain = true
+	}
+	if len(small) > 0 {
+		small[0].OnResponse = w.waited.record // the scheduled ones
+	}
+	var tr *tracing
+	if m.cfg.TraceDir != "" && (step == StepHogSched || step == StepHogSchedSm) {
+		tr = m.startTrace(ctx, step, &probe)
+	}
+	if w.probe, w.small, err = runProbeAndSmall(loadCtx, probe, small, m.cfg.Step); err != nil {
+		return w, err
+	}
+	if tr != nil {
+		phase("attributing the slow probe requests")
+		if w.attribution, err = m.attribute(tr); err != nil {
+			return w, err
 		}
 	}
-	if err := sleepCtx(ctx, cfg.Settle); err != nil {
-		return res, err
+	w.after, err = m.sample(ctx)
+	return w, err
+}
+
+// attribute analyzes a traced window and returns the file of its slow
+// probe requests' attribution: those above twice the idle step's p99, or
+// above Config.TraceAbove.
+func (m *meter) attribute(tr *tracing) (string, error) {
+	threshold, why := 2*m.idleP99, "twice the idle step's p99"
+	if m.cfg.TraceAbove > 0 {
+		threshold, why = float64(m.cfg.TraceAbove)/1e6, "-trace-above"
 	}
-	return res, nil
+	return tr.finish(threshold, why)
+}
+
+// record fills the row res of step from its loads' window, and keeps the
+// idle step's probe p99 for the attribution threshold.
+func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
+	probe := latencyResult(w.probe)
+	res.Probe = &probe
+	if step == StepIdle {
+		m.idleP99 = probe.P99Ms
+	}
+	if loads.hogPath != "" {
+		res.Hog = &HogResult{PassesPerS: w.after.passesPerSecondSince(w.before)}
+	}
+	if len(w.small) > 0 {
+		res.Small = smallResult(w.small[0])
+		res.Small.WaitedP50Ms, res.Small.WaitedP99Ms, res.Small.WaitedMaxMs = w.waited.percentiles()
+		res.SmallDirect = smallResult(w.small[1])
+	}
+	if m.sys != nil && w.before.sysOK && w.after.sysOK {
+		busy := w.after.sys.Since(w.before.sys).Busy
+		res.CPUBusyPct = &busy
+	}
+	res.GCStopMaxMs = gcStopMax(w.after.stats)
+	if m.cgroup != nil {
+		res.CgroupCPU = w.after.cgroup.since(w.before.cgroup, w.after.when.Sub(w.before.when))
+	}
+	res.Attribution = w.attribution
+}
+
+// settle waits, after a step's loads have stopped, until the server has
+// finished the CPU-heavy work they left (busy), then for Config.Settle.
+func (m *meter) settle(ctx context.Context, busy bool) error {
+	if busy {
+		if err := m.waitQuiet(ctx); err != nil {
+			return err
+		}
+	}
+	return sleepCtx(ctx, m.cfg.Settle)
 }
 
 // runProbeAndSmall runs the probe and the small loads side by side for d
