@@ -108,10 +108,14 @@ type tracker struct {
 	lastText string
 }
 
+// newTracker returns the tracker of a run of steps steps, each estimated
+// at its warm-up, window and settling.
 func newTracker(cfg Config, steps int) *tracker {
 	return &tracker{p: cfg.Progress, start: time.Now(), perStep: cfg.Warmup + cfg.Step + cfg.Settle, total: steps}
 }
 
+// set shows what runs now, with the time so far and the estimate of the
+// time left.
 func (t *tracker) set(format string, args ...any) {
 	if t.p == nil {
 		return
@@ -123,6 +127,7 @@ func (t *tracker) set(format string, args ...any) {
 	t.p.Set("bench: %s  [%.0fs elapsed, ~%.0fs left]", t.lastText, time.Since(t.start).Seconds(), left.Seconds())
 }
 
+// stepDone counts a step as done, for the estimate.
 func (t *tracker) stepDone() {
 	t.mu.Lock()
 	t.done++

@@ -208,6 +208,8 @@ func parseModeSpec(spec string) (mode string, workers int, err error) {
 // in the order Run measures them by default.
 func AllModes() []string { return demo.ModeNames() }
 
+// modes returns the Config.Modes items to measure: every mode when none
+// is given.
 func (c Config) modes() []string {
 	if len(c.Modes) == 0 {
 		return AllModes()

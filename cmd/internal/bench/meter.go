@@ -39,6 +39,8 @@ type meter struct {
 	idleP99                             float64 // the idle step's probe p99, ms
 }
 
+// newMeter returns the meter of the server at base, running as serverPID
+// in cgroup cg (nil: none), with one HTTP client per load.
 func newMeter(cfg Config, base string, cg *cpuCgroup, serverPID int) *meter {
 	sys, _ := sysstat.NewReader("") // nil on systems without /proc: no CPU busy %
 	return &meter{
@@ -55,6 +57,7 @@ func newMeter(cfg Config, base string, cg *cpuCgroup, serverPID int) *meter {
 	}
 }
 
+// close closes the clients' idle connections.
 func (m *meter) close() {
 	for _, c := range []*http.Client{m.probeClient, m.hogClient, m.smallClient, m.smallDirectClient, m.statsClient} {
 		c.CloseIdleConnections()

@@ -21,6 +21,8 @@ type sample struct {
 	cgroup cpuStat // the server cgroup's, if any
 }
 
+// sample reads the machine's CPU times, the server cgroup's and process's
+// CPU accounting (with a CPU quota) and the server's /stats.
 func (m *meter) sample(ctx context.Context) (sample, error) {
 	var s sample
 	if m.sys != nil {

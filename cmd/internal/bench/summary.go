@@ -32,10 +32,13 @@ type waitedRecorder struct {
 	hist *hdrhistogram.Histogram // microseconds
 }
 
+// newWaitedRecorder returns an empty recorder of waits up to an hour.
 func newWaitedRecorder() *waitedRecorder {
 	return &waitedRecorder{hist: hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
 }
 
+// record adds the wait a response reports; it is load.Config.OnResponse,
+// so safe for concurrent use.
 func (w *waitedRecorder) record(r load.Response) {
 	ns, err := strconv.ParseInt(r.Header.Get(demo.WaitedHeader), 10, 64)
 	if err != nil || ns < 0 {

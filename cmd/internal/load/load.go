@@ -254,6 +254,8 @@ func classify(err error, reading bool) string {
 	return FailOther
 }
 
+// kindIndex returns the index of a failure kind in failKinds (an unknown
+// kind counts as FailOther, the last).
 func kindIndex(kind string) int {
 	for i, k := range failKinds {
 		if k == kind {
