@@ -60,7 +60,7 @@ func Steps() []string {
 // QuickStep returns the step length of a -quick run over modes isolation
 // modes: 2 s, shortened (to no less than 1 s) so that the steps of all modes
 // fit in about 20 s and the whole run, with `go run`'s build and the
-// servers' start-ups, in under 30 s (docs/performance.md, "Tools").
+// servers' start-ups, in under 30 s (docs/performance.md#tools).
 func QuickStep(modes int) time.Duration {
 	if modes < 1 {
 		modes = 1

@@ -26,7 +26,7 @@ var timers sync.Pool
 // wake-ups a second, each costing a context switch. On a machine whose other
 // threads are SCHED_IDLE (a server under IsolationOSPriority) those wake-ups
 // all run at once, and the client took 1.1-1.4 s of CPU in 8 s instead of
-// 0.2 s (docs/tail-attribution.md, "The load generator's own CPU").
+// 0.2 s (docs/tail-attribution.md#the-load-generators-own-cpu).
 func preciseSleep(d time.Duration) {
 	f, _ := timers.Get().(*os.File)
 	if f == nil {

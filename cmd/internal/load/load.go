@@ -17,7 +17,7 @@
 //
 // Cost: each request costs the client more CPU than wrk's C event loop;
 // against a loopback server that sleeps 1 ms per request, at 8 connections,
-// Run reached about nine tenths of wrk's rate (docs/performance.md, "Tools").
+// Run reached about nine tenths of wrk's rate (docs/performance.md#tools).
 //
 // Load tests are for loopback only: Validate refuses a URL whose host is not a
 // loopback address unless AllowRemote is set, and the client that Run builds

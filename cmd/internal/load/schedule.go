@@ -80,7 +80,7 @@ func (r *runner) openLoop(ctx context.Context, s *shard) {
 // lateness would be charged to the server: a 1 ms endpoint measured twice that.
 // So the timer only covers the wait down to hrsleep.Coarse before due (where
 // ctx can still interrupt it), and the rest is slept with hrsleep.Sleep,
-// which wakes within the timer slack (docs/performance.md, "Tools"). Spinning the last
+// which wakes within the timer slack (docs/performance.md#tools). Spinning the last
 // stretch would be more precise but burns CPU that the server under test
 // needs on a small machine. The precise sleep cannot be interrupted; it is
 // shorter than hrsleep.Coarse.
