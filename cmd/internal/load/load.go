@@ -15,9 +15,9 @@
 // the same schedule as a separate pacer goroutine feeding a queue, without the
 // queue.
 //
-// Cost: each request costs the client more CPU than wrk's C event loop;
-// against a loopback server that sleeps 1 ms per request, at 8 connections,
-// Run reached about nine tenths of wrk's rate (docs/performance.md#tools).
+// Cost: each request costs the client more CPU than wrk's C event loop, so
+// against the same loopback server Run reaches somewhat less than wrk's
+// rate (docs/performance.md#tools).
 //
 // Load tests are for loopback only: Validate refuses a URL whose host is not a
 // loopback address unless AllowRemote is set, and the client that Run builds

@@ -75,15 +75,16 @@ func (r *runner) openLoop(ctx context.Context, s *shard) {
 
 // waitUntil blocks until due and reports whether ctx is still live then.
 //
-// Go's timers wake up to about 1 ms late here (the netpoller waits in whole
-// milliseconds), and since open-loop latency counts from the due time, that
-// lateness would be charged to the server: a 1 ms endpoint measured twice that.
-// So the timer only covers the wait down to hrsleep.Coarse before due (where
-// ctx can still interrupt it), and the rest is slept with hrsleep.Sleep,
-// which wakes within the timer slack (docs/performance.md#tools). Spinning the last
-// stretch would be more precise but burns CPU that the server under test
-// needs on a small machine. The precise sleep cannot be interrupted; it is
-// shorter than hrsleep.Coarse.
+// Go's timers can wake most of a millisecond late (the netpoller waits in
+// whole milliseconds), and since open-loop latency counts from the due
+// time, that lateness would be charged to the server: a 1 ms endpoint
+// would look far slower than it is. So the timer only covers the wait down
+// to hrsleep.Coarse before due (where ctx can still interrupt it), and the
+// rest is slept with hrsleep.Sleep, which wakes within the timer slack
+// (docs/performance.md#tools). Spinning the last stretch would be more
+// precise but burns CPU that the server under test needs on a small
+// machine. The precise sleep cannot be interrupted; it is shorter than
+// hrsleep.Coarse.
 func waitUntil(ctx context.Context, timer *time.Timer, due time.Time) bool {
 	for {
 		wait := time.Until(due)
