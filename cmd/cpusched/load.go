@@ -42,25 +42,6 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(urls) != 1 {
 		return cli.Usagef("need exactly one URL argument (http:// or https://), got %d", len(urls))
 	}
-	given := func(name string) bool { return cli.Given(fs, name) }
-	switch {
-	case *conc < 1 || *conc > load.MaxConcurrency:
-		return cli.Usagef("-c must be in 1..%d, got %d", load.MaxConcurrency, *conc)
-	case given("n") && *requests < 1:
-		return cli.Usagef("-n must be >= 1, got %d", *requests)
-	case given("d") && *duration <= 0:
-		return cli.Usagef("-d must be > 0, got %v", *duration)
-	case given("n") && given("d"):
-		return cli.Usagef("give exactly one of -n or -d, not both")
-	case !given("n") && !given("d"):
-		return cli.Usagef("give exactly one of -n COUNT or -d DURATION")
-	case given("rate") && !(*rate > 0 && *rate <= load.MaxRate):
-		return cli.Usagef("-rate must be in (0, %g] requests/s, got %v", float64(load.MaxRate), *rate)
-	case *rate > 0 && !given("d"):
-		return cli.Usagef("-rate needs -d DURATION (open loop runs for a time, not a count)")
-	case *timeout <= 0:
-		return cli.Usagef("-timeout must be > 0, got %v", *timeout)
-	}
 	cfg := load.Config{
 		URL:         urls[0],
 		Method:      *method,
@@ -73,7 +54,8 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Insecure:    *insecure,
 		Progress:    progressWriter(stderr),
 	}
-	if err := cfg.Validate(); err != nil {
+	given := func(name string) bool { return cli.Given(fs, name) }
+	if err := cfg.ValidateFlags(given); err != nil {
 		// main already says "cpusched load:".
 		return cli.Usagef("%s", strings.TrimPrefix(err.Error(), "load: "))
 	}

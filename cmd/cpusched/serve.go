@@ -24,12 +24,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := cli.NewFlagSet("serve", stderr)
 	// The zero Isolation is the library's default mode (see WithIsolation).
 	defaultIsolation := cpusched.DefaultIsolation()
-	var modes []string
-	for _, m := range cpusched.IsolationModes() {
-		modes = append(modes, m.String())
-	}
 	addr := fs.String("addr", demo.DefaultAddr, "listen address host:port (port 0 picks a free port)")
-	isolation := fs.String("isolation", defaultIsolation.String(), "isolation mode: "+strings.Join(modes, ", "))
+	isolation := fs.String("isolation", defaultIsolation.String(), "isolation mode: "+strings.Join(demo.ModeNames(), ", "))
 	workers := fs.Int("workers", 0, "worker slots; 0 lets the isolation mode choose")
 	slice := fs.Duration("slice", 0, fmt.Sprintf("scheduler time slice; 0 lets the isolation mode choose (%v, or 10ms for ospriority)", cpusched.DefaultSlice))
 	garbage := fs.Bool("gc", false, fmt.Sprintf("make every /delay request allocate %d KiB of garbage, to keep the collector busy", demo.BufferSize>>10))
@@ -47,16 +43,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return cli.Usagef("-isolation: %v", err)
 	}
-	// New checks the ranges; its error names them.
-	if *workers != 0 {
-		if err := cpusched.CheckOptions(cpusched.WithWorkers(*workers)); err != nil {
-			return cli.Usagef("-workers %d: %v (or 0 for the mode's default)", *workers, err)
-		}
-	}
-	if *slice != 0 {
-		if err := cpusched.CheckOptions(cpusched.WithSlice(*slice)); err != nil {
-			return cli.Usagef("-slice %v: %v (or 0 for the mode's default)", *slice, err)
-		}
+	if err := demo.CheckOverrides(*workers, *slice); err != nil {
+		return cli.Usagef("%v (or 0 for the mode's default)", err)
 	}
 	// A malformed address is the command line's fault (exit 2); one that
 	// cannot be bound (in use, a host not here) is found by listening.

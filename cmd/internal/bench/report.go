@@ -176,9 +176,9 @@ func (r *Report) MachineLine() string {
 // a line per mode comparing the probe's tail across steps. Absent loads are
 // "-". It returns the first write error.
 func (r *Report) WriteTable(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := report.NewErrWriter(w)
 	c := r.Config
-	ew.printf("machine: %s\n", r.MachineLine())
+	ew.Printf("machine: %s\n", r.MachineLine())
 	gc := "off"
 	if c.GC {
 		gc = "on (-gc: garbage per probe request)"
@@ -187,18 +187,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.Quick {
 		quick = " (-quick)"
 	}
-	ew.printf("config:  steps of %v after %v warm-up%s; probe %s open loop %g/s; hog %s c=%d; small /checksum?n=10&sched=1 and sched=0 open loop %g/s each; server garbage %s\n",
+	ew.Printf("config:  steps of %v after %v warm-up%s; probe %s open loop %g/s; hog %s c=%d; small /checksum?n=10&sched=1 and sched=0 open loop %g/s each; server garbage %s\n",
 		seconds(c.StepS), c.Warmup, quick, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, c.SmallRate, gc)
 	if c.CPUQuota > 0 {
-		ew.printf("quota:   every server in its own cgroup limited to %g CPUs (%d us per %d us period; %s); the load generator outside\n",
+		ew.Printf("quota:   every server in its own cgroup limited to %g CPUs (%d us per %d us period; %s); the load generator outside\n",
 			c.CPUQuota, quotaUs(c.CPUQuota), cfsPeriodUs, c.Cgroup)
 	}
 	if len(r.Servers) > 0 {
-		ew.printf("servers: %s\n", strings.Join(r.Servers, "; "))
+		ew.Printf("servers: %s\n", strings.Join(r.Servers, "; "))
 	}
-	ew.printf("latencies in ms from each request's due time; small: scheduled, direct (sched=0, the floor), and the scheduler's own wait (Task.Waited); gc stw max in ms, cumulative per mode\n\n")
-	if ew.err != nil {
-		return ew.err
+	ew.Printf("latencies in ms from each request's due time; small: scheduled, direct (sched=0, the floor), and the scheduler's own wait (Task.Waited); gc stw max in ms, cumulative per mode\n\n")
+	if ew.Err() != nil {
+		return ew.Err()
 	}
 
 	t := report.NewTable("mode", "step", "p50", "p99", "p99.9", "max", "probe/s",
@@ -239,15 +239,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	if probeErrors > 0 {
-		ew.printf("\nprobe errors (failed or non-2xx responses): %d in all; see the JSON for each step\n", probeErrors)
+		ew.Printf("\nprobe errors (failed or non-2xx responses): %d in all; see the JSON for each step\n", probeErrors)
 	}
 	if lines := r.findings(); len(lines) > 0 {
-		ew.printf("\n%s", strings.Join(lines, ""))
+		ew.Printf("\n%s", strings.Join(lines, ""))
 	}
 	if lines := r.throttling(); len(lines) > 0 {
-		ew.printf("\ncgroup throttling per measured window (cpu.stat: throttled periods/periods, throttled time summed over CPUs; the server's CPU use):\n%s", strings.Join(lines, ""))
+		ew.Printf("\ncgroup throttling per measured window (cpu.stat: throttled periods/periods, throttled time summed over CPUs; the server's CPU use):\n%s", strings.Join(lines, ""))
 	}
-	return ew.err
+	return ew.Err()
 }
 
 // throttling returns one line per mode with rows that have cgroup

@@ -1,14 +1,14 @@
 // Package hrsleep sleeps for short durations with sub-millisecond precision.
 //
 // Go's timers are driven by the netpoller, which waits in whole milliseconds:
-// on Linux a time.Sleep(100*time.Microsecond) measured here took about a
-// millisecond, as did sleeps of 50us and 250us (docs/performance.md, "Tools"). The
-// load generator's open-loop pacer must send each request when it is due
-// (latency is measured from then), so on Linux it sleeps the last stretch
-// on a timerfd read through the network poller instead, which wakes within
-// the timer slack (50us by default; BenchmarkSleep100us compares the two:
-// docs/performance.md, "Tools"). The goroutine is parked meanwhile, not
-// blocked in a system call (hrsleep_linux.go says why that matters).
+// on Linux a time.Sleep of a fraction of a millisecond takes about a whole
+// one (docs/performance.md#tools). The load generator's open-loop pacer
+// must send each request when it is due (latency is measured from then),
+// so on Linux it sleeps the last stretch on a timerfd read through the
+// network poller instead, which wakes within the timer slack (50us by
+// default; BenchmarkSleep100us compares the two: docs/performance.md#tools).
+// The goroutine is parked meanwhile, not blocked in a system call
+// (hrsleep_linux.go says why that matters).
 package hrsleep
 
 import "time"

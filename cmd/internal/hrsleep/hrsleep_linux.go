@@ -22,11 +22,12 @@ var timers sync.Pool
 // The obvious alternative, the nanosleep system call, is as precise but
 // holds its P in a system call for the whole sleep. While any P is in a
 // system call the runtime's sysmon thread cannot go to its deep sleep, and
-// polls every 20-40 us: in the load generator at 200 requests/s, 4,500
-// wake-ups a second, each costing a context switch. On a machine whose other
-// threads are SCHED_IDLE (a server under IsolationOSPriority) those wake-ups
-// all run at once, and the client took 1.1-1.4 s of CPU in 8 s instead of
-// 0.2 s (docs/tail-attribution.md, "The load generator's own CPU").
+// polls every few tens of microseconds: in the load generator, thousands
+// of wake-ups a second, each costing a context switch. On a machine whose
+// other threads are SCHED_IDLE (a server under IsolationOSPriority) those
+// wake-ups all run at once, and the client used several times the CPU it
+// uses beside a server of normal priority
+// (docs/tail-attribution.md#the-load-generators-own-cpu).
 func preciseSleep(d time.Duration) {
 	f, _ := timers.Get().(*os.File)
 	if f == nil {

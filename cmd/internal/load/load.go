@@ -15,9 +15,9 @@
 // the same schedule as a separate pacer goroutine feeding a queue, without the
 // queue.
 //
-// Cost: each request costs the client more CPU than wrk's C event loop;
-// against a loopback server that sleeps 1 ms per request, at 8 connections,
-// Run reached about nine tenths of wrk's rate (docs/performance.md, "Tools").
+// Cost: each request costs the client more CPU than wrk's C event loop, so
+// against the same loopback server Run reaches somewhat less than wrk's
+// rate (docs/performance.md#tools).
 //
 // Load tests are for loopback only: Validate refuses a URL whose host is not a
 // loopback address unless AllowRemote is set, and the client that Run builds
@@ -27,36 +27,17 @@ package load
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
-
-	"github.com/cpusched/cpusched/cmd/internal/hrsleep"
-)
-
-// Defaults and limits of Config.
-const (
-	// DefaultConcurrency is the -c default of the CLI.
-	DefaultConcurrency = 10
-	// MaxConcurrency is the largest Concurrency that Validate accepts.
-	MaxConcurrency = 10000
-	// MaxRate bounds Config.Rate (-rate), requests/s: far above what one
-	// loopback server answers, low enough that every due time is exact.
-	MaxRate = 1e6
-	// DefaultTimeout is the per-request timeout used when Config.Timeout is 0.
-	DefaultTimeout = 10 * time.Second
 )
 
 // Latency histogram geometry: microseconds from 1us to 60s with 3
@@ -83,203 +64,8 @@ const (
 // failKinds lists the failure kinds in the order they are reported.
 var failKinds = [...]string{FailConnect, FailTimeout, FailRead, FailOther}
 
-// ErrNotLoopback is returned (wrapped) by Validate, and by the dialer of the
-// client Run builds, when the target is not a loopback address and
-// Config.AllowRemote is false.
-var ErrNotLoopback = errors.New("not a loopback address (127.0.0.0/8, ::1, localhost); load tests target loopback only unless AllowRemote (-allow-remote) is set")
-
 // progressInterval is how often Run writes its progress line; tests shorten it.
 var progressInterval = time.Second
-
-// Config describes one load run. The zero value is not valid: URL,
-// Concurrency and one of Requests or Duration are required.
-type Config struct {
-	URL         string        // http or https URL; its host must be loopback unless AllowRemote
-	Method      string        // "" means GET
-	Concurrency int           // closed loop: workers; open loop: max requests in flight; 1..MaxConcurrency
-	Requests    int           // closed loop total; 0 means run for Duration
-	Duration    time.Duration // required for open loop
-	Rate        float64       // > 0: open loop at Rate requests/s
-	Timeout     time.Duration // per request; 0 means 10s
-	AllowRemote bool          // allow a non-loopback target
-	Progress    io.Writer     // nil: no progress line; else one line a second, from one goroutine
-	Client      *http.Client  // nil: one is built with keep-alive for Concurrency conns
-
-	// Drain, in open loop, lets the requests due within Duration all be
-	// sent and finish (each within Timeout) after Duration has passed,
-	// instead of abandoning those still in flight or waiting for a worker.
-	// The slowest requests are the ones in flight at the end, so without
-	// Drain a stalled server's tail is understated. Elapsed (and so RPS)
-	// still covers Duration, the window the requests fell due in. Drain
-	// needs Rate > 0.
-	Drain bool
-
-	// OnResponse, if set, is called with each complete response (after
-	// its body was read), from the goroutine that sent it: several at once
-	// under concurrency, so it must be safe for that.
-	OnResponse func(Response)
-
-	// Insecure skips TLS certificate verification in the client Run builds
-	// (for https on loopback with a self-signed certificate). It has no
-	// effect when Client is set.
-	Insecure bool
-}
-
-// Response is what Config.OnResponse learns of one complete response.
-type Response struct {
-	Header  http.Header
-	Latency time.Duration // as recorded: from the due time in open loop, from Sent in closed loop
-	Sent    time.Time     // when the request was handed to the HTTP client
-	Done    time.Time     // when the whole body had been read
-}
-
-// Validate reports the first problem with c, as an error that names the field,
-// its CLI flag and the valid range. It resolves the URL's host name (with a
-// 5 s limit) to check that it is loopback, unless AllowRemote is set; an
-// error from that check wraps ErrNotLoopback.
-func (c Config) Validate() error {
-	_, err := c.parseURL()
-	if err != nil {
-		return err
-	}
-	if c.Method != "" && !validMethod(c.Method) {
-		return fmt.Errorf("load: Method (-m) %q is not a valid HTTP method token", c.Method)
-	}
-	if c.Concurrency < 1 || c.Concurrency > MaxConcurrency {
-		return fmt.Errorf("load: Concurrency (-c) must be in 1..%d, got %d", MaxConcurrency, c.Concurrency)
-	}
-	if c.Requests < 0 {
-		return fmt.Errorf("load: Requests (-n) must be >= 1 (or 0 to run for Duration), got %d", c.Requests)
-	}
-	if c.Duration < 0 {
-		return fmt.Errorf("load: Duration (-d) must be > 0, got %v", c.Duration)
-	}
-	if c.Requests > 0 && c.Duration > 0 {
-		return errors.New("load: give exactly one of Requests (-n) or Duration (-d), not both")
-	}
-	if c.Requests == 0 && c.Duration == 0 {
-		return errors.New("load: give exactly one of Requests (-n >= 1) or Duration (-d > 0)")
-	}
-	if math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0 || c.Rate > MaxRate {
-		return fmt.Errorf("load: Rate (-rate) must be in (0, %g] requests/s (or 0 for closed loop), got %v", float64(MaxRate), c.Rate)
-	}
-	if c.Rate > 0 && c.Duration == 0 {
-		return errors.New("load: Rate (-rate) needs Duration (-d > 0); open loop runs for a time, not a count")
-	}
-	if c.Drain && c.Rate == 0 {
-		return errors.New("load: Drain needs Rate (-rate > 0); it applies to open loop only")
-	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("load: Timeout (-timeout) must be > 0 (or 0 for %v), got %v", DefaultTimeout, c.Timeout)
-	}
-	if !c.AllowRemote {
-		if err := checkLoopback(c.URL); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// parseURL parses c.URL and checks its scheme and host.
-func (c Config) parseURL() (*url.URL, error) {
-	if c.URL == "" {
-		return nil, errors.New("load: URL is required (an http:// or https:// URL)")
-	}
-	u, err := url.Parse(c.URL)
-	if err != nil {
-		return nil, fmt.Errorf("load: URL: %w", err)
-	}
-	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
-		return nil, fmt.Errorf("load: URL %q: scheme must be http or https, got %q", c.URL, u.Scheme)
-	}
-	if u.Hostname() == "" {
-		return nil, fmt.Errorf("load: URL %q has no host", c.URL)
-	}
-	return u, nil
-}
-
-// checkLoopback returns an error wrapping ErrNotLoopback unless every address
-// the URL's host resolves to is a loopback address.
-func checkLoopback(rawURL string) error {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return fmt.Errorf("load: URL: %w", err)
-	}
-	host := u.Hostname()
-	if strings.EqualFold(host, "localhost") {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		if !ip.IsLoopback() {
-			return fmt.Errorf("load: URL host %s is %w", host, ErrNotLoopback)
-		}
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
-	if err != nil {
-		return fmt.Errorf("load: URL host %s does not resolve (%v), so it is %w", host, err, ErrNotLoopback)
-	}
-	for _, a := range addrs {
-		if !a.IP.IsLoopback() {
-			return fmt.Errorf("load: URL host %s resolves to %s, %w", host, a.IP, ErrNotLoopback)
-		}
-	}
-	return nil
-}
-
-// validMethod reports whether m is an HTTP token (RFC 9110 section 5.6.2).
-func validMethod(m string) bool {
-	for i := 0; i < len(m); i++ {
-		c := m[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
-			continue
-		}
-		return false
-	}
-	return m != ""
-}
-
-// newClient builds the keep-alive client Run uses when Config.Client is nil:
-// HTTP/1.1, one idle connection kept per worker, no compression (so Bytes is
-// what came over the wire), no proxy, no redirects (a 3xx counts as non-2xx),
-// and, unless AllowRemote, a dialer that refuses non-loopback addresses.
-func newClient(c Config) (*http.Client, *http.Transport) {
-	dialer := &net.Dialer{Timeout: c.Timeout, KeepAlive: 30 * time.Second}
-	if !c.AllowRemote {
-		dialer.Control = func(network, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-				return fmt.Errorf("load: refusing to dial %s: %w", address, ErrNotLoopback)
-			}
-			return nil
-		}
-	}
-	tr := &http.Transport{
-		Proxy:               nil,
-		DialContext:         dialer.DialContext,
-		MaxIdleConns:        c.Concurrency,
-		MaxIdleConnsPerHost: c.Concurrency,
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: c.Timeout,
-		DisableCompression:  true,
-	}
-	if c.Insecure {
-		tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} // #nosec: opt-in, loopback test servers
-	}
-	client := &http.Client{
-		Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
-	return client, tr
-}
 
 // Run validates cfg and drives cfg.URL until cfg.Requests have been sent or
 // cfg.Duration has passed, then returns the merged result. It returns early
@@ -395,98 +181,6 @@ type shard struct {
 	overflowed int64 // latencies above the histogram's range, recorded as its max
 }
 
-// closedLoop sends one request after another until the run stops or the
-// Requests budget is used up.
-func (r *runner) closedLoop(ctx context.Context, s *shard) {
-	for ctx.Err() == nil {
-		if r.cfg.Requests > 0 && r.issued.Add(1) > int64(r.cfg.Requests) {
-			return
-		}
-		r.do(ctx, s, time.Now())
-	}
-}
-
-// dueOffset returns when request i of an open-loop run at rate falls due,
-// relative to the start of the run. An offset beyond what a Duration holds
-// (request 1 at 1e-10 requests/s) is the longest Duration, past any run's
-// end: converted as it is, it would overflow to a negative offset, due at
-// once.
-func dueOffset(i int64, rate float64) time.Duration {
-	d := float64(i) * float64(time.Second) / rate
-	if d >= math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return time.Duration(d)
-}
-
-// dueBefore returns how many requests of an open-loop run at rate fall due
-// before offset t, with the same rounding as openLoop; math.MaxInt64 when
-// more do than an int64 counts (rates of about 1e18 requests/s and more).
-func dueBefore(t time.Duration, rate float64) int64 {
-	estimate := math.Ceil(t.Seconds() * rate)
-	if estimate >= math.MaxInt64 {
-		return math.MaxInt64
-	}
-	n := int64(estimate)
-	for n > 0 && dueOffset(n-1, rate) >= t {
-		n--
-	}
-	for n < math.MaxInt64 && dueOffset(n, rate) < t {
-		n++
-	}
-	return n
-}
-
-// openLoop takes due requests in order from the shared schedule, waits until
-// each is due, sends it and charges its latency from the due time.
-func (r *runner) openLoop(ctx context.Context, s *shard) {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	defer timer.Stop()
-	for {
-		i := r.ticket.Add(1) - 1
-		offset := dueOffset(i, r.cfg.Rate)
-		if offset >= r.cfg.Duration {
-			return
-		}
-		due := r.start.Add(offset)
-		if !waitUntil(ctx, timer, due) {
-			return
-		}
-		r.do(ctx, s, due)
-	}
-}
-
-// waitUntil blocks until due and reports whether ctx is still live then.
-//
-// Go's timers wake up to about 1 ms late here (the netpoller waits in whole
-// milliseconds), and since open-loop latency counts from the due time, that
-// lateness would be charged to the server: a 1 ms endpoint measured twice that.
-// So the timer only covers the wait down to hrsleep.Coarse before due (where
-// ctx can still interrupt it), and the rest is slept with hrsleep.Sleep,
-// which wakes within the timer slack (docs/performance.md, "Tools"). Spinning the last
-// stretch would be more precise but burns CPU that the server under test
-// needs on a small machine. The precise sleep cannot be interrupted; it is
-// shorter than hrsleep.Coarse.
-func waitUntil(ctx context.Context, timer *time.Timer, due time.Time) bool {
-	for {
-		wait := time.Until(due)
-		if wait <= 0 {
-			return ctx.Err() == nil
-		}
-		if wait < hrsleep.Coarse {
-			hrsleep.Sleep(wait)
-			continue
-		}
-		timer.Reset(wait - hrsleep.Coarse)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-timer.C:
-		}
-	}
-}
-
 // do sends one request, reads the whole body and records the outcome in s,
 // with latency measured from `from`.
 func (r *runner) do(runCtx context.Context, s *shard, from time.Time) {
@@ -560,6 +254,8 @@ func classify(err error, reading bool) string {
 	return FailOther
 }
 
+// kindIndex returns the index of a failure kind in failKinds (an unknown
+// kind counts as FailOther, the last).
 func kindIndex(kind string) int {
 	for i, k := range failKinds {
 		if k == kind {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -303,6 +304,47 @@ func TestValidate(t *testing.T) {
 			}
 			if strings.Contains(tt.wantErr, "loopback") && !errors.Is(err, ErrNotLoopback) {
 				t.Errorf("got error %v, want one wrapping ErrNotLoopback", err)
+			}
+		})
+	}
+}
+
+// TestValidateFlags: the CLI's errors name the flags alone, refuse a flag
+// given as 0 where Validate reads 0 as not set, and report the flags'
+// problems before the URL's.
+func TestValidateFlags(t *testing.T) {
+	ok := Config{URL: "http://127.0.0.1:8080/x", Concurrency: 4, Requests: 10, Timeout: DefaultTimeout}
+	tests := []struct {
+		name    string
+		edit    func(*Config)
+		given   string // the flags on the command line, space-separated
+		wantErr string // the whole error; "" means valid
+	}{
+		{"valid", func(c *Config) {}, "n", ""},
+		{"c zero", func(c *Config) { c.Concurrency = 0 }, "c n", "load: -c must be in 1..10000, got 0"},
+		{"n zero given", func(c *Config) { c.Requests = 0 }, "n", "load: -n must be >= 1, got 0"},
+		{"n zero given with d", func(c *Config) { c.Requests, c.Duration = 0, time.Second }, "n d", "load: -n must be >= 1, got 0"},
+		{"d zero given", func(c *Config) { c.Duration = 0 }, "n d", "load: -d must be > 0, got 0s"},
+		{"n and d", func(c *Config) { c.Duration = time.Second }, "n d", "load: give exactly one of -n or -d, not both"},
+		{"neither n nor d", func(c *Config) { c.Requests = 0 }, "", "load: give exactly one of -n COUNT or -d DURATION"},
+		{"rate zero given", func(c *Config) { c.Requests, c.Duration = 0, time.Second }, "d rate", "load: -rate must be in (0, 1e+06] requests/s, got 0"},
+		{"rate not given", func(c *Config) { c.Requests, c.Duration = 0, time.Second }, "d", ""},
+		{"rate without d", func(c *Config) { c.Rate = 10 }, "n rate", "load: -rate needs -d DURATION (open loop runs for a time, not a count)"},
+		{"timeout zero given", func(c *Config) { c.Timeout = 0 }, "n timeout", "load: -timeout must be > 0, got 0s"},
+		{"flags before the URL", func(c *Config) { c.URL, c.Concurrency = "ftp://127.0.0.1/", 0 }, "c n", "load: -c must be in 1..10000, got 0"},
+		{"bad URL", func(c *Config) { c.URL = "ftp://127.0.0.1/" }, "n", `load: URL "ftp://127.0.0.1/": scheme must be http or https, got "ftp"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := ok
+			tt.edit(&c)
+			given := strings.Fields(tt.given)
+			err := c.ValidateFlags(func(flag string) bool { return slices.Contains(given, flag) })
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("got error %q, want nil", err)
+			case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
+				t.Errorf("got error %v, want %q", err, tt.wantErr)
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/cpusched/cpusched/cmd/internal/report"
 )
 
 // Result is the outcome of one Run, merged over all workers.
@@ -100,7 +102,7 @@ func (r *Result) Summary() Summary {
 // write error.
 func (r *Result) WriteText(out io.Writer) error {
 	s := r.Summary()
-	ew := &errWriter{w: out}
+	ew := report.NewErrWriter(out)
 	var w io.Writer = ew
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "Time taken:\t%.3f s\n", s.Elapsed)
@@ -140,21 +142,5 @@ func (r *Result) WriteText(out io.Writer) error {
 			fmt.Fprintf(w, "  %d  %d\n", c, r.StatusCodes[c])
 		}
 	}
-	return ew.err
-}
-
-// errWriter passes writes through to w until one fails, then keeps the error
-// and drops the rest.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
+	return ew.Err()
 }

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
 	"time"
+
+	"github.com/cpusched/cpusched/cmd/internal/report"
 )
 
 // Totals sums the slow requests' parts per cause and counts the requests
@@ -24,14 +25,14 @@ func (b *Breakdown) Totals() (sum [numCauses]time.Duration, main [numCauses]int)
 // with their share of the slow requests' delay (the sleep excluded), the
 // runnable waits by what held the Ps, and the slowest requests.
 func (b *Breakdown) WriteText(w io.Writer) error {
-	ew := &textBuilder{}
+	ew := report.NewErrWriter(w)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	ew.printf("trace: %.1f s, %d probe requests traced, %d matched to a client latency (%d followed), %d slower than %.2f ms (%d of them could not be followed)\n",
+	ew.Printf("trace: %.1f s, %d probe requests traced, %d matched to a client latency (%d followed), %d slower than %.2f ms (%d of them could not be followed)\n",
 		b.TraceSpan.Seconds(), b.Traced, b.Matched, b.Followed, b.Slow, ms(b.Config.Threshold), b.Incomplete)
-	ew.printf("cpusched worker goroutines seen: %d; GC cycles begun: %d; stop-the-world pauses: %d (longest %.3f ms)\n",
+	ew.Printf("cpusched worker goroutines seen: %d; GC cycles begun: %d; stop-the-world pauses: %d (longest %.3f ms)\n",
 		b.Workers, b.GCs, b.STWs, ms(b.STWMax))
 	if len(b.Requests) == 0 {
-		return ew.flush(w)
+		return ew.Err()
 	}
 	sum, main := b.Totals()
 	var delay time.Duration
@@ -41,13 +42,13 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 		}
 	}
 	n := float64(len(b.Requests))
-	ew.printf("\n%-62s %9s %7s %8s %9s %9s\n", "cause", "slow: ms", "share", "main in", "mean slow", "mean all")
+	ew.Printf("\n%-62s %9s %7s %8s %9s %9s\n", "cause", "slow: ms", "share", "main in", "mean slow", "mean all")
 	for _, c := range Causes() {
 		share := "-"
 		if c != CauseSleep && delay > 0 {
 			share = fmt.Sprintf("%.1f%%", 100*float64(sum[c])/float64(delay))
 		}
-		ew.printf("%-62s %9.1f %7s %8d %9.3f %9.3f\n", c, ms(sum[c]), share, main[c], ms(sum[c])/n, ms(b.AllParts[c])/float64(max(1, b.Followed)))
+		ew.Printf("%-62s %9.1f %7s %8d %9.3f %9.3f\n", c, ms(sum[c]), share, main[c], ms(sum[c])/n, ms(b.AllParts[c])/float64(max(1, b.Followed)))
 	}
 
 	// Runnable waits, grouped by who waited and what held the Ps.
@@ -89,30 +90,30 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 	}
 	sort.Slice(keys, func(i, j int) bool { return groups[keys[i]].total > groups[keys[j]].total })
 	if len(keys) > 0 {
-		ew.printf("\nrunnable waits over 50 us in slow requests, by goroutine and what held the P it was queued on halfway through\n")
-		ew.printf("%-8s %-8s %-7s %6s %10s %8s   %s\n", "who", "queue P", "stolen", "n", "total ms", "max ms", "Ps halfway: workers/others/handoff/idle (mean)")
+		ew.Printf("\nrunnable waits over 50 us in slow requests, by goroutine and what held the P it was queued on halfway through\n")
+		ew.Printf("%-8s %-8s %-7s %6s %10s %8s   %s\n", "who", "queue P", "stolen", "n", "total ms", "max ms", "Ps halfway: workers/others/handoff/idle (mean)")
 		for _, k := range keys {
 			g := groups[k]
 			n := float64(g.n)
-			ew.printf("%-8s %-8s %-7t %6d %10.1f %8.2f   %.1f/%.1f/%.1f/%.1f\n", k.who, k.holder, k.stolen, g.n, ms(g.total), ms(g.maxWait),
+			ew.Printf("%-8s %-8s %-7t %6d %10.1f %8.2f   %.1f/%.1f/%.1f/%.1f\n", k.who, k.holder, k.stolen, g.n, ms(g.total), ms(g.maxWait),
 				float64(g.workers)/n, float64(g.others)/n, float64(g.handoff)/n, float64(g.idle)/n)
 		}
 	}
 
-	ew.printf("\nslowest requests (ms): seq latency span | main cause | parts\n")
+	ew.Printf("\nslowest requests (ms): seq latency span | main cause | parts\n")
 	for i, r := range b.Requests {
 		if i == 10 {
 			break
 		}
-		ew.printf("#%d %.2f %.2f | %s |", r.Seq, ms(r.Latency), ms(r.Span), r.Main)
+		ew.Printf("#%d %.2f %.2f | %s |", r.Seq, ms(r.Latency), ms(r.Span), r.Main)
 		for c, d := range r.Parts {
 			if d >= 10*time.Microsecond {
-				ew.printf(" %s=%.2f", shortNames[c], ms(d))
+				ew.Printf(" %s=%.2f", shortNames[c], ms(d))
 			}
 		}
-		ew.printf("\n")
+		ew.Printf("\n")
 	}
-	return ew.flush(w)
+	return ew.Err()
 }
 
 // shortNames are the causes' names in the per-request lines.
@@ -133,15 +134,4 @@ var shortNames = [numCauses]string{
 	CauseSyscall:         "syscall",
 	CauseBlocked:         "blocked",
 	CauseSleep:           "sleep",
-}
-
-// textBuilder collects the report, which is written in one piece.
-type textBuilder struct{ buf strings.Builder }
-
-func (t *textBuilder) printf(format string, args ...any) { fmt.Fprintf(&t.buf, format, args...) }
-
-// flush writes the report to w.
-func (t *textBuilder) flush(w io.Writer) error {
-	_, err := io.WriteString(w, t.buf.String())
-	return err
 }

@@ -29,7 +29,7 @@ const (
 	DefaultSleeps = 2000
 	QuickSleeps   = 500
 	MaxSleeps     = 20000
-	DefaultChunk  = 100000 // iterations between Checkpoints, about 100 us
+	DefaultChunk  = 100000 // iterations between Checkpoints: a small part of a slice
 	PinnedCPU     = 0      // the CPU every OS child is pinned to
 )
 

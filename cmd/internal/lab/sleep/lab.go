@@ -17,8 +17,8 @@ import (
 
 // DefaultBudget is the default -budget: the sweep's estimated time is kept
 // under it by trimming -outer. It is well under 2 minutes because the
-// estimate ran low on the shared 2-core machine (docs/performance.md,
-// "Tools"), child start-up and contention with other processes not counted.
+// estimate ran low on the shared 2-core machine (docs/performance.md#tools),
+// child start-up and contention with other processes not counted.
 const DefaultBudget = 75 * time.Second
 
 // childStart is the estimated cost of starting one cell's child process.

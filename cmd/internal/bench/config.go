@@ -1,0 +1,218 @@
+// Config, what a run measures and how long, its defaults, limits and checks,
+// and the steps.
+
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/cmd/internal/demo"
+	"github.com/cpusched/cpusched/cmd/internal/report"
+)
+
+// Defaults and limits of Config.
+const (
+	DefaultStep           = 7 * time.Second
+	DefaultWarmup         = 500 * time.Millisecond
+	DefaultSettle         = 200 * time.Millisecond
+	DefaultProbeRate      = 200
+	DefaultHogConcurrency = 10
+	DefaultSmallRate      = 200
+
+	// QuickWarmup is the warm-up of a -quick run.
+	QuickWarmup = 250 * time.Millisecond
+
+	MinStep        = 100 * time.Millisecond
+	MaxStep        = 10 * time.Minute
+	MaxWarmup      = time.Minute
+	MaxSettle      = 10 * time.Second
+	MaxProbeRate   = 10000
+	MaxSmallRate   = 10000
+	MaxConcurrency = 1000
+	MinTraceAbove  = time.Microsecond
+	MaxTraceAbove  = time.Minute
+)
+
+// quickBudget is the time a -quick run may spend in its steps (start-up and
+// settling come on top); QuickStep divides it between the steps.
+const quickBudget = 20 * time.Second
+
+// Step names, in the order Run measures them.
+const (
+	StepIdle       = "idle"
+	StepHogDirect  = "hog-direct"
+	StepHogSched   = "hog-sched"
+	StepHogSchedSm = "hog-sched+small"
+)
+
+// Steps returns the step names in the order Run measures them.
+func Steps() []string {
+	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogSchedSm}
+}
+
+// QuickStep returns the step length of a -quick run over modes isolation
+// modes: 2 s, shortened (to no less than 1 s) so that the steps of all modes
+// fit in about 20 s and the whole run, with `go run`'s build and the
+// servers' start-ups, in under 30 s (docs/performance.md#tools).
+func QuickStep(modes int) time.Duration {
+	if modes < 1 {
+		modes = 1
+	}
+	perStep := quickBudget/time.Duration(modes*len(Steps())) - QuickWarmup - DefaultSettle
+	step := min(2*time.Second, perStep.Truncate(500*time.Millisecond))
+	return max(step, time.Second)
+}
+
+// Config describes one benchmark run. Start from DefaultConfig; the zero
+// value is not valid (ServerCmd, Step, ProbeRate and the concurrencies are
+// required).
+type Config struct {
+	// ServerCmd is the command that runs the demo server, e.g.
+	// {"/path/to/cpusched", "serve"}. Run appends
+	// "-addr 127.0.0.1:0 -isolation MODE" (and "-gc" when GC is set); the
+	// server must print "listening on http://HOST:PORT" on stdout.
+	ServerCmd []string
+	// Modes are the isolation modes to measure, by name, in order; nil means
+	// every mode of cpusched.IsolationModes. "MODE:N" measures MODE with N
+	// workers (overriding Workers for that server), so that one mode can be
+	// measured beside itself with another worker count: "ospriority,ospriority:1".
+	Modes []string
+	// Step is the measured length of each step (MinStep..MaxStep).
+	Step time.Duration
+	// Warmup runs each step's load unmeasured before its window (0..MaxWarmup).
+	Warmup time.Duration
+	// Settle is the pause after a step's load has stopped (0..MaxSettle).
+	Settle time.Duration
+	// ProbeRate is the probe's open-loop rate in requests/s (1..MaxProbeRate).
+	ProbeRate float64
+	// HogConcurrency is the CPU-heavy closed loop's concurrency (1..MaxConcurrency).
+	HogConcurrency int
+	// SmallRate is the open-loop rate of the small requests, in requests/s
+	// (1..MaxSmallRate), for each of the scheduled and the direct ones.
+	SmallRate float64
+	// GC passes -gc to the server (garbage per probe request).
+	GC bool
+	// Workers and Slice, when non-zero, are passed to every server as
+	// -workers and -slice, overriding each mode's own choice.
+	Workers int
+	Slice   time.Duration
+	// CPUQuota, when non-zero, runs every server in a cgroup of its own
+	// limited to this many CPUs (MinCPUQuota..runtime.NumCPU()), with a
+	// 100 ms period: cpu.max on cgroup v2, cpu.cfs_quota_us on v1. Linux
+	// only, and it needs the right to make cgroups (root); Run reports
+	// ErrCPUQuota otherwise. The load generator stays outside.
+	CPUQuota float64
+	// Quick is recorded in the report's config; the caller sets Step and
+	// Warmup for a quick run (QuickStep, QuickWarmup).
+	Quick bool
+	// TraceDir, when set, records a runtime/trace of each server over the
+	// measured windows of the hog-sched and hog-sched+small steps (through
+	// its /debug/pprof/trace) and attributes every probe request slower
+	// than twice the idle step's p99 to its causes (package tailtrace):
+	// DIR/MODE-STEP.trace and DIR/MODE-STEP.txt. The tracing itself costs
+	// the server some CPU and latency.
+	TraceDir string
+	// TraceAbove, when non-zero, is the client latency above which a traced
+	// probe request is attributed, instead of twice the idle step's p99
+	// (MinTraceAbove..MaxTraceAbove): to look at the band just above a
+	// target, say 1.5x idle. It needs TraceDir.
+	TraceAbove time.Duration
+	// Progress shows what runs now; nil shows nothing.
+	Progress *report.Progress
+}
+
+// DefaultConfig returns the default configuration for serverCmd.
+func DefaultConfig(serverCmd ...string) Config {
+	return Config{
+		ServerCmd:      serverCmd,
+		Step:           DefaultStep,
+		Warmup:         DefaultWarmup,
+		Settle:         DefaultSettle,
+		ProbeRate:      DefaultProbeRate,
+		HogConcurrency: DefaultHogConcurrency,
+		SmallRate:      DefaultSmallRate,
+	}
+}
+
+// Validate reports the first problem with c as an error naming the field,
+// its CLI flag and the valid range.
+func (c Config) Validate() error {
+	if len(c.ServerCmd) == 0 || c.ServerCmd[0] == "" {
+		return errors.New("bench: ServerCmd is required (the command that runs `cpusched serve`)")
+	}
+	seen := map[string]bool{}
+	for _, m := range c.Modes {
+		if _, _, err := parseModeSpec(m); err != nil {
+			return fmt.Errorf("bench: Modes (-modes): %w", err)
+		}
+		if seen[m] {
+			return fmt.Errorf("bench: Modes (-modes): mode %q given twice", m)
+		}
+		seen[m] = true
+	}
+	switch {
+	case c.Step < MinStep || c.Step > MaxStep:
+		return fmt.Errorf("bench: Step (-step) must be in %v..%v, got %v", MinStep, MaxStep, c.Step)
+	case c.Warmup < 0 || c.Warmup > MaxWarmup:
+		return fmt.Errorf("bench: Warmup must be in 0..%v, got %v", MaxWarmup, c.Warmup)
+	case c.Settle < 0 || c.Settle > MaxSettle:
+		return fmt.Errorf("bench: Settle must be in 0..%v, got %v", MaxSettle, c.Settle)
+	case math.IsNaN(c.ProbeRate) || c.ProbeRate < 1 || c.ProbeRate > MaxProbeRate:
+		return fmt.Errorf("bench: ProbeRate (-probe-rate) must be in 1..%d requests/s, got %v", MaxProbeRate, c.ProbeRate)
+	case c.HogConcurrency < 1 || c.HogConcurrency > MaxConcurrency:
+		return fmt.Errorf("bench: HogConcurrency (-hog-c) must be in 1..%d, got %d", MaxConcurrency, c.HogConcurrency)
+	case math.IsNaN(c.SmallRate) || c.SmallRate < 1 || c.SmallRate > MaxSmallRate:
+		return fmt.Errorf("bench: SmallRate (-small-rate) must be in 1..%d requests/s, got %v", MaxSmallRate, c.SmallRate)
+	case c.CPUQuota != 0 && !(c.CPUQuota >= MinCPUQuota && c.CPUQuota <= float64(runtime.NumCPU())):
+		return fmt.Errorf("bench: CPUQuota (-cpu-quota) must be 0 (no quota) or in %g..%d CPUs, got %g", MinCPUQuota, runtime.NumCPU(), c.CPUQuota)
+	case c.TraceAbove != 0 && (c.TraceAbove < MinTraceAbove || c.TraceAbove > MaxTraceAbove):
+		return fmt.Errorf("bench: TraceAbove (-trace-above) must be 0 (twice the idle p99) or in %v..%v, got %v", MinTraceAbove, MaxTraceAbove, c.TraceAbove)
+	case c.TraceAbove != 0 && c.TraceDir == "":
+		return fmt.Errorf("bench: TraceAbove (-trace-above) %v needs TraceDir (-trace DIR): only traced requests are attributed", c.TraceAbove)
+	}
+	var oe *demo.OverrideError
+	if err := demo.CheckOverrides(c.Workers, c.Slice); errors.As(err, &oe) {
+		return fmt.Errorf("bench: %s (%s) %v: %v (or 0 for each mode's default)", oe.Field, oe.Flag, oe.Value, oe.Err)
+	}
+	return nil
+}
+
+// parseModeSpec parses an item of Config.Modes, "MODE" or "MODE:N", into
+// the mode's name and its worker count (0 for "MODE").
+func parseModeSpec(spec string) (mode string, workers int, err error) {
+	mode, n, hasWorkers := strings.Cut(spec, ":")
+	if _, err := cpusched.ParseIsolation(mode); err != nil {
+		return "", 0, fmt.Errorf("unknown isolation mode %q (valid: %s; MODE:N for N workers)", spec, strings.Join(AllModes(), ", "))
+	}
+	if !hasWorkers {
+		return mode, 0, nil
+	}
+	workers, err = strconv.Atoi(n)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: the worker count after the colon must be an integer", spec)
+	}
+	if err := cpusched.CheckOptions(cpusched.WithWorkers(workers)); err != nil {
+		return "", 0, fmt.Errorf("%q: the worker count after the colon: %v", spec, err)
+	}
+	return mode, workers, nil
+}
+
+// AllModes returns the names of every isolation mode this build supports,
+// in the order Run measures them by default.
+func AllModes() []string { return demo.ModeNames() }
+
+// modes returns the Config.Modes items to measure: every mode when none
+// is given.
+func (c Config) modes() []string {
+	if len(c.Modes) == 0 {
+		return AllModes()
+	}
+	return c.Modes
+}

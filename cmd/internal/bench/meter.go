@@ -1,0 +1,299 @@
+// The meter: the steps of one mode against one server, each its loads,
+// warm-up, measured window and settling.
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cpusched/cpusched/cmd/internal/load"
+	"github.com/cpusched/cpusched/cmd/internal/sysstat"
+)
+
+// The demo server's endpoints.
+const (
+	pathProbe       = "/delay1ms"
+	pathHogDirect   = "/checksum?sched=0"
+	pathHogSched    = "/checksum?sched=1"
+	pathSmall       = "/checksum?n=10&sched=1"
+	pathSmallDirect = "/checksum?n=10&sched=0"
+	pathStats       = "/stats"
+)
+
+// meter runs the steps of one mode against one server.
+type meter struct {
+	cfg                                 Config
+	base                                string
+	probeClient, hogClient, smallClient *http.Client
+	smallDirectClient, statsClient      *http.Client
+	sys                                 *sysstat.Reader
+	cgroup                              *cpuCgroup // the server's, or nil
+	serverPID                           int
+	spec                                string  // the Config.Modes item measured
+	idleP99                             float64 // the idle step's probe p99, ms
+}
+
+// newMeter returns the meter of the server at base, running as serverPID
+// in cgroup cg (nil: none), with one HTTP client per load.
+func newMeter(cfg Config, base string, cg *cpuCgroup, serverPID int) *meter {
+	sys, _ := sysstat.NewReader("") // nil on systems without /proc: no CPU busy %
+	return &meter{
+		cfg:               cfg,
+		base:              base,
+		probeClient:       newClient(probeConcurrency(cfg.ProbeRate)),
+		hogClient:         newClient(cfg.HogConcurrency),
+		smallClient:       newClient(probeConcurrency(cfg.SmallRate)),
+		smallDirectClient: newClient(probeConcurrency(cfg.SmallRate)),
+		statsClient:       &http.Client{Timeout: 30 * time.Second},
+		sys:               sys,
+		cgroup:            cg,
+		serverPID:         serverPID,
+	}
+}
+
+// close closes the clients' idle connections.
+func (m *meter) close() {
+	for _, c := range []*http.Client{m.probeClient, m.hogClient, m.smallClient, m.smallDirectClient, m.statsClient} {
+		c.CloseIdleConnections()
+	}
+}
+
+// newClient returns a keep-alive HTTP/1.1 client for conns connections to
+// loopback. One client per load lasts the whole mode, so that the warm-up's
+// connections serve the measured window.
+func newClient(conns int) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy:               nil,
+			MaxIdleConns:        conns,
+			MaxIdleConnsPerHost: conns,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// probeConcurrency is the probe's cap on requests in flight: enough for a
+// quarter of a second's requests, so that a stalled server is met with
+// requests rather than a full queue (they are charged from their due time
+// either way).
+func probeConcurrency(rate float64) int {
+	return min(max(8, int(math.Ceil(rate/4))), load.MaxConcurrency)
+}
+
+// hogTimeout is the per-request timeout of the CPU-heavy load: a request
+// queued behind others in a one-worker scheduler may wait many seconds.
+const hogTimeout = 2 * time.Minute
+
+// step measures one step: background loads and warm-up, then the measured
+// window, then stops the loads and waits for the server to go quiet.
+func (m *meter) step(ctx context.Context, mode, step string, phase func(string)) (Result, error) {
+	res := Result{Mode: mode, Step: step}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	var bg sync.WaitGroup
+	defer bg.Wait()
+
+	loads := m.loadsOf(step)
+	if loads.hogPath != "" {
+		m.startHog(loadCtx, &bg, loads.hogPath)
+	}
+	// Warm-up: the same loads, unmeasured.
+	if m.cfg.Warmup > 0 {
+		phase("warm-up")
+		if _, _, err := runProbeAndSmall(loadCtx, loads.probe, loads.small, m.cfg.Warmup); err != nil {
+			return res, err
+		}
+	}
+	phase("measuring")
+	w, err := m.measure(ctx, loadCtx, step, loads, phase)
+	if err != nil {
+		return res, err
+	}
+	m.record(&res, step, loads, w)
+
+	// Stop the load and let the server finish what it was doing, so that
+	// the next step starts from a quiet server.
+	phase("settling")
+	stopLoad()
+	bg.Wait()
+	return res, m.settle(ctx, loads.busy())
+}
+
+// stepLoads are the loads of one step.
+type stepLoads struct {
+	hogPath string        // the CPU-heavy closed loop's path, or "" for none
+	probe   load.Config   // the probe's open loop
+	small   []load.Config // the scheduled and the direct small loads, or none
+}
+
+// busy reports whether the loads leave the server CPU-heavy work to
+// finish after they stop.
+func (l stepLoads) busy() bool { return l.hogPath != "" || len(l.small) > 0 }
+
+// loadsOf returns the loads of step, as its warm-up runs them.
+func (m *meter) loadsOf(step string) stepLoads {
+	cfg := m.cfg
+	l := stepLoads{probe: load.Config{
+		URL: m.base + pathProbe, Concurrency: probeConcurrency(cfg.ProbeRate), Rate: cfg.ProbeRate,
+		Client: m.probeClient,
+	}}
+	switch step {
+	case StepHogDirect:
+		l.hogPath = pathHogDirect
+	case StepHogSched, StepHogSchedSm:
+		l.hogPath = pathHogSched
+	}
+	if step == StepHogSchedSm {
+		small := load.Config{
+			URL: m.base + pathSmall, Concurrency: probeConcurrency(cfg.SmallRate), Rate: cfg.SmallRate,
+			Timeout: hogTimeout, Client: m.smallClient,
+		}
+		direct := small
+		direct.URL, direct.Client = m.base+pathSmallDirect, m.smallDirectClient
+		l.small = []load.Config{small, direct}
+	}
+	return l
+}
+
+// startHog runs the CPU-heavy closed loop on path in the background, in
+// bg, until ctx ends. Its own counts are not used: throughput comes from
+// the server's pass counter.
+func (m *meter) startHog(ctx context.Context, bg *sync.WaitGroup, path string) {
+	bg.Add(1)
+	go func() {
+		defer bg.Done()
+		_, _ = load.Run(ctx, load.Config{
+			URL: m.base + path, Concurrency: m.cfg.HogConcurrency, Duration: 24 * time.Hour,
+			Timeout: hogTimeout, Client: m.hogClient,
+		})
+	}()
+}
+
+// window is what one measured window gave: the server's state at its two
+// ends, the probe's and the small loads' results, and the file of the
+// slow probe requests' attribution when it was traced.
+type window struct {
+	before, after sample
+	probe         *load.Result
+	small         []*load.Result // as stepLoads.small
+	waited        *waitedRecorder
+	attribution   string
+}
+
+// measure runs the measured window of step: it samples the server, runs
+// the probe and the small loads (on loadCtx) over the window, traced where
+// Config.TraceDir asks for it, and samples the server again.
+func (m *meter) measure(ctx, loadCtx context.Context, step string, loads stepLoads, phase func(string)) (window, error) {
+	w := window{waited: newWaitedRecorder()}
+	var err error
+	if w.before, err = m.sample(ctx); err != nil {
+		return w, err
+	}
+	// Every probe or small request due in the window counts, however late
+	// it ends: the slowest are the ones still in flight when the window
+	// closes.
+	probe, small := loads.probe, slices.Clone(loads.small)
+	probe.Drain = true
+	for i := range small {
+		small[i].Drain = true
+	}
+	if len(small) > 0 {
+		small[0].OnResponse = w.waited.record // the scheduled ones
+	}
+	var tr *tracing
+	if m.cfg.TraceDir != "" && (step == StepHogSched || step == StepHogSchedSm) {
+		tr = m.startTrace(ctx, step, &probe)
+	}
+	if w.probe, w.small, err = runProbeAndSmall(loadCtx, probe, small, m.cfg.Step); err != nil {
+		return w, err
+	}
+	if tr != nil {
+		phase("attributing the slow probe requests")
+		if w.attribution, err = m.attribute(tr); err != nil {
+			return w, err
+		}
+	}
+	w.after, err = m.sample(ctx)
+	return w, err
+}
+
+// attribute analyzes a traced window and returns the file of its slow
+// probe requests' attribution: those above twice the idle step's p99, or
+// above Config.TraceAbove.
+func (m *meter) attribute(tr *tracing) (string, error) {
+	threshold, why := 2*m.idleP99, "twice the idle step's p99"
+	if m.cfg.TraceAbove > 0 {
+		threshold, why = float64(m.cfg.TraceAbove)/1e6, "-trace-above"
+	}
+	return tr.finish(threshold, why)
+}
+
+// record fills the row res of step from its loads' window, and keeps the
+// idle step's probe p99 for the attribution threshold.
+func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
+	probe := latencyResult(w.probe)
+	res.Probe = &probe
+	if step == StepIdle {
+		m.idleP99 = probe.P99Ms
+	}
+	if loads.hogPath != "" {
+		res.Hog = &HogResult{PassesPerS: w.after.passesPerSecondSince(w.before)}
+	}
+	if len(w.small) > 0 {
+		res.Small = smallResult(w.small[0])
+		res.Small.WaitedP50Ms, res.Small.WaitedP99Ms, res.Small.WaitedMaxMs = w.waited.percentiles()
+		res.SmallDirect = smallResult(w.small[1])
+	}
+	if m.sys != nil && w.before.sysOK && w.after.sysOK {
+		busy := w.after.sys.Since(w.before.sys).Busy
+		res.CPUBusyPct = &busy
+	}
+	res.GCStopMaxMs = gcStopMax(w.after.stats)
+	if m.cgroup != nil {
+		res.CgroupCPU = w.after.cgroup.since(w.before.cgroup, w.after.when.Sub(w.before.when))
+	}
+	res.Attribution = w.attribution
+}
+
+// settle waits, after a step's loads have stopped, until the server has
+// finished the CPU-heavy work they left (busy), then for Config.Settle.
+func (m *meter) settle(ctx context.Context, busy bool) error {
+	if busy {
+		if err := m.waitQuiet(ctx); err != nil {
+			return err
+		}
+	}
+	return sleepCtx(ctx, m.cfg.Settle)
+}
+
+// runProbeAndSmall runs the probe and the small loads side by side for d
+// and returns their results. A load that cannot run at all (bad config) or
+// ctx's cancellation is an error.
+func runProbeAndSmall(ctx context.Context, probeCfg load.Config, smallCfgs []load.Config, d time.Duration) (*load.Result, []*load.Result, error) {
+	smallRes := make([]*load.Result, len(smallCfgs))
+	smallErrs := make([]error, len(smallCfgs))
+	var wg sync.WaitGroup
+	for i, c := range smallCfgs {
+		c.Duration = d
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			smallRes[i], smallErrs[i] = load.Run(ctx, c)
+		}()
+	}
+	probeCfg.Duration = d
+	probeRes, probeErr := load.Run(ctx, probeCfg)
+	wg.Wait()
+	if err := errors.Join(append(smallErrs, probeErr)...); err != nil {
+		return nil, nil, err
+	}
+	return probeRes, smallRes, nil
+}

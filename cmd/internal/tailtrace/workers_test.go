@@ -1,0 +1,88 @@
+package tailtrace
+
+import (
+	"bytes"
+	"context"
+	"reflect"
+	"runtime"
+	"runtime/trace"
+	"testing"
+
+	"github.com/cpusched/cpusched"
+)
+
+// TestAnalyzeFindsOSWorkerByItsStack records a trace of a real
+// IsolationOSPriority worker and checks that Analyze counts it as a
+// cpusched worker. The task the worker runs was accepted before the trace
+// began, so it runs no trace region: the worker can be known only by the
+// library's worker loop on its stack, under the name the trace reader
+// gives that frame (the full import path).
+func TestAnalyzeFindsOSWorkerByItsStack(t *testing.T) {
+	// Every task goes to a worker thread, short or long (the library's
+	// documented switch for measuring the hand-off).
+	t.Setenv("CPUSCHED_OS_HANDOFF", "1")
+	s, err := cpusched.New(cpusched.WithIsolation(cpusched.IsolationOSPriority), cpusched.WithWorkers(1))
+	if err != nil {
+		t.Skipf("IsolationOSPriority unavailable: %v", err)
+	}
+	defer s.Close(context.Background())
+	if got := s.Stats().Isolation; got != cpusched.IsolationOSPriority {
+		t.Skipf("no thread priorities here: New fell back to %v", got)
+	}
+
+	started, release := make(chan struct{}), make(chan struct{})
+	h, err := s.Go(context.Background(), func(*cpusched.Task) error {
+		close(started)
+		<-release
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+
+	var buf bytes.Buffer
+	if err := trace.Start(&buf); err != nil {
+		t.Skipf("tracing unavailable: %v", err)
+	}
+	// In the trace, the worker wakes, ends its task and parks in its loop,
+	// then wakes again to exit when the scheduler closes.
+	close(release)
+	if err := h.Wait(); err != nil {
+		t.Error(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Error(err)
+	}
+	trace.Stop()
+
+	b, err := Analyze(&buf, Config{TaskType: testTaskType, SeqCategory: testSeqCat})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Workers != 1 {
+		t.Errorf("Analyze counted %d cpusched worker goroutines, want 1 (the IsolationOSPriority worker, known by its stack)", b.Workers)
+	}
+}
+
+// TestIsWorkerFrame: the worker loop is matched by its frame's full name,
+// as the runtime gives it, and by nothing else of that name.
+func TestIsWorkerFrame(t *testing.T) {
+	// The runtime names the library's functions by the import path that
+	// library.go assumes.
+	closeFn := runtime.FuncForPC(reflect.ValueOf((*cpusched.Scheduler).Close).Pointer()).Name()
+	if want := libraryPath + ".(*Scheduler).Close"; closeFn != want {
+		t.Fatalf("the runtime names (*cpusched.Scheduler).Close %q, want %q: libraryPath is not the library's import path", closeFn, want)
+	}
+	for fn, want := range map[string]bool{
+		"github.com/cpusched/cpusched.(*Scheduler).osWorkerLoop":                   true,
+		"cpusched.(*Scheduler).osWorkerLoop":                                       false, // no frame is named without the path
+		"example.com/fork/cpusched.(*Scheduler).osWorkerLoop":                      false,
+		"github.com/cpusched/cpusched/cmd/internal/demo.(*Scheduler).osWorkerLoop": false,
+		"github.com/cpusched/cpusched.(*Scheduler).runGo":                          false,
+	} {
+		if got := isWorkerFrame(fn); got != want {
+			t.Errorf("isWorkerFrame(%q) = %v, want %v", fn, got, want)
+		}
+	}
+}
