@@ -97,9 +97,14 @@ const hogTimeout = 2 * time.Minute
 func (m *meter) step(ctx context.Context, mode, step string, phase func(string)) (Result, error) {
 	res := Result{Mode: mode, Step: step}
 	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
 	var bg sync.WaitGroup
-	defer bg.Wait()
+	// Stop the loads before waiting for them: on an early error (a failed
+	// /stats read, a trace that cannot be read) the CPU-heavy load would
+	// otherwise run on for its whole Duration.
+	defer func() {
+		stopLoad()
+		bg.Wait()
+	}()
 
 	loads := m.loadsOf(step)
 	if loads.hogPath != "" {
