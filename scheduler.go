@@ -16,6 +16,7 @@ import (
 //
 //	policy     runqueue.go  runQueue: class queues, groups, throttling, pick;
 //	                        no goroutines, channels, clock, lock or statistics
+//	           lane.go      the small-task lane inside the fair class
 //	           eevdf.go     the EEVDF arithmetic both levels share
 //	           list.go      the intrusive lists (lanes, context watches)
 //	mechanism  scheduler.go this map, the lifecycle, the Scheduler, New
