@@ -85,6 +85,6 @@ func (s *Scheduler) release() {
 			close(s.monitorStop)
 			<-s.monitorDone
 		}
-		s.stopOSWorkers()
+		s.stopThreads()
 	})
 }

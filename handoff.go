@@ -1,7 +1,17 @@
 package cpusched
 
-// The hand-off: low-priority threads that run the tasks of
-// IsolationOSPriority that are not run on their own goroutines.
+// The hand-off threads: a pool of goroutines, each locked for good to a
+// thread lowered as it starts (handoffLoop), that run the tasks of
+// IsolationOSPriority which do not run on their own goroutines (dispatch).
+//
+// A task parked at a Checkpoint keeps its hand-off thread blocked, so the
+// pool grows past the slot count while tasks are parked; idle threads wait
+// for the next task, and the pool keeps at most maxIdleThreads of them.
+// Their goroutines never unlock: an unprivileged thread cannot raise its
+// priority back, so a goroutine that exits locked takes its thread with
+// it. (If that thread is the main one, which the runtime cannot end, the
+// runtime parks it for good: one idle thread stays lowered, and runs
+// nothing.)
 
 import (
 	"runtime"
@@ -11,62 +21,64 @@ import (
 	"github.com/cpusched/cpusched/internal/osprio"
 )
 
-// osWorker is one locked low-priority worker goroutine.
+// handoffThread is one hand-off thread: its goroutine, locked to a lowered
+// thread, and how a task reaches it.
 //
-// The hand-off. Waking a parked worker is the runtime's locked-thread
-// dance: the dispatcher readies the worker goroutine on its own P, that P
-// is handed to the worker's thread (a futex wake), and when the task ends
-// the caller, readied on the worker's P, needs another thread to run on (a
-// second wake): 12-28 us for an empty task on this project's machines
-// (BenchmarkRunOSPriority). So a worker whose task (or chain of tasks)
-// ended within callerSpin spins for up to workerSpin, holding its P,
-// before it parks. A task dispatched meanwhile passes through slot with
-// two atomic operations, and its Run caller, which then knows the worker
-// is awake, spins for up to callerSpin for the end before it blocks on the
-// done channel: an empty task costs no wake at all.
+// Waking a hand-off thread that waits on its channel is the runtime's
+// locked-thread dance: the dispatcher readies the goroutine on its own P,
+// that P is handed to the goroutine's thread (a futex wake), and when the
+// task ends the caller, readied on that P, needs another thread to run on
+// (a second wake): tens of microseconds for an empty task
+// (docs/performance.md#hand-off). So a hand-off thread whose task (or
+// chain of tasks) ended within callerSpin spins for up to threadSpin,
+// holding its P, before it waits on its channel. A task dispatched
+// meanwhile passes through slot with two atomic operations, and its Run
+// caller, which then knows the thread is awake, spins for up to callerSpin
+// for the end before it blocks on the done channel: an empty task costs no
+// wake at all.
 //
 // Why only after short tasks: a caller that stopped spinning and blocked
-// is readied on the worker's P when the task ends, and while the worker
-// spins it waits there; in BenchmarkRunOSPriority/serial-100us that added
-// 100 us per Run. A task that ended within callerSpin of its start had a
-// spinning caller (or, the first time, one that blocked at once because
-// the worker was parked: the one stranded wait that starts a run of fast
-// hand-offs). After a longer task the worker parks at once, as before.
-// Both spins are bounded, so an idle scheduler costs no CPU, and the
-// worker's spin is on its low-priority thread, so it uses only a CPU that
-// nothing else wants; the caller's spin is at the caller's priority and
-// at most callerSpin per Run.
+// is readied on the hand-off thread's P when the task ends, and while the
+// thread spins the caller waits there, a task's length per Run
+// (BenchmarkRunOSPriority/serial-100us). A task that ended within
+// callerSpin of its start had a spinning caller (or, the first time, one
+// that blocked at once because the thread was waiting: the one stranded
+// wait that starts a run of fast hand-offs). After a longer task the
+// thread waits on its channel at once. Both spins are bounded, so an idle
+// scheduler costs no CPU, and the thread's spin is at its low priority, so
+// it uses only a CPU that nothing else wants; the caller's spin is at the
+// caller's priority and at most callerSpin per Run.
 //
-// state is workerParked while the worker waits on next, workerSpinning
-// while it polls slot, workerClaimed once a dispatcher has taken it from
-// the spin (it then stores the task in slot). Only a worker in s.osIdle
-// can be claimed, and a dispatcher takes it out of s.osIdle under s.mu
-// first, so there is one dispatcher per spin.
-type osWorker struct {
+// state is threadWaiting while the thread waits on next, threadSpinning
+// while it polls slot, threadClaimed once a dispatcher has taken it from
+// the spin (it then stores the task in slot). Only a thread in
+// s.idleThreads can be claimed, and a dispatcher takes it out of
+// s.idleThreads under s.mu first, so there is one dispatcher per spin.
+type handoffThread struct {
 	next  chan *Task
 	state atomic.Int32
 	slot  atomic.Pointer[Task]
 }
 
 const (
-	workerParked int32 = iota
-	workerSpinning
-	workerClaimed
+	threadWaiting int32 = iota
+	threadSpinning
+	threadClaimed
 )
 
-// workerSpin and callerSpin bound the two spins of the hand-off.
+// threadSpin and callerSpin bound the two spins of the hand-off.
 const (
-	workerSpin = 50 * time.Microsecond
+	threadSpin = 50 * time.Microsecond
 	callerSpin = 20 * time.Microsecond
 )
 
-// stopWorker tells a worker to exit.
-var stopWorker = new(Task)
+// stopThread tells a hand-off thread to exit.
+var stopThread = new(Task)
 
-// give hands t (or stopWorker) to w, which the caller has taken out of
-// s.osIdle, and reports whether w was spinning (awake).
-func (w *osWorker) give(t *Task) (awake bool) {
-	if w.state.CompareAndSwap(workerSpinning, workerClaimed) {
+// give hands t (or stopThread) to w, which the caller has taken out of
+// s.idleThreads, and reports whether w was spinning (awake).
+func (w *handoffThread) give(t *Task) (awake bool) {
+	if w.state.CompareAndSwap(threadSpinning, threadClaimed) {
 		w.slot.Store(t)
 		return true
 	}
@@ -74,15 +86,15 @@ func (w *osWorker) give(t *Task) (awake bool) {
 	return false
 }
 
-// await waits for w's next task, spinning for up to workerSpin, then
-// parked on w.next. w is in s.osIdle, in state workerSpinning. A task
+// await waits for w's next task, spinning for up to threadSpin, then
+// parked on w.next. w is in s.idleThreads, in state threadSpinning. A task
 // given meanwhile comes through slot; one given after the spin, through
 // next.
-func (w *osWorker) await() *Task {
+func (w *handoffThread) await() *Task {
 	start := time.Now()
-	for i := 1; w.state.Load() != workerClaimed; i++ {
-		if i%32 == 0 && time.Since(start) >= workerSpin {
-			if w.state.CompareAndSwap(workerSpinning, workerParked) {
+	for i := 1; w.state.Load() != threadClaimed; i++ {
+		if i%32 == 0 && time.Since(start) >= threadSpin {
+			if w.state.CompareAndSwap(threadSpinning, threadWaiting) {
 				return <-w.next
 			}
 			break // claimed meanwhile: the task is on its way
@@ -95,8 +107,8 @@ func (w *osWorker) await() *Task {
 	}
 }
 
-// awaitEnd waits for the end of Run task t: when t went to a worker that
-// was awake, spinning for up to callerSpin first.
+// awaitEnd waits for the end of Run task t: when t went to a hand-off
+// thread that was awake, spinning for up to callerSpin first.
 func awaitEnd(t *Task, spin bool) error {
 	done := t.handle.done
 	if spin {
@@ -117,56 +129,59 @@ func awaitEnd(t *Task, spin bool) error {
 }
 
 // spawn starts first-run task t: on a new goroutine, or if t is handed off
-// (IsolationOSPriority), on an idle low-priority worker. It reports
-// whether that worker was awake (see osWorker).
+// (IsolationOSPriority), on an idle hand-off thread or a new one. It
+// reports whether that thread was awake (see handoffThread).
 func (s *Scheduler) spawn(t *Task) (awake bool) {
 	if !t.handoff {
 		go s.runGo(t)
 		return false
 	}
 	s.mu.Lock()
-	if n := len(s.osIdle); n > 0 {
-		w := s.osIdle[n-1]
-		s.osIdle[n-1] = nil
-		s.osIdle = s.osIdle[:n-1]
+	if n := len(s.idleThreads); n > 0 {
+		w := s.idleThreads[n-1]
+		s.idleThreads[n-1] = nil
+		s.idleThreads = s.idleThreads[:n-1]
 		s.mu.Unlock()
 		return w.give(t)
 	}
-	s.osWorkers.Add(1)
+	s.threads.Add(1)
 	s.mu.Unlock()
-	go s.osWorkerLoop(t)
+	go s.handoffLoop(t)
 	return false
 }
 
-// maxIdleOSWorkers bounds the idle pool: enough for every slot to hand off
+// maxIdleThreads bounds the idle pool: enough for every slot to hand off
 // without creating a thread.
-func (s *Scheduler) maxIdleOSWorkers() int { return s.workers + 1 }
+func (s *Scheduler) maxIdleThreads() int { return s.workers + 1 }
 
-func (s *Scheduler) osWorkerLoop(t *Task) {
-	defer s.osWorkers.Done()
+// handoffLoop is a hand-off thread's goroutine: it locks its thread,
+// lowers it, runs t and then the tasks handed to it, until it is told to
+// stop or the idle pool is full.
+func (s *Scheduler) handoffLoop(t *Task) {
+	defer s.threads.Done()
 	runtime.LockOSThread() // never unlocked, see the file comment
 	if err := osprio.Lower(s.cfg.osPolicy); err != nil {
 		// New's probe succeeded, so this is unexpected; the task still
 		// runs, at normal priority.
-		s.log.Warn("cpusched: lowering a worker thread's priority failed; its tasks run at normal priority", "err", err)
+		s.log.Warn("cpusched: lowering a hand-off thread's priority failed; its tasks run at normal priority", "err", err)
 	}
-	w := &osWorker{next: make(chan *Task, 1)}
-	for t != stopWorker {
+	w := &handoffThread{next: make(chan *Task, 1)}
+	for t != stopThread {
 		start := time.Now()
 		s.runGo(t)
-		// Spin only after tasks that ended within callerSpin (osWorker).
+		// Spin only after tasks that ended within callerSpin (handoffThread).
 		spin := time.Since(start) < callerSpin
 		s.mu.Lock()
-		if s.osStopping || len(s.osIdle) >= s.maxIdleOSWorkers() {
+		if s.threadsStopping || len(s.idleThreads) >= s.maxIdleThreads() {
 			s.mu.Unlock()
 			return
 		}
 		if spin {
-			w.state.Store(workerSpinning)
+			w.state.Store(threadSpinning)
 		} else {
-			w.state.Store(workerParked)
+			w.state.Store(threadWaiting)
 		}
-		s.osIdle = append(s.osIdle, w)
+		s.idleThreads = append(s.idleThreads, w)
 		s.mu.Unlock()
 		if spin {
 			t = w.await()
@@ -176,19 +191,20 @@ func (s *Scheduler) osWorkerLoop(t *Task) {
 	}
 }
 
-// stopOSWorkers tells idle workers to exit and waits for all of them.
-func (s *Scheduler) stopOSWorkers() {
+// stopThreads tells idle hand-off threads to exit and waits for all of
+// them.
+func (s *Scheduler) stopThreads() {
 	if !s.osMode {
 		return
 	}
 	s.mu.Lock()
-	s.osStopping = true
-	idle := s.osIdle
-	s.osIdle = nil
+	s.threadsStopping = true
+	idle := s.idleThreads
+	s.idleThreads = nil
 	s.mu.Unlock()
 	for _, w := range idle {
-		w.give(stopWorker)
+		w.give(stopThread)
 	}
-	s.osWorkers.Wait()
+	s.threads.Wait()
 	s.restoreProcs()
 }

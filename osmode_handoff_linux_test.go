@@ -45,15 +45,15 @@ func TestRunWhileWorkersParkIsRaceFree(t *testing.T) {
 	wg.Wait()
 }
 
-// TestOSWorkerHandOff drives the worker hand-off (osWorker) from both
+// TestOSWorkerHandOff drives the worker hand-off (handoffThread) from both
 // sides: a dispatcher gives tasks to a worker right away (while it spins)
-// or after pauses longer than workerSpin (once it has parked). Every task
+// or after pauses longer than threadSpin (once it has parked). Every task
 // must arrive once and in order, and both ways must have been taken. Run
 // with -race.
 func TestOSWorkerHandOff(t *testing.T) {
 	const n = 3000
-	w := &osWorker{next: make(chan *Task, 1)}
-	idle := make(chan *osWorker, 1) // stands for s.osIdle
+	w := &handoffThread{next: make(chan *Task, 1)}
+	idle := make(chan *handoffThread, 1) // stands for s.idleThreads
 	tasks := make([]*Task, n)
 	for i := range tasks {
 		tasks[i] = &Task{runIdx: int32(i)}
@@ -61,10 +61,10 @@ func TestOSWorkerHandOff(t *testing.T) {
 	got := make(chan int32, n)
 	go func() {
 		for {
-			w.state.Store(workerSpinning)
+			w.state.Store(threadSpinning)
 			idle <- w
 			tk := w.await()
-			if tk == stopWorker {
+			if tk == stopThread {
 				close(got)
 				return
 			}
@@ -74,7 +74,7 @@ func TestOSWorkerHandOff(t *testing.T) {
 	var awake, parked int
 	for i, tk := range tasks {
 		if i%10 == 9 {
-			time.Sleep(2 * workerSpin)
+			time.Sleep(2 * threadSpin)
 		}
 		if (<-idle).give(tk) {
 			awake++
@@ -82,7 +82,7 @@ func TestOSWorkerHandOff(t *testing.T) {
 			parked++
 		}
 	}
-	(<-idle).give(stopWorker)
+	(<-idle).give(stopThread)
 	next := int32(0)
 	for idx := range got {
 		if idx != next {
@@ -118,12 +118,12 @@ func TestIdleOSWorkersPark(t *testing.T) {
 	waitFor(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for _, w := range s.osIdle {
-			if w.state.Load() != workerParked {
+		for _, w := range s.idleThreads {
+			if w.state.Load() != threadWaiting {
 				return false
 			}
 		}
-		return len(s.osIdle) > 0
+		return len(s.idleThreads) > 0
 	})
 }
 

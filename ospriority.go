@@ -5,47 +5,37 @@ package cpusched
 // goroutines outside the scheduler always find a free P and their threads
 // preempt the tasks' threads in the kernel the moment they wake. No
 // Checkpoint is needed for that protection; Checkpoint still orders
-// cpusched's own tasks.
+// cpusched's own tasks. The mode's parts, one file each:
+//
+//	ospriority.go  this overview, the mode's defaults, and New's probes of
+//	               what the operating system allows (osAccess)
+//	procs.go       the CPU budget the worker count comes from, and the
+//	               GOMAXPROCS raise while the mode is open
+//	dispatch.go    which tasks run on their own goroutines and which are
+//	               handed off, by the table of task lengths
+//	lowering.go    a task on its own goroutine: its thread locked, then
+//	               lowered once the task has computed for osLowerAfter
+//	handoff.go     the hand-off threads: a pool of goroutines locked to
+//	               lowered threads for good, which run the handed-off tasks
 //
 // Own goroutines, lowered late. Where a lowered thread can be raised back
 // (CAP_SYS_NICE, or an RLIMIT_NICE that allows the setting it came from;
 // New probes it once, probeOSRestore), a task runs on its own goroutine as
 // in the other modes: the Run caller's, or for Go one the scheduler starts.
-// That goroutine is locked to its thread while fn runs (lockThread), so
-// the thread id the task records stays its thread, and that thread is
-// lowered once the task has computed for osLowerAfter by the thread's CPU
-// clock (lowerIfLongLocked): by the monitor, or by the task itself at a
-// Checkpoint, since the monitor's timer runs late while the P that set it
-// runs the task. The lowered thread stays lowered until fn returns, when
-// the task's goroutine puts the setting back and unlocks (unlockThread).
-// So a short task costs no thread hand-off and no priority change at all
-// (an empty Run: a lock, a gettid and the slot's bookkeeping), and a long
-// task runs at normal priority for its first osLowerAfter only, then as a
-// worker would. Once a function's recent tasks have been long, its next
-// tasks are handed to worker threads after all (dispatch says why), and
-// once they are short again, they run on their own goroutines again.
+// That goroutine is locked to its thread while fn runs, and the thread is
+// lowered once the task has computed for osLowerAfter, then put back when
+// fn returns (lowering.go says by whom and when). So a short task costs no
+// thread hand-off and no priority change at all, and a long task runs at
+// normal priority for its first osLowerAfter only.
 //
-// A task whose thread is not lowered waits in Blocking's fn, and for its
-// slot back, unlocked, so the wake after a socket wait is a goroutine's,
-// not a thread's; a task on a lowered thread keeps it (raising and
-// lowering again costs two system calls, and the thread's wake is what a
-// worker pays).
+// The hand-off. Once a function's recent tasks have been long, its next
+// tasks go to hand-off threads (dispatch says why), and once they are short
+// again, back to their own goroutines. Where a thread cannot be raised
+// back, every task is handed off.
+//
 // The runtime does not pass a locked thread's setting on to the threads it
 // starts meanwhile (newm hands that to its template thread); a child
 // process started from fn on a lowered thread does start lowered.
-//
-// The hand-off: for long tasks, and, where a thread cannot be raised back
-// for every task, a worker goroutine locked
-// to a lowered thread for good runs the task:
-//
-// A task parked at a Checkpoint keeps its worker goroutine (and thread)
-// blocked, so the workers are a pool that grows past the slot count when
-// tasks are parked; idle workers wait for the next task, and the pool keeps
-// at most maxIdleOSWorkers of them. Their threads are never unlocked: an
-// unprivileged thread cannot raise its priority back, so a worker that
-// exits takes its thread with it. (If that thread is the main one, which
-// the runtime cannot end, the runtime parks it for good: one idle thread
-// stays lowered, and runs nothing.)
 
 import (
 	"runtime"

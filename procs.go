@@ -12,9 +12,10 @@ import (
 )
 
 // spareProcs is how many Ps IsolationOSPriority adds beyond its workers.
-// One: the prototype measured before this project started measured two spare Ps as worse under GC
-// (docs/performance.md, "The prototype"), since the collector's background
-// workers take 25% of GOMAXPROCS.
+// One: in the prototype measured before this project started, two spare
+// Ps did worse under garbage collection than one, since the collector's
+// background workers take 25% of GOMAXPROCS, out of the tasks' CPU
+// (docs/performance.md#the-prototype).
 const spareProcs = 1
 
 // procsState is the process-wide GOMAXPROCS change, shared by every

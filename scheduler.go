@@ -153,16 +153,16 @@ type Scheduler struct {
 	// whose threads the monitor lowers (osmode.go); false where every task
 	// is handed to a worker thread. lastStart is when a task last got a
 	// slot, for the monitor.
-	osOwn      bool
-	lastStart  int64
-	lengths    [lengthSlots]atomic.Int32 // task lengths by function (dispatch)
-	osIdle     []*osWorker
-	osStopping bool
+	osOwn           bool
+	lastStart       int64
+	lengths         [lengthSlots]atomic.Int32 // task lengths by function (dispatch)
+	idleThreads     []*handoffThread
+	threadsStopping bool
 	// blockAvg is the moving average of Blocking's fn durations over all
 	// tasks, for a task's first call (see Task.Blocking); written without
 	// the lock, a lost update costs nothing.
 	blockAvg     atomic.Int64
-	osWorkers    sync.WaitGroup
+	threads      sync.WaitGroup
 	restoreProcs func()
 
 	log *slog.Logger // WithLogger's, or one that discards

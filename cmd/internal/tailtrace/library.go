@@ -13,8 +13,8 @@ const (
 	libraryPath = "github.com/cpusched/cpusched"
 	// workerLoop is the function at the bottom of every
 	// IsolationOSPriority worker goroutine's stack, named as its frame is
-	// (the library's (*Scheduler).osWorkerLoop).
-	workerLoop = libraryPath + ".(*Scheduler).osWorkerLoop"
+	// (the library's (*Scheduler).handoffLoop).
+	workerLoop = libraryPath + ".(*Scheduler).handoffLoop"
 	// runRegion is the trace region a task's slice runs in (the
 	// library's traceRun).
 	runRegion = "cpusched.run"

@@ -96,11 +96,11 @@ func TestIsWorkerFrame(t *testing.T) {
 		t.Fatalf("the runtime names (*cpusched.Scheduler).Close %q, want %q: libraryPath is not the library's import path", closeFn, want)
 	}
 	for fn, want := range map[string]bool{
-		"github.com/cpusched/cpusched.(*Scheduler).osWorkerLoop":                   true,
-		"cpusched.(*Scheduler).osWorkerLoop":                                       false, // no frame is named without the path
-		"example.com/fork/cpusched.(*Scheduler).osWorkerLoop":                      false,
-		"github.com/cpusched/cpusched/cmd/internal/demo.(*Scheduler).osWorkerLoop": false,
-		"github.com/cpusched/cpusched.(*Scheduler).runGo":                          false,
+		"github.com/cpusched/cpusched.(*Scheduler).handoffLoop":                   true,
+		"cpusched.(*Scheduler).handoffLoop":                                       false, // no frame is named without the path
+		"example.com/fork/cpusched.(*Scheduler).handoffLoop":                      false,
+		"github.com/cpusched/cpusched/cmd/internal/demo.(*Scheduler).handoffLoop": false,
+		"github.com/cpusched/cpusched.(*Scheduler).runGo":                         false,
 	} {
 		if got := isWorkerFrame(fn); got != want {
 			t.Errorf("isWorkerFrame(%q) = %v, want %v", fn, got, want)
