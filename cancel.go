@@ -91,7 +91,7 @@ const (
 func (s *Scheduler) cancelLocked(t *Task, now int64) cancelAction {
 	switch t.state {
 	case stateQueued:
-		s.rq.dequeue(t)
+		s.rq.remove(t)
 		s.rq.deactivate(t)
 		s.queued--
 		s.stats.canceled++
@@ -102,16 +102,16 @@ func (s *Scheduler) cancelLocked(t *Task, now int64) cancelAction {
 	case stateParked:
 		t.preempt.Or(preemptCancel)
 		if s.killing {
-			s.rq.dequeue(t)
+			s.rq.remove(t)
 			s.startLocked(t, now) // sets preemptCancel again: s.killing
 			return cancelResumed
 		}
 		if t.qidx != qExit {
-			s.rq.dequeue(t)
+			s.rq.remove(t)
 			s.rq.deactivate(t)
 			t.qidx = qExit
 			s.rq.activate(t, false)
-			s.rq.enqueue(t)
+			s.rq.add(t)
 			s.preemptForLocked(t, now)
 		}
 	}

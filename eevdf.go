@@ -24,7 +24,7 @@ package cpusched
 //     (as the kernel's update_deadline), however the run time came: in one
 //     stretch or in pieces between preemptions.
 //
-// An entity is active while it is queued or running; only queued entities
+// An entity is active while it is waiting or running; only waiting entities
 // are in the heaps. When it stops being active (it finished, or went into
 // Blocking) its lag is kept, clamped, and it is placed back so that it has
 // that lag again once it is counted in V (place). A task that slept cannot
@@ -245,7 +245,7 @@ func (q *eevdfQueue) push(e *entity) {
 	}
 }
 
-// remove takes queued entity e out of its heap.
+// remove takes waiting entity e out of its heap.
 func (q *eevdfQueue) remove(e *entity) {
 	if e.inReady {
 		q.ready.remove(e)
@@ -254,8 +254,8 @@ func (q *eevdfQueue) remove(e *entity) {
 	}
 }
 
-// queued reports whether any entity is in the heaps.
-func (q *eevdfQueue) queued() bool { return len(q.ready.items)+len(q.later.items) > 0 }
+// hasWaiting reports whether any entity is in the heaps.
+func (q *eevdfQueue) hasWaiting() bool { return len(q.ready.items)+len(q.later.items) > 0 }
 
 // peek returns the entity EEVDF would run next, or nil: the eligible one with
 // the earliest deadline, or, if none is eligible, the one with the least

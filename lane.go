@@ -28,7 +28,7 @@ package cpusched
 //
 // The lane, as it works:
 //
-//  1. A queued Normal task that has used less than its slice (small; the
+//  1. A waiting Normal task that has used less than its slice (small; the
 //     slice counts up to the scheduler's and to DefaultSlice, laneSlice;
 //     used is slot time, or in IsolationOSPriority the CPU time of the
 //     task's worker thread, see used) waits in its group's lane instead of
@@ -71,7 +71,7 @@ package cpusched
 //     then wait while long tasks do, so a flood of small tasks takes no
 //     more than the budget from the long ones.
 //
-// Cost: one lane step per group with queued small tasks at each pick.
+// Cost: one lane step per group with waiting small tasks at each pick.
 
 import "time"
 
@@ -135,7 +135,7 @@ func (q *runQueue) laneSlice(t *Task) int64 {
 	return min(t.slice, q.slice, int64(DefaultSlice))
 }
 
-// laneJoin appends queued task t to its group's lane: to the part for
+// laneJoin appends waiting task t to its group's lane: to the part for
 // tasks that have run if it has, else to the part for new ones.
 func laneJoin(t *Task) {
 	g := t.group
@@ -157,7 +157,7 @@ func laneLeave(t *Task) {
 }
 
 // laneOf is the part of g's lane that t joins: t.started cannot change
-// while t is queued.
+// while t is waiting.
 func (g *groupNode) laneOf(t *Task) *list[Task] {
 	if t.started {
 		return &g.laneRan

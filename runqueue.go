@@ -85,11 +85,11 @@ func queueOf(c Class) int {
 // of that group's tasks in that class.
 type groupNode struct {
 	entity
-	name   string
-	class  *classQueue
-	tasks  eevdfQueue
-	queued int // tasks in tasks' heaps
-	active int // tasks active (queued or holding a slot)
+	name    string
+	class   *classQueue
+	tasks   eevdfQueue
+	inHeaps int // its waiting tasks in tasks' heaps (the others wait in the lane)
+	active  int // tasks active (waiting or holding a slot)
 	// lane is the group's small-task lane, two FIFOs through
 	// Task.laneLink: laneRan for the tasks that have had a slot (back from
 	// Blocking or a Checkpoint), served first, and lane for new ones;
@@ -103,14 +103,14 @@ type groupNode struct {
 type classQueue struct {
 	groups     eevdfQueue
 	byName     map[string]*groupNode // active groups, and idle tracked ones
-	queued     int                   // tasks queued in this class
+	nwaiting   int                   // tasks of this class waiting: in the heaps and lanes
 	laneGroups list[groupNode]       // groups with lane tasks (fair class only)
 }
 
 // runQueue is the policy: which waiting task gets the next free slot.
 type runQueue struct {
 	queues    [numQueues]classQueue
-	nwaiting  int     // waiting tasks (queued or parked): in the heaps and lanes
+	nwaiting  int     // waiting tasks (queued or parked, in the Scheduler's words): in the heaps and lanes
 	slice     int64   // the scheduler's slice: the groups' requests, the lane's cap
 	cpuClock  bool    // the lane counts thread CPU time (used)
 	workers   int     // slots: the shares below are of workers x time
@@ -149,12 +149,12 @@ func (q *runQueue) setGroupWeight(name string, weight int) {
 		switch {
 		case g == nil || g.weight == w:
 		case g.active > 0:
-			queued := g.heapIdx >= 0
-			if queued {
+			inHeap := g.heapIdx >= 0
+			if inHeap {
 				cq.groups.remove(&g.entity)
 			}
 			cq.groups.reweight(&g.entity, w)
-			if queued {
+			if inHeap {
 				cq.groups.push(&g.entity)
 			}
 		default: // inactive: not in V; keep its lag in wall-clock terms
@@ -237,7 +237,7 @@ func (q *runQueue) activate(t *Task, first bool) {
 }
 
 // deactivate makes t inactive (finished or blocking); its group goes
-// when its last active task does. t must not be queued.
+// when its last active task does. t must not be waiting.
 func (q *runQueue) deactivate(t *Task) {
 	g := t.group
 	g.tasks.deactivate(&t.ent)
@@ -256,37 +256,37 @@ func (q *runQueue) deactivate(t *Task) {
 	t.group = nil
 }
 
-// enqueue queues active task t: in its group's lane if it is small,
-// in the heaps otherwise.
-func (q *runQueue) enqueue(t *Task) {
+// add makes active task t wait: in its group's lane if it is small, in
+// the heaps otherwise.
+func (q *runQueue) add(t *Task) {
 	g := t.group
 	if q.small(t) {
 		laneJoin(t)
 	} else {
 		g.tasks.push(&t.ent)
-		g.queued++
+		g.inHeaps++
 		if g.heapIdx < 0 {
 			g.class.groups.push(&g.entity)
 		}
 	}
-	g.class.queued++
+	g.class.nwaiting++
 	q.nwaiting++
 }
 
-// dequeue takes queued task t out of the lane or the heaps; it stays
+// remove takes waiting task t out of the lane or the heaps; it stays
 // active.
-func (q *runQueue) dequeue(t *Task) {
+func (q *runQueue) remove(t *Task) {
 	g := t.group
 	if t.inLane {
 		laneLeave(t)
 	} else {
 		g.tasks.remove(&t.ent)
-		g.queued--
-		if g.queued == 0 {
+		g.inHeaps--
+		if g.inHeaps == 0 {
 			g.class.groups.remove(&g.entity)
 		}
 	}
-	g.class.queued--
+	g.class.nwaiting--
 	q.nwaiting--
 }
 
@@ -340,18 +340,18 @@ func (q *runQueue) pickQueue(now int64) int {
 		return -1
 	}
 	cq := &q.queues
-	if cq[qExit].queued > 0 {
+	if cq[qExit].nwaiting > 0 {
 		return qExit
 	}
 	q.rollPeriod(now)
-	others := cq[qFair].queued + cq[qIdle].queued
-	if cq[qIdle].queued > 0 && q.idleStarved(now) {
+	others := cq[qFair].nwaiting + cq[qIdle].nwaiting
+	if cq[qIdle].nwaiting > 0 && q.idleStarved(now) {
 		return qIdle
 	}
-	if cq[qRealtime].queued > 0 && (others == 0 || !q.rtThrottled()) {
+	if cq[qRealtime].nwaiting > 0 && (others == 0 || !q.rtThrottled()) {
 		return qRealtime
 	}
-	if cq[qFair].queued > 0 {
+	if cq[qFair].nwaiting > 0 {
 		return qFair
 	}
 	return qIdle
@@ -366,11 +366,11 @@ func (q *runQueue) pick(now int64) *Task {
 	cq := &q.queues[qi]
 	if qi == qFair {
 		t := q.lanePeek(now)
-		if t == nil && !cq.groups.queued() {
+		if t == nil && !cq.groups.hasWaiting() {
 			t = cq.laneOldest(false) // only lane tasks wait
 		}
 		if t != nil {
-			q.dequeue(t)
+			q.remove(t)
 			t.laneRun = true
 			return t
 		}
@@ -378,7 +378,7 @@ func (q *runQueue) pick(now int64) *Task {
 	ge := cq.groups.peek()
 	g := ge.group
 	t := g.tasks.peek().task
-	q.dequeue(t)
+	q.remove(t)
 	t.laneRun = false
 	return t
 }

@@ -102,7 +102,7 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
-	s.rq.enqueue(t)
+	s.rq.add(t)
 	next := s.rq.pick(now)
 	if next == t {
 		s.mu.Unlock()
@@ -317,7 +317,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	if t.wake == nil {
 		t.wake = make(chan struct{}, 1)
 	}
-	s.rq.enqueue(t)
+	s.rq.add(t)
 	s.preemptForLocked(t, now)
 	s.watchLocked()
 	s.mu.Unlock()

@@ -193,7 +193,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 			t.wake = make(chan struct{}, 1) // a Go task gets a goroutine instead
 		}
 		s.queued++
-		s.rq.enqueue(t)
+		s.rq.add(t)
 		s.preemptForLocked(t, now)
 		s.watchLocked()
 	}
