@@ -27,8 +27,10 @@ import (
 //	           cancel.go    the one cancel path, and the context watches
 //	           monitor.go   the goroutine that ends slices
 //	           close.go     Close and the release of what New started
-//	           osmode.go    IsolationOSPriority: low-priority worker threads,
-//	                        GOMAXPROCS, the CPU budget
+//	           ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go
+//	                        IsolationOSPriority: the CPU budget and GOMAXPROCS,
+//	                        which tasks are handed off, lowering a task's own
+//	                        thread, the hand-off threads (ospriority.go maps them)
 //	           groups.go    SetGroupWeight and the group counters
 //	API        options.go, isolation.go, class.go, taskoptions.go,
 //	           task.go (Task, Handle), stats.go, observe.go, errors.go
@@ -51,10 +53,22 @@ import (
 //     IsolationNone and IsolationReserve; for Go, one the scheduler starts
 //     when the task first gets a slot (runGo, which runs the next
 //     never-started Go task too). In IsolationOSPriority the same, locked
-//     to its thread while fn runs (osmode.go); where a lowered thread
-//     cannot be raised back, for Run and Go alike, a worker goroutine
-//     locked to a low-priority thread. The scheduler starts it (spawn)
-//     when Task.ownGoroutine is set.
+//     to its thread while fn runs (lowering.go); for the tasks dispatch
+//     hands off (long ones, or all where a lowered thread cannot be raised
+//     back), a hand-off thread's goroutine, locked to a lowered thread for
+//     good (handoff.go). The scheduler starts it (spawn) when
+//     Task.ownGoroutine is set.
+//   - worker: a slot (Workers, WithWorkers); the pooled low-priority
+//     threads are hand-off threads, never workers.
+//
+// Where a thread is lowered, in IsolationOSPriority: a hand-off thread
+// once, as its goroutine starts (handoffLoop); a task's own thread by
+// lowerIfLongLocked (lowering.go), once the task has computed for
+// osLowerAfter, called from two places: the monitor's pass over the
+// running tasks (lowerLongLocked, from monitor.go) and the task itself at
+// the Checkpoints that lowerSelf paces, since the monitor's timer runs
+// late while the P that set it runs the task. unlockThread puts the
+// setting back when fn returns.
 //
 // Naming rule: a Scheduler method whose name ends in Locked must be called
 // with s.mu held; every other Scheduler method takes s.mu itself where it
@@ -150,7 +164,7 @@ type Scheduler struct {
 
 	osMode bool // IsolationOSPriority is in effect
 	// osOwn: in IsolationOSPriority, tasks may run on their own goroutines,
-	// whose threads the monitor lowers (osmode.go); false where every task
+	// whose threads are lowered once long (lowering.go); false where every task
 	// is handed to a worker thread. lastStart is when a task last got a
 	// slot, for the monitor.
 	osOwn           bool
