@@ -16,7 +16,7 @@ func (s *Scheduler) closeDrainedLocked() {
 // Close stops the scheduler: from now on Run and Go return ErrClosed.
 // Queued and running tasks go on until they end or ctx ends. If they all
 // end first, Close releases what the scheduler holds (the monitor
-// goroutine, the idle worker threads of IsolationOSPriority, the raised
+// goroutine, the idle hand-off threads of IsolationOSPriority, the raised
 // GOMAXPROCS) and returns nil.
 //
 // If ctx ends first, Close cancels everything and returns ctx's error at
@@ -27,10 +27,10 @@ func (s *Scheduler) closeDrainedLocked() {
 // Context cancelled (cause ErrClosed) and Checkpoint return ErrClosed.
 // What is still running after such a Close: each task that has not yet
 // returned (on its Run caller's goroutine, on its own goroutine for Go, on
-// a worker thread where IsolationOSPriority hands tasks off), the monitor
+// a hand-off thread where IsolationOSPriority hands tasks off), the monitor
 // goroutine, and one goroutine waiting
 // for the last task to end. When it does, that goroutine releases the
-// monitor, the worker threads and GOMAXPROCS as above and exits; Stats
+// monitor, the hand-off threads and GOMAXPROCS as above and exits; Stats
 // counts the stragglers as they end. To wait for that, call Close again
 // with a new ctx: it returns nil once everything is released, or that
 // ctx's error.

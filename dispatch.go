@@ -6,7 +6,7 @@ package cpusched
 import "reflect"
 
 // dispatch returns fn's slot in the table of task lengths and whether a task
-// running fn is handed off to a worker thread: always where
+// running fn is handed off to a hand-off thread: always where
 // IsolationOSPriority cannot run tasks on their own goroutines, never
 // outside that mode, and otherwise when the recent tasks that ran fn (or
 // a function sharing its slot in the table) were long.
@@ -14,7 +14,7 @@ import "reflect"
 // Why long tasks are handed off. A task on its own goroutine starts on
 // whatever runtime thread ran its caller, often the one that just took a
 // request off the network poller, and that thread is then lowered and
-// held for the task's length; a worker thread only ever runs tasks. With
+// held for the task's length; a hand-off thread only ever runs tasks. With
 // long tasks on their own goroutines, examples/httpserver's /hello probe
 // under its /hash load (2 connections of 10-14 ms tasks) had a p99 of
 // 3.2-3.7 ms against 0.8-1.7 ms for the hand-off, and 2.8-3.0 ms even
@@ -52,7 +52,7 @@ func lengthSlot(key uintptr) uint8 {
 // noteLength adds t, which is ending, to the table of task lengths. A task
 // on its own goroutine was long if the monitor lowered its thread (it had
 // computed for osLowerAfter); one handed off, if it held its slot that
-// long, not counting the time it did not compute, and its worker thread
+// long, not counting the time it did not compute, and its hand-off thread
 // computed that long too (cpu, from taskCPU: a SCHED_IDLE thread may hold
 // its slot without running). Under s.mu, after t's last charge.
 func (s *Scheduler) noteLength(t *Task, cpu int64) {

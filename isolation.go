@@ -26,35 +26,36 @@ const (
 	// own round-robin.
 	IsolationNone
 	// IsolationOSPriority (Linux) runs tasks on GOMAXPROCS worker slots
-	// whose threads run at a lower kernel priority, and raises GOMAXPROCS
-	// to the worker count plus one: the kernel preempts a task's thread
-	// the moment another thread of the program wakes, so the rest of the
-	// program stays fast and the tasks still get every idle cycle.
+	// whose threads run at a lower kernel priority (SCHED_IDLE), and
+	// raises GOMAXPROCS to the worker count plus one: the kernel preempts
+	// a task's thread the moment another thread of the program wakes, so
+	// the rest of the program stays fast and the tasks still get every
+	// idle cycle. It is the default on Linux; its slice defaults to 10 ms.
+	//
 	// Where a lowered thread can be raised back (CAP_SYS_NICE, or an
-	// RLIMIT_NICE that allows it; New probes once), a task runs on its
-	// own goroutine (Run's caller, or one started for Go), locked to its
+	// RLIMIT_NICE that allows it; New probes once), a task runs on its own
+	// goroutine (Run's caller, or one started for Go), locked to its
 	// thread while fn runs, and that thread is lowered once the task has
-	// computed for 250 us by the thread's CPU clock: checked at the
-	// task's Checkpoints, and by the slice monitor for tasks that make
-	// none; fn's return puts it back. So short tasks cost no thread switch and run at the thread's
-	// own priority, and a Run of an empty task costs about a microsecond
-	// (BenchmarkRunOSPriority; docs/performance.md, "Own goroutines").
-	// Tasks of a function whose recent tasks ran long (250 us of work, not
-	// counting waits) are handed to worker goroutines locked to lowered
-	// threads instead, which protected the rest of the program better
-	// under long tasks; they go back to their own goroutines once that
-	// function's tasks are short again. Where a thread cannot be raised
-	// back, every task is
-	// handed off: a few microseconds while workers spin after short tasks,
-	// else a futex round trip each way ("Hand-off").
-	// Under a cgroup CPU limit (a container's) that set GOMAXPROCS, it runs
-	// one worker fewer than the limit rounded up, at least 1: the kernel
-	// throttles the whole cgroup once the quota is spent, low-priority
-	// threads or not, so the workers must leave part of the quota unused
-	// (see New).
-	// Where thread priorities are unavailable New falls back to
-	// IsolationReserve, logs a warning (WithLogger), and Stats reports the mode in effect.
-	// Its slice defaults to osPrioritySlice. It is the default on Linux.
+	// computed for 250 us by the thread's CPU clock (checked at the task's
+	// Checkpoints, and by the slice monitor for tasks that make none);
+	// fn's return puts it back. So short tasks cost no thread switch and
+	// run at the thread's own priority: an empty Run costs about a
+	// microsecond (docs/performance.md#own-goroutines). Tasks of a
+	// function whose recent tasks ran long are handed to hand-off threads,
+	// goroutines locked to lowered threads for good, which protect the
+	// rest of the program better under long tasks; once that function's
+	// tasks are short again they run on their own goroutines again. Where
+	// a thread cannot be raised back, every task is handed off, which
+	// costs a thread wake-up each way unless the hand-off thread is still
+	// spinning after a short task (docs/performance.md#hand-off).
+	//
+	// Under a cgroup CPU limit (a container's) that set GOMAXPROCS, it
+	// runs one worker fewer than the limit rounded up, at least 1: the
+	// kernel throttles the whole cgroup once the quota is spent,
+	// low-priority threads or not, so the workers must leave part of the
+	// quota unused (see New). Where thread priorities are unavailable, New
+	// falls back to IsolationReserve, logs a warning (WithLogger), and
+	// Stats reports the mode in effect.
 	IsolationOSPriority
 )
 

@@ -31,7 +31,7 @@ package cpusched
 //  1. A waiting Normal task that has used less than its slice (small; the
 //     slice counts up to the scheduler's and to DefaultSlice, laneSlice;
 //     used is slot time, or in IsolationOSPriority the CPU time of the
-//     task's worker thread, see used) waits in its group's lane instead of
+//     task's thread, see used) waits in its group's lane instead of
 //     the EEVDF heaps. It stays active, so its vruntime counts in V as any
 //     other's. The fair class keeps the groups with a non-empty lane in a
 //     list. The lane is two FIFOs: tasks that have had a slot (back from
@@ -102,8 +102,8 @@ func (q *runQueue) small(t *Task) bool {
 
 // used is how much of its first slice t has used, as the lane counts:
 // its slot time, or with cpuClock (IsolationOSPriority) the CPU time its
-// worker thread has spent on it. Slot time is wall-clock time holding a
-// slot, and a SCHED_IDLE worker holds its slot while the kernel runs other
+// thread has spent on it. Slot time is wall-clock time holding a
+// slot, and a task on a SCHED_IDLE thread holds its slot while the kernel runs other
 // threads: counted that way, tasks of 0.5 ms of CPU used more than the
 // lane's 1 ms in 44% of runs (a throwaway test, 100 tasks on 2 slots)
 // and, out of the lane, waited behind the stream of new ones.

@@ -114,7 +114,7 @@ func WithQueueLimit(n int) Option {
 // WithLogger sets the logger of the scheduler's own events, which are few
 // and come only from New and Close: the mode in effect and its worker count
 // and slice (Info), GOMAXPROCS raised and restored (Info), the fallback from
-// IsolationOSPriority to IsolationReserve and a worker thread whose priority
+// IsolationOSPriority to IsolationReserve and a hand-off thread whose priority
 // could not be lowered (Warn). Tasks are never logged. The default, and nil,
 // is silence.
 func WithLogger(l *slog.Logger) Option {

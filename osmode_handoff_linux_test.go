@@ -1,6 +1,6 @@
 //go:build linux
 
-// IsolationOSPriority's hand-off of tasks to worker threads: the workers, their slots and Blocking calls.
+// IsolationOSPriority's hand-off of tasks to hand-off threads: the workers, their slots and Blocking calls.
 
 package cpusched
 
@@ -128,7 +128,7 @@ func TestIdleOSWorkersPark(t *testing.T) {
 }
 
 // TestBlockingHoldGivesTheSlotUp: where IsolationOSPriority hands tasks
-// to worker threads (and for tasks on lowered threads), a Blocking call
+// to hand-off threads (and for tasks on lowered threads), a Blocking call
 // after a short one keeps the task's slot; when another task waits and fn is still
 // running blockHold later, the slot goes to that task. Here fn waits for
 // the other task to have run, so without the release it would wait
@@ -162,11 +162,11 @@ func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
 }
 
 // TestShortBlockingCallsKeepTheSlot: where IsolationOSPriority hands tasks
-// to worker threads (and for tasks on lowered threads), a Blocking call
+// to hand-off threads (and for tasks on lowered threads), a Blocking call
 // keeps the task's slot while the task's earlier calls have been
 // short (a moving average under blockHold), even with another task
 // waiting, and gives it up at once after long ones and on the first call. (Whether the slot then stays kept
-// depends on the worker thread getting the CPU within blockHold, which a
+// depends on the hand-off thread getting the CPU within blockHold, which a
 // SCHED_IDLE thread on a busy machine need not, so the test checks how
 // each call began.)
 func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
@@ -207,11 +207,11 @@ func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
 // TestLaneCountsCPUTimeInOSPriority: a task that holds its slot for 5 ms
 // without using the CPU (here it sleeps; on a busy machine its SCHED_IDLE
 // thread may simply not run) is still within its first slice in
-// IsolationOSPriority, where the lane counts the worker thread's CPU time,
+// IsolationOSPriority, where the lane counts the hand-off thread's CPU time,
 // so a new small task does not take its slot at its next Checkpoint. In
 // IsolationReserve, which counts slot time, it does. (A task on its own
 // goroutine counts at most osLowerAfter until its thread is lowered,
-// TestSetCPUOfOwnTasks; the worker threads of the hand-off are where this
+// TestSetCPUOfOwnTasks; the hand-off threads of the hand-off are where this
 // test's premise is about the CPU clock from the start.)
 func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
 	for _, mode := range []Isolation{IsolationOSPriority, IsolationReserve} {
@@ -262,7 +262,7 @@ func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
 }
 
 // TestFirstBlockingCallFollowsTheOthers: where IsolationOSPriority hands
-// tasks to worker threads, a task's first Blocking call keeps the slot
+// tasks to hand-off threads, a task's first Blocking call keeps the slot
 // when the scheduler's recent calls were short, and gives it up when they
 // were long.
 func TestFirstBlockingCallFollowsTheOthers(t *testing.T) {

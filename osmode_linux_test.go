@@ -38,7 +38,7 @@ func TestOSPriorityMode(t *testing.T) {
 		t.Errorf("GOMAXPROCS = %d during the mode, want %d", got, want)
 	}
 	if !s.osOwn {
-		t.Fatal("tasks are handed to worker threads, want them on their own goroutines (can this process raise a thread back?)")
+		t.Fatal("tasks are handed to hand-off threads, want them on their own goroutines (can this process raise a thread back?)")
 	}
 	// A short task runs on Run's own thread at its normal priority; a long
 	// one's thread is lowered once it has computed for osLowerAfter,
@@ -68,7 +68,7 @@ func TestOSPriorityMode(t *testing.T) {
 		t.Errorf("thread policy: %d in a short task, %d in a long one (5 s), %d after; want 0, %d (%s), 0",
 			short, long, after, defaultOSPolicy.Sched, defaultOSPolicy.Name)
 	}
-	// Handing tasks off, even a short task runs on a lowered worker thread.
+	// Handing tasks off, even a short task runs on a lowered hand-off thread.
 	h, err := New(WithIsolation(IsolationOSPriority), withOSHandoff())
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestOSPriorityMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	if short != defaultOSPolicy.Sched {
-		t.Errorf("worker thread policy = %d, want %d (%s)", short, defaultOSPolicy.Sched, defaultOSPolicy.Name)
+		t.Errorf("hand-off thread policy = %d, want %d (%s)", short, defaultOSPolicy.Sched, defaultOSPolicy.Name)
 	}
 	// Many tasks, some parked at Checkpoints.
 	var handles []*Handle
@@ -179,7 +179,7 @@ func ownScheduler(t *testing.T, opts ...Option) *Scheduler {
 }
 
 // handoffScheduler returns an IsolationOSPriority Scheduler that hands
-// every task to a worker thread (withOSHandoff), closed when the test ends.
+// every task to a hand-off thread (withOSHandoff), closed when the test ends.
 func handoffScheduler(t *testing.T, opts ...Option) *Scheduler {
 	t.Helper()
 	s, err := New(append([]Option{WithIsolation(IsolationOSPriority), withOSHandoff()}, opts...)...)

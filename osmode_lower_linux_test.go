@@ -99,7 +99,7 @@ func TestNestedRunKeepsTheOuterThreadLowered(t *testing.T) {
 }
 
 // TestDispatchFollowsTaskLength: with tasks on their own goroutines, a
-// function whose tasks turn out long is handed off to worker threads from
+// function whose tasks turn out long is handed off to hand-off threads from
 // its fourth task on, and goes back to its own goroutines after two short
 // ones have brought its score down; another function's short tasks stay on
 // their own goroutines throughout.

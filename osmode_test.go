@@ -141,7 +141,7 @@ type testMode struct {
 }
 
 // testModes are every isolation mode, plus IsolationOSPriority handing its
-// tasks to worker threads (withOSHandoff), as it does where a lowered
+// tasks to hand-off threads (withOSHandoff), as it does where a lowered
 // thread cannot be raised back.
 func testModes() []testMode {
 	var modes []testMode

@@ -49,7 +49,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	restore := t.setLabels()
 	t.traceRegion(traceRun)
 	if s.rq.cpuClock && t.handoff {
-		t.cpuStart = osprio.ThreadCPU() // fn runs on this locked worker thread
+		t.cpuStart = osprio.ThreadCPU() // fn runs on this locked hand-off thread
 	}
 	normal := false
 	defer func() {

@@ -165,7 +165,7 @@ type Scheduler struct {
 	osMode bool // IsolationOSPriority is in effect
 	// osOwn: in IsolationOSPriority, tasks may run on their own goroutines,
 	// whose threads are lowered once long (lowering.go); false where every task
-	// is handed to a worker thread. lastStart is when a task last got a
+	// is handed to a hand-off thread. lastStart is when a task last got a
 	// slot, for the monitor.
 	osOwn           bool
 	lastStart       int64
@@ -262,12 +262,12 @@ func New(opts ...Option) (*Scheduler, error) {
 		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
 		switch {
 		case cfg.osHandoff:
-			logger.Info("cpusched: IsolationOSPriority hands every task to a worker thread", "why", "the test option")
+			logger.Info("cpusched: IsolationOSPriority hands every task to a hand-off thread", "why", "the test option")
 		case cfg.noMonitor:
 			// No monitor to lower the threads: hand tasks off.
 		default:
 			if err := cfg.os.probeRestore(cfg.osPolicy); err != nil {
-				logger.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a worker thread", "err", err)
+				logger.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a hand-off thread", "err", err)
 			} else {
 				s.osOwn = true
 			}

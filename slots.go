@@ -182,7 +182,7 @@ const (
 
 // blockHold is how long a Blocking call may keep its slot in
 // IsolationOSPriority: about twice the cost of giving the slot up and
-// getting it back through parked worker threads (BenchmarkRunOSPriority/
+// getting it back through waiting hand-off threads (BenchmarkRunOSPriority/
 // blocking before the hold, docs/performance.md, "Hand-off").
 const blockHold = 50 * time.Microsecond
 

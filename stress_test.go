@@ -28,7 +28,7 @@ const (
 )
 
 // TestStress drives the Scheduler in every isolation mode, and in
-// IsolationOSPriority's hand-off to worker threads, with many random
+// IsolationOSPriority's hand-off to hand-off threads, with many random
 // concurrent operations and checks that nothing is lost, counted twice or
 // leaked.
 //
@@ -74,7 +74,7 @@ func TestStress(t *testing.T) {
 	tasks := stressTasks(t)
 	seed := stressSeed(t)
 	t.Logf("seed %d (replay with %s=%d), %d tasks per mode", seed, stressSeedEnv, seed, tasks)
-	// Every mode, and IsolationOSPriority's hand-off to worker threads
+	// Every mode, and IsolationOSPriority's hand-off to hand-off threads
 	// (where a lowered thread cannot be raised back; withOSHandoff).
 	type stressVariant struct {
 		name    string
@@ -137,7 +137,7 @@ type stressMode struct {
 	t       *testing.T
 	name    string // the mode's, or "ospriority-handoff"
 	mode    Isolation
-	handoff bool // IsolationOSPriority hands tasks to worker threads (withOSHandoff)
+	handoff bool // IsolationOSPriority hands tasks to hand-off threads (withOSHandoff)
 	seed    uint64
 	tasks   int
 	rng     *rand.Rand // the rounds' choices; each goroutine gets its own from it
@@ -184,7 +184,7 @@ func (m *stressMode) run(modesLeft int) {
 
 	leakcheck.VerifyNone(t, ignore)
 	if runtime.GOOS == "linux" {
-		// Locked worker threads exit with their goroutines; idle Ms the
+		// Locked hand-off threads exit with their goroutines; idle Ms the
 		// runtime made for the Ps stay (IsolationOSPriority raised
 		// GOMAXPROCS during the rounds), so allow a few. Where tasks run
 		// on their own goroutines in IsolationOSPriority, every started

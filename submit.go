@@ -11,7 +11,7 @@ import (
 // Run runs fn as a task and returns its error once it has ended. It blocks
 // while the task waits for a slot. fn runs on the calling goroutine, so Run
 // costs no goroutine when a slot is free; in IsolationOSPriority it runs
-// on a low-priority worker thread instead when fn's recent tasks ran long,
+// on a low-priority hand-off thread instead when fn's recent tasks ran long,
 // and always where a lowered thread cannot be raised back (see
 // IsolationOSPriority). It returns ErrClosed after Close,
 // ErrQueueFull when the queue is full, an option's error for an out-of-range
@@ -27,7 +27,7 @@ import (
 // calls"); see IsolationOSPriority for its hand-off.
 func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
 	// Where IsolationOSPriority hands the task off, fn must run on a
-	// low-priority worker thread, so the task is started like Go's and the
+	// low-priority hand-off thread, so the task is started like Go's and the
 	// caller waits for its end.
 	slot, handoff := s.dispatch(fn)
 	t, group, err := s.newTask(ctx, fn, opts, handoff)

@@ -233,7 +233,7 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // ResponseWriter is a wrapper that tracks whether the response started; it
 // has Flush and Unwrap, so http.ResponseController reaches the original.
 // Any other error of a task that started (h called runtime.Goexit on an
-// IsolationOSPriority worker thread) is logged and handled as a panic.
+// IsolationOSPriority hand-off thread) is logged and handled as a panic.
 //
 // An invalid option, a nil s or a nil h is a programmer's error at setup,
 // as a bad pattern for regexp.MustCompile: Handler panics with the error
@@ -248,7 +248,7 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // BenchmarkHandlerMaxQueueWait). IsolationOSPriority adds a fraction of a
 // microsecond (h's goroutine is locked to its thread, which is lowered only
 // if h computes for 250 us), or where a lowered thread cannot be raised
-// back, Run's hand-off to a worker thread (microseconds).
+// back, Run's hand-off to a hand-off thread (microseconds).
 func Handler(s *cpusched.Scheduler, h http.Handler, opts ...Option) http.Handler {
 	hd, err := NewHandler(s, h, opts...)
 	if err != nil {
@@ -337,7 +337,7 @@ func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, 
 }
 
 // failed handles the error of a task that started: the handler panicked,
-// or (on a worker thread) called runtime.Goexit.
+// or (on a hand-off thread) called runtime.Goexit.
 func (h *handler) failed(w http.ResponseWriter, r *http.Request, rw *responseWriter, err error) {
 	var pe *cpusched.PanicError
 	if errors.As(err, &pe) {

@@ -96,7 +96,7 @@ func TestTaskInHandler(t *testing.T) {
 }
 
 func TestDefaultIsolation(t *testing.T) {
-	// ospriority on Linux (the handler runs on a worker thread), reserve
+	// ospriority on Linux (the handler runs on a hand-off thread), reserve
 	// where that is not available.
 	s, err := cpusched.New(cpusched.WithIsolation(cpusched.DefaultIsolation()))
 	if err != nil {

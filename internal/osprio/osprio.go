@@ -18,7 +18,7 @@ import (
 	"strings"
 )
 
-// Policy is a kernel setting for a worker thread.
+// Policy is a kernel setting for a hand-off thread.
 type Policy struct {
 	Name  string // as ParsePolicy spells it
 	Sched int    // 0 normal, 3 batch, 5 idle (Linux's SCHED_* numbers)
