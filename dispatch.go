@@ -15,12 +15,11 @@ import "reflect"
 // whatever runtime thread ran its caller, often the one that just took a
 // request off the network poller, and that thread is then lowered and
 // held for the task's length; a hand-off thread only ever runs tasks. With
-// long tasks on their own goroutines, examples/httpserver's /hello probe
-// under its /hash load (2 connections of 10-14 ms tasks) had a p99 of
-// 3.2-3.7 ms against 0.8-1.7 ms for the hand-off, and 2.8-3.0 ms even
-// with each thread lowered as its task began, or with each task on a new
-// goroutine (docs/performance.md, "Own goroutines"). For a long task the
-// hand-off costs under 0.1% of its length; for short ones it is the whole
+// long tasks on their own goroutines, examples/httpserver's fast route had
+// about twice the p99 it had with the hand-off, even with each thread
+// lowered as its task began, or with each task on a new goroutine
+// (docs/performance.md#own-goroutines). For a long task the hand-off
+// costs a negligible part of its length; for short ones it is the whole
 // cost. So a function's tasks run on their own goroutines until they turn
 // out long, and go back to them once they are short again.
 func (s *Scheduler) dispatch(fn func(*Task) error) (slot uint8, handoff bool) {

@@ -14,7 +14,8 @@ package cpusched
 // the newcomer then waits until the other slot's slice ends. The other
 // way round, nothing bounded what new tasks take: under a flood of them
 // (arriving faster than the slots can serve them) each one's head start
-// beat the long tasks' deadlines, which got 0.03% of the slot time.
+// beat the long tasks' deadlines, which got next to none of the slot time
+// (docs/small-task-lane.md).
 //
 // Rejected approaches:
 //   - A bigger head start (more lag for new tasks): the credit is paid by
@@ -81,10 +82,10 @@ const (
 	// budget is the knob between small-task latency and long-task
 	// throughput under a flood of small tasks: the more the lane may take,
 	// the less the long tasks keep. Below it, small tasks get what they ask
-	// for at once; 90% covers streams that take up to 75% of the slot time
-	// (TestSmallTaskStreamKeepsNiceShares; at 80% the 75% stream began to
-	// queue) and leaves long tasks 10%, as the realtime throttle leaves
-	// others 5%. A period of 100 ms rather than the realtime throttle's
+	// for at once; 90% covers the streams of small tasks that
+	// TestSmallTaskStreamKeepsNiceShares drives (a lower share began to
+	// queue them, docs/small-task-lane.md) and leaves long tasks 10%, as
+	// the realtime throttle leaves others 5%. A period of 100 ms rather than the realtime throttle's
 	// second bounds how long a flood holds long tasks back to 90 ms.
 	lanePeriod       = int64(100 * time.Millisecond)
 	defaultLaneShare = 0.9
@@ -103,10 +104,10 @@ func (q *runQueue) small(t *Task) bool {
 // used is how much of its first slice t has used, as the lane counts:
 // its slot time, or with cpuClock (IsolationOSPriority) the CPU time its
 // thread has spent on it. Slot time is wall-clock time holding a
-// slot, and a task on a SCHED_IDLE thread holds its slot while the kernel runs other
-// threads: counted that way, tasks of 0.5 ms of CPU used more than the
-// lane's 1 ms in 44% of runs (a throwaway test, 100 tasks on 2 slots)
-// and, out of the lane, waited behind the stream of new ones.
+// slot, and a task on a SCHED_IDLE thread holds its slot while the
+// kernel runs other threads: counted that way, tasks of half the lane's
+// slice of CPU often used more than the whole slice and, out of the lane,
+// waited behind the stream of new ones (docs/small-task-lane.md).
 func (q *runQueue) used(t *Task) int64 {
 	if q.cpuClock {
 		return t.cpuUsed

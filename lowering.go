@@ -132,9 +132,9 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 //
 // Why not slot time: on a busy machine the kernel runs other threads for
 // milliseconds while a normal-priority task holds its slot. Counted as
-// computing, that lowered 2% of lab http's short tasks, and in the ab
+// computing, that lowered some of lab http's short tasks, and in the ab
 // check put small tasks, lowered and so long for the lane, behind the long
-// ones for 30-100 ms. What t computed before it was first seen is not
+// ones for tens of milliseconds (docs/performance.md#the-ab-checks-max). What t computed before it was first seen is not
 // counted: with Checkpoints, one Checkpoint's worth of work.
 func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	tid := int(t.tid.Load())
@@ -214,10 +214,9 @@ const lowerCheckMark = -1
 // paced by the Checkpoints so far. Its goroutine may read runTime and
 // since without the lock outside a Blocking call that keeps its slot:
 // only this goroutine writes them then (the hold timer writes them only
-// while a hold is armed). With a locked check every eighth Checkpoint, a
-// task with a Checkpoint every ~55 ns of work ran 10% slower serially and
-// half as much again in parallel (docs/performance.md, "The ab check's
-// max").
+// while a hold is armed). A locked check every eighth Checkpoint made a
+// task with very frequent Checkpoints measurably slower, more so in
+// parallel (docs/performance.md#the-ab-checks-max).
 func (s *Scheduler) lowerSelf(t *Task, mark bool) {
 	now := s.clock.Now()
 	if mark {

@@ -50,8 +50,7 @@ import (
 // cpusched's own tasks, and every switch between tasks there is a switch
 // between locked OS threads, which left the CPUs partly idle at 1 ms
 // slices: 10 ms slices kept more of the demo's CPU-heavy throughput, with a
-// lower probe p99 (cpusched bench -modes ospriority -slice 10ms against the
-// default run at 1 ms; docs/performance.md, "Slice (osPrioritySlice)").
+// lower probe p99 (docs/performance.md#slice-ospriorityslice).
 // Small tasks pay for it: their p99 rises, within the
 // two slices plus service time a queued task may wait.
 const osPrioritySlice = 10 * time.Millisecond

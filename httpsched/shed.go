@@ -28,8 +28,8 @@ package httpsched
 // bad report arrives.
 //
 // Rejected approaches (measured with BenchmarkShedUnderLoad: closed-loop
-// clients, 20 ms of CPU per request, one slot, a 5 ms budget; every run's
-// figures are in docs/performance.md, "Shedding under load"):
+// clients, requests of several times the budget's CPU, one slot; the
+// figures are in docs/performance.md#shedding-under-load):
 //   - Sampling the wait for the first slot alone (the first version, before
 //     Task.Waited existed). Under CPU load a new task gets a slot at the next
 //     Checkpoint of a task past its first slice (wakeup preemption), so time
@@ -88,9 +88,9 @@ package httpsched
 // waiting little) and 2 (two time-sharing, each waiting about the other's
 // service time), so the mean wait is a fraction of a service time and may
 // exceed the budget: the budget is a target, not a bound. In
-// BenchmarkShedUnderLoad (20 ms requests, 5 ms budget) the served requests
-// waited about 2.5 times the budget in total, for 8 and for 32 clients,
-// with the slot kept busy (docs/performance.md, "Shedding under load").
+// BenchmarkShedUnderLoad the served requests waited a small multiple of the
+// budget in total, whatever the number of clients, with the slot kept busy
+// (docs/performance.md#shedding-under-load).
 //
 // Each step is a few atomic operations on the handler's counters, which the
 // handler's requests share (one cache line's contention per request, no
