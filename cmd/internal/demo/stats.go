@@ -55,9 +55,10 @@ type SchedulerStats struct {
 	QueueWaitMS    float64               `json:"queue_wait_ms"`
 	MaxQueueWaitMS float64               `json:"max_queue_wait_ms"`
 	RunTimeMS      float64               `json:"run_time_ms"`
-	Classes        map[string]ClassStats `json:"classes"`      // by class name
-	Groups         map[string]GroupStats `json:"groups"`       // tracked groups by name ("" for none): see cpusched.Stats.Groups
-	OtherGroups    GroupStats            `json:"other_groups"` // every other group's tasks together
+	LaneRunTimeMS  float64               `json:"lane_run_time_ms"` // the part of RunTimeMS the small-task lane gave
+	Classes        map[string]ClassStats `json:"classes"`          // by class name
+	Groups         map[string]GroupStats `json:"groups"`           // tracked groups by name ("" for none): see cpusched.Stats.Groups
+	OtherGroups    GroupStats            `json:"other_groups"`     // every other group's tasks together
 }
 
 // ClassStats is cpusched.ClassStats for JSON.
@@ -170,6 +171,7 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 		QueueWaitMS:    ms(c.QueueWait),
 		MaxQueueWaitMS: ms(c.MaxQueueWait),
 		RunTimeMS:      ms(c.RunTime),
+		LaneRunTimeMS:  ms(c.LaneRunTime),
 		Classes:        make(map[string]ClassStats, len(c.Classes)),
 		Groups:         make(map[string]GroupStats, len(c.Groups)),
 	}
