@@ -37,6 +37,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"runtime"
 	"runtime/trace"
 	"strconv"
@@ -283,9 +284,25 @@ func makeGarbage() {
 type checksumParams struct {
 	passes int
 	sched  bool
-	// noCheckpoint: a task's passes run without a Checkpoint (checkpoint=0).
-	noCheckpoint bool
-	opts         []cpusched.TaskOption
+	// checkpoint: a task's passes each end with a Checkpoint (checkpoint=1,
+	// the default).
+	checkpoint bool
+	opts       []cpusched.TaskOption
+}
+
+// parseBit reads the 0|1 parameter name of q: def when it is absent, and
+// ok false when it is neither 0 nor 1.
+func parseBit(q url.Values, name string, def bool) (v, ok bool) {
+	if !q.Has(name) {
+		return def, true
+	}
+	switch q.Get(name) {
+	case "0":
+		return false, true
+	case "1":
+		return true, true
+	}
+	return def, false
 }
 
 // parseChecksum parses r's query; defaultPasses 0 means a random count in
@@ -304,25 +321,12 @@ func parseChecksum(r *http.Request, defaultPasses int, defaultSched bool) (p che
 		}
 		p.passes = n
 	}
-	if q.Has("sched") {
-		switch q.Get("sched") {
-		case "0":
-			p.sched = false
-		case "1":
-			p.sched = true
-		default:
-			return p, "sched", fmt.Sprintf("must be 0 (run on the handler goroutine) or 1 (run as a cpusched task), got %q", q.Get("sched"))
-		}
+	var ok bool
+	if p.sched, ok = parseBit(q, "sched", p.sched); !ok {
+		return p, "sched", fmt.Sprintf("must be 0 (run on the handler goroutine) or 1 (run as a cpusched task), got %q", q.Get("sched"))
 	}
-	if q.Has("checkpoint") {
-		switch q.Get("checkpoint") {
-		case "0":
-			p.noCheckpoint = true
-		case "1":
-			p.noCheckpoint = false
-		default:
-			return p, "checkpoint", fmt.Sprintf("must be 0 (a task's passes without Checkpoint) or 1 (a Checkpoint after every pass), got %q", q.Get("checkpoint"))
-		}
+	if p.checkpoint, ok = parseBit(q, "checkpoint", true); !ok {
+		return p, "checkpoint", fmt.Sprintf("must be 0 (a task's passes without Checkpoint) or 1 (a Checkpoint after every pass), got %q", q.Get("checkpoint"))
 	}
 	if q.Has("class") {
 		c, err := cpusched.ParseClass(q.Get("class"))
@@ -380,7 +384,7 @@ func checksumParamsFrom(ctx context.Context) *checksumParams {
 func (s *Server) checksumScheduled(w http.ResponseWriter, r *http.Request) {
 	p := checksumParamsFrom(r.Context())
 	task := httpsched.TaskFrom(r.Context())
-	done, crc, err := s.checksumTask(task, p.passes, !p.noCheckpoint)
+	done, crc, err := s.checksumTask(task, p.passes, p.checkpoint)
 	// The task ends right after this handler: its wait so far is all the
 	// queueing delay the scheduler added (cpusched bench reads it).
 	w.Header().Set(WaitedHeader, strconv.FormatInt(int64(task.Waited()), 10))
