@@ -12,6 +12,7 @@ import (
 
 	"github.com/cpusched/cpusched/cmd/internal/bench"
 	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/idlehog"
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
 
@@ -99,6 +100,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return runErr
+}
+
+// runIdleHog is the hidden command that bench's floor mode starts for its
+// CPU load: `cpusched idle-hog -c N`, talking with bench on its stdin and
+// stdout.
+func runIdleHog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return idlehog.Main(ctx, args, os.Stdin, stdout, stderr)
 }
 
 // writeBenchOutputs prints the table (unless the JSON goes to stdout) and
