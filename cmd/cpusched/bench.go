@@ -12,31 +12,34 @@ import (
 
 	"github.com/cpusched/cpusched/cmd/internal/bench"
 	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/idlehog"
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
 
 // benchRun is bench.Run; tests replace it.
 var benchRun = bench.Run
 
-// runBench is `cpusched bench`: for each isolation mode it starts
-// `cpusched serve` as a child process and measures the 1 ms endpoint idle,
-// under a direct CPU load, under the same load through cpusched, and with
-// small tasks added; it prints one table (and JSON and a plot on request).
+// runBench is `cpusched bench`: for the floor and each isolation mode it
+// starts `cpusched serve` as a child process and measures the 1 ms endpoint
+// idle, under a direct CPU load, under the same load through cpusched (with
+// and without Checkpoints), with small tasks added, and a busy fast route
+// beside that load; it prints one table (and JSON and a plot on request).
 // On SIGINT it stops the server, prints the rows measured so far and
 // returns the interruption as an error.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("bench", stderr)
-	step := fs.Duration("step", bench.DefaultStep, fmt.Sprintf("measured length of each step (%v..%v); default %v, or %v with -quick", bench.MinStep, bench.MaxStep, bench.DefaultStep, bench.QuickStep(len(bench.AllModes()))))
-	modes := fs.String("modes", strings.Join(bench.AllModes(), ","), "comma-separated isolation modes to measure, in order; MODE:N runs MODE with N workers (e.g. ospriority,ospriority:1)")
+	step := fs.Duration("step", bench.DefaultStep, fmt.Sprintf("measured length of each step (%v..%v); default %v, or %v with -quick", bench.MinStep, bench.MaxStep, bench.DefaultStep, bench.QuickStep(nil)))
+	modes := fs.String("modes", strings.Join(bench.AllModes(), ","), "comma-separated modes to measure, in order: "+bench.ModeFloor+" (the reference: the same CPU work in a SCHED_IDLE process) and isolation modes; MODE:N runs isolation mode MODE with N workers (e.g. ospriority,ospriority:1)")
 	probeRate := fs.Float64("probe-rate", bench.DefaultProbeRate, fmt.Sprintf("open-loop rate of the /delay1ms probe, requests/s (1..%d)", bench.MaxProbeRate))
 	hogC := fs.Int("hog-c", bench.DefaultHogConcurrency, fmt.Sprintf("concurrency of the CPU-heavy /checksum load (1..%d)", bench.MaxConcurrency))
+	ioC := fs.Int("io-c", bench.DefaultIOConcurrency, fmt.Sprintf("connections of io-heavy's closed loop on the fast route (1..%d)", bench.MaxConcurrency))
 	smallRate := fs.Float64("small-rate", bench.DefaultSmallRate, fmt.Sprintf("open-loop rate of the small requests, scheduled and direct each, requests/s (1..%d)", bench.MaxSmallRate))
 	gc := fs.Bool("gc", false, "pass -gc to the server: garbage per probe request, so the collector is always busy")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json and DIR/bench.png (probe latency plot)")
 	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched and hog-sched+small into DIR and attribute every probe request slower than 2x the idle p99 to its causes (DIR/MODE-STEP.txt)")
 	traceAbove := fs.Duration("trace-above", 0, fmt.Sprintf("with -trace, attribute the probe requests slower than this (%v..%v) instead of 2x the idle p99", bench.MinTraceAbove, bench.MaxTraceAbove))
-	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 30 s")
+	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 60 s")
 	workers := fs.Int("workers", 0, "pass -workers to every server; 0 lets each mode choose")
 	slice := fs.Duration("slice", 0, "pass -slice to every server; 0 lets each mode choose")
 	cpuQuota := fs.Float64("cpu-quota", 0, fmt.Sprintf("run every server in its own cgroup limited to this many CPUs (%g..%d; Linux, root); 0: no limit", bench.MinCPUQuota, runtime.NumCPU()))
@@ -56,7 +59,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	cfg := bench.DefaultConfig(exe, "serve")
 	cfg.Modes = cli.SplitList(*modes)
-	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate = *probeRate, *hogC, *smallRate
+	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate, cfg.IOConcurrency = *probeRate, *hogC, *smallRate, *ioC
 	cfg.GC, cfg.Quick = *gc, *quick
 	cfg.Workers, cfg.Slice = *workers, *slice
 	cfg.CPUQuota = *cpuQuota
@@ -65,11 +68,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *quick {
 		cfg.Warmup = bench.QuickWarmup
 		if !cli.Given(fs, "step") {
-			n := len(cfg.Modes)
-			if n == 0 {
-				n = len(bench.AllModes())
-			}
-			cfg.Step = bench.QuickStep(n)
+			cfg.Step = bench.QuickStep(cfg.Modes)
 		}
 	}
 	if err := cfg.Validate(); err != nil {
@@ -99,6 +98,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return runErr
+}
+
+// runIdleHog is the hidden command that bench's floor mode starts for its
+// CPU load: `cpusched idle-hog -c N`, talking with bench on its stdin and
+// stdout.
+func runIdleHog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return idlehog.Main(ctx, args, os.Stdin, stdout, stderr)
 }
 
 // writeBenchOutputs prints the table (unless the JSON goes to stdout) and

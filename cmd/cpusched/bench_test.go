@@ -24,7 +24,10 @@ func TestBenchUsageErrors(t *testing.T) {
 	}{
 		{"unknown flag", []string{"-bogus"}, "flag provided but not defined"},
 		{"argument", []string{"now"}, `unexpected argument "now"`},
-		{"unknown mode", []string{"-modes", "none,turbo"}, `Modes (-modes): unknown isolation mode "turbo"`},
+		{"unknown mode", []string{"-modes", "none,turbo"}, `Modes (-modes): unknown mode "turbo" (valid: floor, none, reserve`},
+		{"floor with workers", []string{"-modes", "floor:1"}, `Modes (-modes): "floor:1": the floor has no scheduler, so no worker count`},
+		{"io zero", []string{"-io-c", "0"}, "IOConcurrency (-io-c) must be in 1..1000 connections, got 0"},
+		{"io too many", []string{"-io-c", "1001"}, "IOConcurrency (-io-c) must be in 1..1000 connections, got 1001"},
 		{"mode twice", []string{"-modes", "none,none"}, `mode "none" given twice`},
 		{"step zero", []string{"-step", "0s"}, "Step (-step) must be in 100ms..10m0s, got 0s"},
 		{"step zero with quick", []string{"-quick", "-step", "0s"}, "Step (-step) must be in 100ms..10m0s"},

@@ -168,7 +168,7 @@ func harmlessAddr(addr string) bool {
 func FuzzBenchArgs(f *testing.F) {
 	for _, args := range []string{"-modes\nnone,turbo", "-modes\nnone,none", "-modes\n,", "-step\n0s", "-step\n10m1s", "-quick\n-step\n0s",
 		"-probe-rate\n0", "-probe-rate\nNaN", "-probe-rate\n10001", "-hog-c\n0", "-small-rate\n10001", "-workers\n1025", "-slice\n1h",
-		"now", "-bogus", "-h", "-modes\nnone\n-quick"} {
+		"now", "-bogus", "-h", "-modes\nnone\n-quick", "-modes\nfloor:2", "-modes\nfloor,none", "-io-c\n0", "-io-c\n1001"} {
 		f.Add(args)
 	}
 	flags := flagMention(f, "bench")

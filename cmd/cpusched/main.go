@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/idlehog"
 	"github.com/cpusched/cpusched/cmd/internal/lab"
 )
 
@@ -37,6 +38,7 @@ var commands = []command{
 	{"soak", "drive the demo server with a hostile mix for a long time and check it does not leak", runSoak},
 	{"lab", "reproduce the scheduling experiments behind cpusched", runLab},
 	{lab.ChildCommand, "(internal) one measured workload of a lab experiment", runLabChild},
+	{idlehog.Command, "(internal) the CPU load of bench's floor mode, in a SCHED_IDLE process", runIdleHog},
 }
 
 func main() {

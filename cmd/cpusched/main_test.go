@@ -33,13 +33,14 @@ func TestDispatch(t *testing.T) {
 		{[]string{"lab"}, 2},
 		{[]string{"lab", "nope"}, 2},
 		{[]string{"lab-child"}, 2},
+		{[]string{"idle-hog", "-c", "0"}, 2},
 	} {
 		if got := dispatch(context.Background(), tt.args, &out, &errOut); got != tt.want {
 			t.Errorf("dispatch(%q) = %d, want %d", tt.args, got, tt.want)
 		}
 	}
-	if !strings.Contains(errOut.String(), "bench") || strings.Contains(errOut.String(), "lab-child ") {
-		t.Errorf("usage lists: %q, want bench listed and the internal lab-child hidden", errOut.String())
+	if !strings.Contains(errOut.String(), "bench") || strings.Contains(errOut.String(), "lab-child ") || strings.Contains(errOut.String(), "idle-hog ") {
+		t.Errorf("usage lists: %q, want bench listed and the internal lab-child and idle-hog hidden", errOut.String())
 	}
 }
 

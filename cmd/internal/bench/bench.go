@@ -4,23 +4,35 @@
 //
 // For each mode, Run starts the demo server as a child process (so that the
 // load generator does not share the server's Go runtime), waits until it
-// answers, and runs four steps of equal length, each after a short unmeasured
+// answers, and runs six steps of equal length, each after a short unmeasured
 // warm-up:
 //
 //	idle             the probe alone: open loop at ProbeRate on /delay1ms
 //	hog-direct       + closed loop of HogConcurrency on /checksum?sched=0
 //	hog-sched        the same CPU load through cpusched (/checksum?sched=1)
-//	hog-sched+small  + open loop at SmallRate on /checksum?n=10&sched=1, and
-//	                 the same small requests at the same rate with sched=0
+//	hog-nockpt       the same through cpusched without a Checkpoint
+//	                 (/checksum?sched=1&checkpoint=0)
+//	hog-sched+small  hog-sched's, plus open loop at SmallRate on
+//	                 /checksum?n=10&sched=1, and the same small requests at
+//	                 the same rate with sched=0
+//	io-heavy         hog-sched's CPU load, and instead of the probe a
+//	                 closed loop of IOConcurrency on /delay?d=500us
+//
+// The floor mode (ModeFloor) is the reference the others are compared with:
+// its server gets no task, and the same CPU-heavy work runs in a separate
+// process whose threads are all SCHED_IDLE (package idlehog), in its
+// idle, hog-sched and io-heavy steps (StepsOf). Report.fillFloor sets each
+// row's ratios to the floor's step it compares with (floorStepOf).
 //
 // The probe's and the small requests' latencies count from each request's
-// due time (see package load). The small requests run directly (sched=0)
-// are the floor: what this machine gives a small request under this load
+// due time (see package load); io-heavy's, a closed loop, from each
+// request's send. The small requests run directly (sched=0) are their
+// reference: what this machine gives a small request under this load
 // without cpusched. The scheduled ones also report their task's Task.Waited
 // (the demo's Cpusched-Waited-Ns header): the queueing delay the scheduler
 // itself added.
-// CPU-heavy throughput is the server's own count of CRC32 passes over the
-// measured window, so requests still in flight at the window's end count for
+// CPU-heavy throughput is the server's own count of CRC32 passes (the
+// floor's hog's, in the floor mode) over the measured window, so requests still in flight at the window's end count for
 // the work they did. Between steps the previous step's load is cancelled and
 // Run waits until the server has stopped working on it.
 //
@@ -39,6 +51,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/cmd/internal/idlehog"
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
 
@@ -70,29 +84,41 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	modes := cfg.modes()
-	steps := Steps()
-	prog := newTracker(cfg, len(modes)*len(steps))
+	total := 0
+	for _, mode := range modes {
+		total += len(StepsOf(mode))
+	}
+	prog := newTracker(cfg, total)
 	defer cfg.Progress.Done()
 	for mi, mode := range modes {
 		if err := ctx.Err(); err != nil {
 			// Cancelled before this mode: start no server for it.
-			rep.fillPctOfDirect()
+			rep.fill()
 			return rep, err
 		}
+		steps := StepsOf(mode)
 		prog.set("%s (mode %d/%d): starting the server", mode, mi+1, len(modes))
 		rows, srvInfo, err := runMode(ctx, cfg, cgroups, mode, func(step string, si int, phase string) {
 			prog.set("%s (mode %d/%d) %s (step %d/%d): %s", mode, mi+1, len(modes), step, si+1, len(steps), phase)
 		}, prog.stepDone)
+		var skip *skipError
+		if errors.As(err, &skip) {
+			rep.Skipped = append(rep.Skipped, Skipped{Mode: mode, Reason: skip.Error()})
+			for range steps {
+				prog.stepDone()
+			}
+			continue
+		}
 		rep.Results = append(rep.Results, rows...)
 		if srvInfo != "" {
 			rep.Servers = append(rep.Servers, srvInfo)
 		}
 		if err != nil {
-			rep.fillPctOfDirect()
+			rep.fill()
 			return rep, err
 		}
 	}
-	rep.fillPctOfDirect()
+	rep.fill()
 	return rep, nil
 }
 
@@ -136,35 +162,33 @@ func (t *tracker) stepDone() {
 
 // runMode measures every step of one mode (a Config.Modes item) on a fresh
 // server, in a new cgroup of cgroups unless that is nil. It returns the rows
-// measured, the server's description ("mode: ...") and the first error.
+// measured, the server's description ("mode: ...") and the first error; a
+// *skipError if the mode cannot be measured here.
 func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, phase func(step string, i int, what string), stepDone func()) (rows []Result, info string, err error) {
 	mode, workers, _ := parseModeSpec(spec) // Validate has checked it
-	if workers == 0 {
-		workers = cfg.Workers
-	}
-	args := append(slices.Clone(cfg.ServerCmd[1:]), "-addr", "127.0.0.1:0", "-isolation", mode)
-	if cfg.GC {
-		args = append(args, "-gc")
-	}
-	if workers > 0 {
-		args = append(args, "-workers", strconv.Itoa(workers))
-	}
-	if cfg.Slice > 0 {
-		args = append(args, "-slice", cfg.Slice.String())
-	}
 	var cg *cpuCgroup
 	if cgroups != nil {
 		if cg, err = cgroups.create(nextCgroupName(), cfg.CPUQuota); err != nil {
 			return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
 		}
-		// Runs after srv.stop below has reaped the server.
+		// Runs after srv.stop and hog.Stop below have reaped the processes.
 		defer func() {
 			if rmErr := cg.remove(); rmErr != nil {
 				err = errors.Join(err, fmt.Errorf("bench: mode %s: %w", spec, rmErr))
 			}
 		}()
 	}
-	srv, err := startServer(ctx, cg, cfg.ServerCmd[0], args)
+	var hog *idlehog.Process
+	if mode == ModeFloor {
+		if hog, err = startIdleHog(ctx, cfg, cg); err != nil {
+			if errors.Is(err, idlehog.ErrNoSchedIdle) {
+				return nil, "", &skipError{err}
+			}
+			return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
+		}
+		defer hog.Stop()
+	}
+	srv, err := startServer(ctx, cg, cfg.ServerCmd[0], serverArgs(cfg, mode, workers))
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
 	}
@@ -172,9 +196,9 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, ph
 	info = spec + ": " + srv.banner
 
 	m := newMeter(cfg, srv.url, cg, srv.cmd.Process.Pid)
-	m.spec = spec
+	m.spec, m.floorHog = spec, hog
 	defer m.close()
-	for i, step := range Steps() {
+	for i, step := range StepsOf(mode) {
 		r, err := m.step(ctx, spec, step, func(what string) { phase(step, i, what) })
 		if err != nil {
 			if ctx.Err() != nil {
@@ -184,6 +208,13 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, ph
 		}
 		rows = append(rows, r)
 		stepDone()
+	}
+	if hog != nil {
+		hogInfo, err := floorHogInfo(cfg, hog)
+		if err != nil {
+			return rows, info, fmt.Errorf("bench: mode %s: %w", spec, err)
+		}
+		info += hogInfo
 	}
 	// Close the clients' idle connections before the SIGTERM: a connection
 	// dialed for a request that was then cancelled sits unused in a
@@ -196,4 +227,30 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, ph
 		info += " (shutdown: " + err.Error() + ")"
 	}
 	return rows, info, nil
+}
+
+// serverArgs returns the arguments of mode's server: the floor's gets
+// neither workers nor a slice, since it never runs a task.
+func serverArgs(cfg Config, mode string, workers int) []string {
+	isolation := mode
+	if mode == ModeFloor {
+		isolation = cpusched.IsolationNone.String()
+	}
+	args := append(slices.Clone(cfg.ServerCmd[1:]), "-addr", "127.0.0.1:0", "-isolation", isolation)
+	if cfg.GC {
+		args = append(args, "-gc")
+	}
+	if mode == ModeFloor {
+		return args
+	}
+	if workers == 0 {
+		workers = cfg.Workers
+	}
+	if workers > 0 {
+		args = append(args, "-workers", strconv.Itoa(workers))
+	}
+	if cfg.Slice > 0 {
+		args = append(args, "-slice", cfg.Slice.String())
+	}
+	return args
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,12 +11,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/cpusched/cpusched/cmd/internal/idlehog"
 )
 
 // cpuschedBin is the cpusched binary TestMain builds for the end-to-end
@@ -54,6 +59,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// TestRunEndToEnd runs a very short bench of the floor and the default
+// mode: every step's row has its loads' figures, io-heavy's probe is a
+// closed loop, and the JSON has the ratios to the floor.
 func TestRunEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the demo server; skipped with -short")
@@ -65,62 +73,175 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Skipf("this cpusched has no serve command yet:\n%s", out)
 	}
 	cfg := DefaultConfig(cpuschedBin, "serve")
-	cfg.Modes = []string{AllModes()[len(AllModes())-1]}
+	mode := AllModes()[len(AllModes())-1]
+	cfg.Modes = []string{ModeFloor, mode}
 	cfg.Step, cfg.Warmup, cfg.Settle = 300*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
-	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate = 100, 4, 50
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate, cfg.IOConcurrency = 100, 4, 50, 4
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if len(rep.Results) != len(Steps()) {
-		t.Fatalf("got %d rows, want %d", len(rep.Results), len(Steps()))
+	if len(rep.Skipped) > 0 {
+		t.Fatalf("skipped %+v: this test wants a machine where SCHED_IDLE can be set", rep.Skipped)
 	}
-	finite := func(what string, v float64) {
-		t.Helper()
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			t.Errorf("%s: got %v, want a finite number >= 0", what, v)
-		}
-	}
-	for i, row := range rep.Results {
-		if row.Mode != cfg.Modes[0] || row.Step != Steps()[i] {
-			t.Errorf("row %d: got %s/%s, want %s/%s", i, row.Mode, row.Step, cfg.Modes[0], Steps()[i])
-		}
-		if row.Probe == nil || row.Probe.RPS <= 0 {
-			t.Errorf("row %d: got probe %+v, want requests completed", i, row.Probe)
-			continue
-		}
-		for _, v := range []float64{row.Probe.P50Ms, row.Probe.P99Ms, row.Probe.P999Ms, row.Probe.MaxMs} {
-			finite(row.Step+" probe latency", v)
-		}
-		if row.Probe.Errors != 0 {
-			t.Errorf("row %d: got %d probe errors, want 0", i, row.Probe.Errors)
-		}
-		if (row.Hog != nil) != (row.Step != StepIdle) {
-			t.Errorf("row %d: got hog %+v, want present only under load", i, row.Hog)
-		}
-		if row.Hog != nil {
-			finite(row.Step+" passes/s", row.Hog.PassesPerS)
-		}
-		if (row.Small != nil) != (row.Step == StepHogSchedSm) {
-			t.Errorf("row %d: got small %+v, want present only in %s", i, row.Small, StepHogSchedSm)
-		}
-		if (row.SmallDirect != nil) != (row.Step == StepHogSchedSm) {
-			t.Errorf("row %d: got small_direct %+v, want present only in %s", i, row.SmallDirect, StepHogSchedSm)
-		}
-		if row.Small != nil && (row.Small.WaitedP99Ms == nil || row.Small.RPS <= 0 || row.SmallDirect.RPS <= 0) {
-			t.Errorf("row %d: small %+v, small_direct %+v: want both answered and the scheduled ones' Task.Waited read", i, row.Small, row.SmallDirect)
-		}
-		if row.GCStopMaxMs == nil {
-			t.Errorf("row %d: got no gc_stop_max_ms, want the server's figure", i)
+	var want []string
+	for _, m := range cfg.Modes {
+		for _, step := range StepsOf(m) {
+			want = append(want, m+"/"+step)
 		}
 	}
+	var got []string
+	for _, row := range rep.Results {
+		got = append(got, row.Mode+"/"+row.Step)
+		checkRow(t, row)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("got rows %v, want %v", got, want)
+	}
+	if len(rep.Servers) != 2 || !strings.Contains(rep.Servers[0], "threads SCHED_IDLE") {
+		t.Errorf("servers: got %q, want the floor's hog's threads checked", rep.Servers)
+	}
+	checkFloorJSON(t, rep, mode)
 	var buf bytes.Buffer
 	if err := rep.WriteTable(&buf); err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(buf.String(), "x the floor") {
+		t.Errorf("the table's summary lines have no ratio to the floor:\n%s", buf.String())
+	}
 	t.Logf("\n%s", buf.String())
+}
+
+// checkRow checks that a row measured by Run has the figures of its
+// step's loads, and only those.
+func checkRow(t *testing.T, row Result) {
+	t.Helper()
+	finite := func(what string, v float64) {
+		t.Helper()
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			t.Errorf("%s/%s %s: got %v, want a finite number >= 0", row.Mode, row.Step, what, v)
+		}
+	}
+	name := row.Mode + "/" + row.Step
+	if row.Probe == nil || row.Probe.RPS <= 0 {
+		t.Errorf("%s: got probe %+v, want requests completed", name, row.Probe)
+		return
+	}
+	for _, v := range []float64{row.Probe.P50Ms, row.Probe.P99Ms, row.Probe.P999Ms, row.Probe.MaxMs} {
+		finite("probe latency", v)
+	}
+	if row.Probe.Errors != 0 {
+		t.Errorf("%s: got %d probe errors, want 0", name, row.Probe.Errors)
+	}
+	if closed := row.Step == StepIOHeavy; row.Probe.ClosedLoop != closed || closed && row.Probe.Connections != 4 {
+		t.Errorf("%s: got closed loop %v with %d connections, want closed loop (4 connections) only in io-heavy", name, row.Probe.ClosedLoop, row.Probe.Connections)
+	}
+	if (row.Hog != nil) != (row.Step != StepIdle) {
+		t.Errorf("%s: got hog %+v, want present only under load", name, row.Hog)
+	}
+	if row.Hog != nil {
+		finite("passes/s", row.Hog.PassesPerS)
+		if row.Hog.FloorHog != (row.Mode == ModeFloor) || row.Hog.PassesPerS <= 0 {
+			t.Errorf("%s: got hog %+v, want passes done, by the floor's hog in the floor", name, row.Hog)
+		}
+	}
+	if (row.Small != nil) != (row.Step == StepHogSchedSm) {
+		t.Errorf("%s: got small %+v, want present only in %s", name, row.Small, StepHogSchedSm)
+	}
+	if (row.SmallDirect != nil) != (row.Step == StepHogSchedSm) {
+		t.Errorf("%s: got small_direct %+v, want present only in %s", name, row.SmallDirect, StepHogSchedSm)
+	}
+	if row.Small != nil && (row.Small.WaitedP99Ms == nil || row.Small.RPS <= 0 || row.SmallDirect.RPS <= 0) {
+		t.Errorf("%s: small %+v, small_direct %+v: want both answered and the scheduled ones' Task.Waited read", name, row.Small, row.SmallDirect)
+	}
+	if row.GCStopMaxMs == nil {
+		t.Errorf("%s: got no gc_stop_max_ms, want the server's figure", name)
+	}
+}
+
+// checkFloorJSON checks the JSON of a run of the floor and mode: every
+// row of mode whose step has a floor counterpart carries its ratios, which
+// are the p99s' and the rates' in the same document.
+func checkFloorJSON(t *testing.T, rep *Report, mode string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := rep.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	type probe struct {
+		P99Ms      float64 `json:"p99_ms"`
+		RPS        float64 `json:"rps"`
+		ClosedLoop bool    `json:"closed_loop"`
+	}
+	var doc struct {
+		Config struct {
+			IOConcurrency int    `json:"io_concurrency"`
+			IOPath        string `json:"io_path"`
+		} `json:"config"`
+		Results []struct {
+			Mode, Step string
+			Probe      probe `json:"probe"`
+			Hog        *struct {
+				PctOfDirect *float64 `json:"pct_of_direct"`
+				DirectRef   string   `json:"direct_ref"`
+			} `json:"hog"`
+			VsFloor *struct {
+				Step   string  `json:"floor_step"`
+				P99X   float64 `json:"p99_x"`
+				RPSPct float64 `json:"rps_pct"`
+			} `json:"vs_floor"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Config.IOConcurrency != 4 || doc.Config.IOPath != pathIO {
+		t.Errorf("config: got io_concurrency %d, io_path %q; want 4, %q", doc.Config.IOConcurrency, doc.Config.IOPath, pathIO)
+	}
+	floor := map[string]probe{}
+	for _, r := range doc.Results {
+		if r.Mode == ModeFloor {
+			floor[r.Step] = r.Probe
+			if r.Hog != nil && (r.Hog.PctOfDirect == nil || r.Hog.DirectRef != mode+"/"+StepHogDirect) {
+				t.Errorf("floor/%s: got hog %+v, want a share of %s/%s", r.Step, r.Hog, mode, StepHogDirect)
+			}
+		}
+	}
+	for _, r := range doc.Results {
+		fs := floorStepOf(r.Step)
+		if r.Mode == ModeFloor || fs == "" {
+			if r.VsFloor != nil {
+				t.Errorf("%s/%s: got vs_floor %+v, want null", r.Mode, r.Step, r.VsFloor)
+			}
+			continue
+		}
+		f, v := floor[fs], r.VsFloor
+		if v == nil || v.Step != fs || math.Abs(v.P99X-r.Probe.P99Ms/f.P99Ms) > 1e-9 || math.Abs(v.RPSPct-r.Probe.RPS/f.RPS*100) > 1e-9 {
+			t.Errorf("%s/%s: got vs_floor %+v, want the floor's %s: p99 %v/%v, rps %v/%v", r.Mode, r.Step, v, fs, r.Probe.P99Ms, f.P99Ms, r.Probe.RPS, f.RPS)
+		}
+	}
+}
+
+// TestRunSkipsFloorWithoutSchedIdle: where the hog's threads cannot be
+// made SCHED_IDLE, Run skips the floor, says why, and starts no server
+// for it.
+func TestRunSkipsFloorWithoutSchedIdle(t *testing.T) {
+	defer func(start func(context.Context, Config, *cpuCgroup) (*idlehog.Process, error)) { startIdleHog = start }(startIdleHog)
+	startIdleHog = func(context.Context, Config, *cpuCgroup) (*idlehog.Process, error) {
+		return nil, fmt.Errorf("%w: thread 42: sched_setattr(SCHED_IDLE): operation not permitted", idlehog.ErrNoSchedIdle)
+	}
+	cfg := DefaultConfig(filepath.Join(t.TempDir(), "no-such-cpusched"), "serve")
+	cfg.Modes = []string{ModeFloor}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v, want the floor skipped without an error", err)
+	}
+	want := []Skipped{{Mode: ModeFloor, Reason: "the hog's threads cannot be made SCHED_IDLE here: thread 42: sched_setattr(SCHED_IDLE): operation not permitted"}}
+	if len(rep.Results) != 0 || !reflect.DeepEqual(rep.Skipped, want) {
+		t.Errorf("got results %v, skipped %+v; want none and %+v", rep.Results, rep.Skipped, want)
+	}
 }
 
 func TestRunCancelledStopsServer(t *testing.T) {
@@ -134,7 +255,9 @@ func TestRunCancelledStopsServer(t *testing.T) {
 		t.Skipf("this cpusched has no serve command yet:\n%s", out)
 	}
 	cfg := DefaultConfig(cpuschedBin, "serve")
-	cfg.Modes = []string{AllModes()[0]}
+	// The floor first, so that its hog process must be stopped too (the
+	// next mode's server, where the floor is skipped).
+	cfg.Modes = []string{ModeFloor, AllModes()[1]}
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -148,7 +271,7 @@ func TestRunCancelledStopsServer(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Errorf("Run took %v after cancellation, want it to return promptly (limit 10s)", took)
 	}
-	// No server left behind: no process of ours runs the binary.
+	// No server or hog left behind: no process of ours runs the binary.
 	if pids := childrenRunning(t, cpuschedBin); len(pids) > 0 {
 		t.Errorf("got server processes %v still running, want none", pids)
 	}

@@ -297,8 +297,10 @@ func TestReportWithCPUQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"quota:   every server in its own cgroup limited to 1.5 CPUs (150000 us per 100000 us period; cgroup v1 /sys/fs/cgroup/cpu); the load generator outside\n",
-		"none: idle 0/70 0 ms (0.00 CPUs), hog-direct 10/70 1,234 ms (0.50 CPUs), hog-sched 20/70 2,469 ms (1.00 CPUs), hog-sched+small 30/70 3,703 ms (1.50 CPUs)\n",
+		"quota:   every server in its own cgroup limited to 1.5 CPUs (150000 us per 100000 us period; cgroup v1 /sys/fs/cgroup/cpu), the floor's hog in its server's; the load generator outside\n",
+		"floor: idle 0/70 0 ms (0.00 CPUs), hog-sched 10/70 1,234 ms (0.50 CPUs), io-heavy 20/70 2,469 ms (1.00 CPUs)\n",
+		"none: idle 30/70 3,703 ms (1.50 CPUs), hog-direct 40/70 4,938 ms (2.00 CPUs), hog-sched 50/70 6,172 ms (2.50 CPUs), " +
+			"hog-nockpt 60/70 7,406 ms (3.00 CPUs), hog-sched+small 70/70 8,641 ms (3.50 CPUs), io-heavy 80/70 9,875 ms (4.00 CPUs)\n",
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table output lacks %q; got:\n%s", want, buf.String())

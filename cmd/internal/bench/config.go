@@ -25,6 +25,10 @@ const (
 	DefaultProbeRate      = 200
 	DefaultHogConcurrency = 10
 	DefaultSmallRate      = 200
+	// DefaultIOConcurrency is io-heavy's connections: on pathIO alone they
+	// keep more than a CPU busy, the server and the load generator
+	// together; fewer do not (docs/bench.md#the-busy-case).
+	DefaultIOConcurrency = 32
 
 	// QuickWarmup is the warm-up of a -quick run.
 	QuickWarmup = 250 * time.Millisecond
@@ -44,28 +48,64 @@ const (
 // settling come on top); QuickStep divides it between the steps.
 const quickBudget = 20 * time.Second
 
+// ModeFloor is the reference mode: the demo server with no task ever
+// submitted to its scheduler, beside the same CPU-heavy work run in a
+// separate process whose threads are all SCHED_IDLE (package idlehog).
+const ModeFloor = "floor"
+
 // Step names, in the order Run measures them.
 const (
 	StepIdle       = "idle"
 	StepHogDirect  = "hog-direct"
 	StepHogSched   = "hog-sched"
+	StepHogNoCkpt  = "hog-nockpt"
 	StepHogSchedSm = "hog-sched+small"
+	StepIOHeavy    = "io-heavy"
 )
 
-// Steps returns the step names in the order Run measures them.
+// Steps returns the step names of an isolation mode in the order Run
+// measures them.
 func Steps() []string {
-	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogSchedSm}
+	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy}
 }
 
-// QuickStep returns the step length of a -quick run over modes isolation
-// modes: 2 s, shortened (to no less than 1 s) so that the steps of all modes
-// fit in about 20 s and the whole run, with `go run`'s build and the
-// servers' start-ups, in under 30 s (docs/performance.md#tools).
-func QuickStep(modes int) time.Duration {
-	if modes < 1 {
-		modes = 1
+// StepsOf returns the steps Run measures in mode (a Config.Modes item):
+// the floor has no direct or scheduled load of its own, and no small
+// requests, so only the steps the others are compared with.
+func StepsOf(mode string) []string {
+	if mode == ModeFloor {
+		return []string{StepIdle, StepHogSched, StepIOHeavy}
 	}
-	perStep := quickBudget/time.Duration(modes*len(Steps())) - QuickWarmup - DefaultSettle
+	return Steps()
+}
+
+// floorStepOf returns the floor's step that step is compared with, or ""
+// for none: hog-nockpt's is hog-sched, since the floor's hog never calls
+// Checkpoint either; hog-direct and hog-sched+small have none.
+func floorStepOf(step string) string {
+	switch step {
+	case StepIdle, StepHogSched, StepIOHeavy:
+		return step
+	case StepHogNoCkpt:
+		return StepHogSched
+	}
+	return ""
+}
+
+// QuickStep returns the step length of a -quick run over modes (nil: every
+// mode): 2 s, shortened (to no less than 1 s) so that the steps of all
+// modes fit in about 20 s, or as close as 1 s steps come, and the whole
+// run, with `go run`'s build and the servers' start-ups, in under 60 s
+// (docs/bench.md#what-it-runs).
+func QuickStep(modes []string) time.Duration {
+	if len(modes) == 0 {
+		modes = AllModes()
+	}
+	steps := 0
+	for _, m := range modes {
+		steps += len(StepsOf(m))
+	}
+	perStep := quickBudget/time.Duration(steps) - QuickWarmup - DefaultSettle
 	step := min(2*time.Second, perStep.Truncate(500*time.Millisecond))
 	return max(step, time.Second)
 }
@@ -77,12 +117,16 @@ type Config struct {
 	// ServerCmd is the command that runs the demo server, e.g.
 	// {"/path/to/cpusched", "serve"}. Run appends
 	// "-addr 127.0.0.1:0 -isolation MODE" (and "-gc" when GC is set); the
-	// server must print "listening on http://HOST:PORT" on stdout.
+	// server must print "listening on http://HOST:PORT" on stdout. The
+	// floor's hog runs as `ServerCmd[0] idle-hog -c HogConcurrency`.
 	ServerCmd []string
-	// Modes are the isolation modes to measure, by name, in order; nil means
-	// every mode of cpusched.IsolationModes. "MODE:N" measures MODE with N
-	// workers (overriding Workers for that server), so that one mode can be
-	// measured beside itself with another worker count: "ospriority,ospriority:1".
+	// Modes are the modes to measure, by name, in order; nil means every
+	// mode of AllModes: the floor (ModeFloor), then every isolation mode of
+	// cpusched.IsolationModes. "MODE:N" measures the isolation mode MODE
+	// with N workers (overriding Workers for that server), so that one mode
+	// can be measured beside itself with another worker count:
+	// "ospriority,ospriority:1". Where SCHED_IDLE cannot be set, Run skips
+	// the floor and says why in Report.Skipped.
 	Modes []string
 	// Step is the measured length of each step (MinStep..MaxStep).
 	Step time.Duration
@@ -92,8 +136,12 @@ type Config struct {
 	Settle time.Duration
 	// ProbeRate is the probe's open-loop rate in requests/s (1..MaxProbeRate).
 	ProbeRate float64
-	// HogConcurrency is the CPU-heavy closed loop's concurrency (1..MaxConcurrency).
+	// HogConcurrency is the CPU-heavy closed loop's concurrency, and the
+	// floor's hog's goroutines (1..MaxConcurrency).
 	HogConcurrency int
+	// IOConcurrency is the connections of io-heavy's closed loop on pathIO
+	// (1..MaxConcurrency).
+	IOConcurrency int
 	// SmallRate is the open-loop rate of the small requests, in requests/s
 	// (1..MaxSmallRate), for each of the scheduled and the direct ones.
 	SmallRate float64
@@ -138,6 +186,7 @@ func DefaultConfig(serverCmd ...string) Config {
 		ProbeRate:      DefaultProbeRate,
 		HogConcurrency: DefaultHogConcurrency,
 		SmallRate:      DefaultSmallRate,
+		IOConcurrency:  DefaultIOConcurrency,
 	}
 }
 
@@ -168,6 +217,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: ProbeRate (-probe-rate) must be in 1..%d requests/s, got %v", MaxProbeRate, c.ProbeRate)
 	case c.HogConcurrency < 1 || c.HogConcurrency > MaxConcurrency:
 		return fmt.Errorf("bench: HogConcurrency (-hog-c) must be in 1..%d, got %d", MaxConcurrency, c.HogConcurrency)
+	case c.IOConcurrency < 1 || c.IOConcurrency > MaxConcurrency:
+		return fmt.Errorf("bench: IOConcurrency (-io-c) must be in 1..%d connections, got %d", MaxConcurrency, c.IOConcurrency)
 	case math.IsNaN(c.SmallRate) || c.SmallRate < 1 || c.SmallRate > MaxSmallRate:
 		return fmt.Errorf("bench: SmallRate (-small-rate) must be in 1..%d requests/s, got %v", MaxSmallRate, c.SmallRate)
 	case c.CPUQuota != 0 && !(c.CPUQuota >= MinCPUQuota && c.CPUQuota <= float64(runtime.NumCPU())):
@@ -188,8 +239,14 @@ func (c Config) Validate() error {
 // the mode's name and its worker count (0 for "MODE").
 func parseModeSpec(spec string) (mode string, workers int, err error) {
 	mode, n, hasWorkers := strings.Cut(spec, ":")
+	if mode == ModeFloor {
+		if hasWorkers {
+			return "", 0, fmt.Errorf("%q: the floor has no scheduler, so no worker count (give %s alone)", spec, ModeFloor)
+		}
+		return mode, 0, nil
+	}
 	if _, err := cpusched.ParseIsolation(mode); err != nil {
-		return "", 0, fmt.Errorf("unknown isolation mode %q (valid: %s; MODE:N for N workers)", spec, strings.Join(AllModes(), ", "))
+		return "", 0, fmt.Errorf("unknown mode %q (valid: %s; MODE:N for an isolation mode with N workers)", spec, strings.Join(AllModes(), ", "))
 	}
 	if !hasWorkers {
 		return mode, 0, nil
@@ -204,9 +261,10 @@ func parseModeSpec(spec string) (mode string, workers int, err error) {
 	return mode, workers, nil
 }
 
-// AllModes returns the names of every isolation mode this build supports,
-// in the order Run measures them by default.
-func AllModes() []string { return demo.ModeNames() }
+// AllModes returns the names of every mode Run can measure, in the order
+// it measures them by default: the floor, then every isolation mode this
+// build supports.
+func AllModes() []string { return append([]string{ModeFloor}, demo.ModeNames()...) }
 
 // modes returns the Config.Modes items to measure: every mode when none
 // is given.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +22,13 @@ func TestValidate(t *testing.T) {
 		{"one mode", func(c *Config) { c.Modes = []string{"reserve"} }, ""},
 		{"no server", func(c *Config) { c.ServerCmd = nil }, "ServerCmd is required"},
 		{"empty server", func(c *Config) { c.ServerCmd = []string{""} }, "ServerCmd is required"},
-		{"unknown mode", func(c *Config) { c.Modes = []string{"none", "turbo"} }, `Modes (-modes): unknown isolation mode "turbo" (valid: none, reserve`},
+		{"unknown mode", func(c *Config) { c.Modes = []string{"none", "turbo"} }, `Modes (-modes): unknown mode "turbo" (valid: floor, none, reserve`},
+		{"floor", func(c *Config) { c.Modes = []string{"floor", "none:1"} }, ""},
+		{"floor with workers", func(c *Config) { c.Modes = []string{"floor:2"} }, `Modes (-modes): "floor:2": the floor has no scheduler, so no worker count (give floor alone)`},
+		{"floor twice", func(c *Config) { c.Modes = []string{"floor", "floor"} }, `mode "floor" given twice`},
+		{"io zero", func(c *Config) { c.IOConcurrency = 0 }, "IOConcurrency (-io-c) must be in 1..1000 connections, got 0"},
+		{"io too many", func(c *Config) { c.IOConcurrency = 1001 }, "IOConcurrency (-io-c) must be in 1..1000 connections, got 1001"},
+		{"io one", func(c *Config) { c.IOConcurrency = 1 }, ""},
 		{"mode twice", func(c *Config) { c.Modes = []string{"none", "none"} }, `mode "none" given twice`},
 		{"step zero", func(c *Config) { c.Step = 0 }, "Step (-step) must be in 100ms..10m0s, got 0s"},
 		{"step too long", func(c *Config) { c.Step = time.Hour }, "Step (-step) must be in 100ms..10m0s, got 1h0m0s"},
@@ -37,7 +44,7 @@ func TestValidate(t *testing.T) {
 		{"mode with workers", func(c *Config) { c.Modes = []string{"none", "none:1", "reserve:3"} }, ""},
 		{"mode with zero workers", func(c *Config) { c.Modes = []string{"none:0"} }, `Modes (-modes): "none:0": the worker count after the colon: cpusched: WithWorkers(0): workers must be in 1..1024`},
 		{"mode with bad workers", func(c *Config) { c.Modes = []string{"none:x"} }, `"none:x": the worker count after the colon must be an integer`},
-		{"unknown mode with workers", func(c *Config) { c.Modes = []string{"turbo:1"} }, `unknown isolation mode "turbo:1"`},
+		{"unknown mode with workers", func(c *Config) { c.Modes = []string{"turbo:1"} }, `unknown mode "turbo:1"`},
 		{"mode with workers twice", func(c *Config) { c.Modes = []string{"none:1", "none:1"} }, `mode "none:1" given twice`},
 		{"quota smallest", func(c *Config) { c.CPUQuota = MinCPUQuota }, ""},
 		{"quota all CPUs", func(c *Config) { c.CPUQuota = float64(runtime.NumCPU()) }, ""},
@@ -78,26 +85,51 @@ func TestRunInvalidConfigStartsNothing(t *testing.T) {
 
 func TestQuickStep(t *testing.T) {
 	tests := []struct {
-		modes int
+		modes []string
 		want  time.Duration
 	}{
-		{0, 2 * time.Second},
-		{1, 2 * time.Second},
-		{2, 2 * time.Second},
-		{3, time.Second},
-		{20, time.Second},
+		{nil, time.Second}, // every mode
+		{[]string{"none"}, 2 * time.Second},
+		{[]string{"floor"}, 2 * time.Second},
+		{[]string{"floor", "none"}, 1500 * time.Millisecond},
+		{[]string{"none", "reserve", "ospriority"}, time.Second},
+		{[]string{"floor", "none", "reserve", "ospriority", "ospriority:1"}, time.Second},
 	}
 	for _, tt := range tests {
 		if got := QuickStep(tt.modes); got != tt.want {
-			t.Errorf("QuickStep(%d): got %v, want %v", tt.modes, got, tt.want)
+			t.Errorf("QuickStep(%q): got %v, want %v", tt.modes, got, tt.want)
 		}
-		// A quick run's steps, warm-ups and settling fit in 25 s for up to
-		// three modes.
-		if tt.modes >= 1 && tt.modes <= 3 {
-			total := time.Duration(tt.modes*len(Steps())) * (QuickStep(tt.modes) + QuickWarmup + DefaultSettle)
-			if total > 25*time.Second {
-				t.Errorf("QuickStep(%d): the steps take %v in all, want <= 25s", tt.modes, total)
-			}
+	}
+	// A quick run of every mode: its steps, warm-ups and settling fit in
+	// 35 s, so that with the build and the start-ups it stays under 60 s.
+	steps := 0
+	for _, m := range AllModes() {
+		steps += len(StepsOf(m))
+	}
+	if total := time.Duration(steps) * (QuickStep(nil) + QuickWarmup + DefaultSettle); total > 35*time.Second {
+		t.Errorf("a quick run's %d steps take %v in all, want <= 35s", steps, total)
+	}
+}
+
+func TestStepsOf(t *testing.T) {
+	if got, want := StepsOf(ModeFloor), []string{StepIdle, StepHogSched, StepIOHeavy}; !slices.Equal(got, want) {
+		t.Errorf("StepsOf(floor): got %v, want %v", got, want)
+	}
+	if got := StepsOf("ospriority:1"); !slices.Equal(got, Steps()) {
+		t.Errorf("StepsOf(ospriority:1): got %v, want every step %v", got, Steps())
+	}
+	// Every step of the floor is its own reference; of the others, the
+	// ones it has a counterpart for.
+	for step, want := range map[string]string{StepIdle: StepIdle, StepHogDirect: "", StepHogSched: StepHogSched,
+		StepHogNoCkpt: StepHogSched, StepHogSchedSm: "", StepIOHeavy: StepIOHeavy} {
+		if got := floorStepOf(step); got != want {
+			t.Errorf("floorStepOf(%s): got %q, want %q", step, got, want)
 		}
+		if want != "" && !slices.Contains(StepsOf(ModeFloor), want) {
+			t.Errorf("floorStepOf(%s) = %s, which the floor does not measure", step, want)
+		}
+	}
+	if AllModes()[0] != ModeFloor {
+		t.Errorf("AllModes: got %v, want the floor first", AllModes())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cpusched/cpusched/cmd/internal/idlehog"
 	"github.com/cpusched/cpusched/cmd/internal/load"
 	"github.com/cpusched/cpusched/cmd/internal/sysstat"
 )
@@ -21,9 +22,13 @@ const (
 	pathProbe       = "/delay1ms"
 	pathHogDirect   = "/checksum?sched=0"
 	pathHogSched    = "/checksum?sched=1"
+	pathHogNoCkpt   = "/checksum?sched=1&checkpoint=0"
 	pathSmall       = "/checksum?n=10&sched=1"
 	pathSmallDirect = "/checksum?n=10&sched=0"
 	pathStats       = "/stats"
+	// pathIO is io-heavy's fast route: a 500 us sleep, as the /ping of
+	// issue 21's wrk check.
+	pathIO = "/delay?d=500us"
 )
 
 // meter runs the steps of one mode against one server.
@@ -32,11 +37,15 @@ type meter struct {
 	base                                string
 	probeClient, hogClient, smallClient *http.Client
 	smallDirectClient, statsClient      *http.Client
+	ioClient                            *http.Client
 	sys                                 *sysstat.Reader
 	cgroup                              *cpuCgroup // the server's, or nil
 	serverPID                           int
 	spec                                string  // the Config.Modes item measured
 	idleP99                             float64 // the idle step's probe p99, ms
+	// floorHog, in the floor mode, is the process that runs the CPU-heavy
+	// work in the server's stead; nil otherwise.
+	floorHog *idlehog.Process
 }
 
 // newMeter returns the meter of the server at base, running as serverPID
@@ -50,6 +59,7 @@ func newMeter(cfg Config, base string, cg *cpuCgroup, serverPID int) *meter {
 		hogClient:         newClient(cfg.HogConcurrency),
 		smallClient:       newClient(probeConcurrency(cfg.SmallRate)),
 		smallDirectClient: newClient(probeConcurrency(cfg.SmallRate)),
+		ioClient:          newClient(cfg.IOConcurrency),
 		statsClient:       &http.Client{Timeout: 30 * time.Second},
 		sys:               sys,
 		cgroup:            cg,
@@ -59,7 +69,7 @@ func newMeter(cfg Config, base string, cg *cpuCgroup, serverPID int) *meter {
 
 // close closes the clients' idle connections.
 func (m *meter) close() {
-	for _, c := range []*http.Client{m.probeClient, m.hogClient, m.smallClient, m.smallDirectClient, m.statsClient} {
+	for _, c := range []*http.Client{m.probeClient, m.hogClient, m.smallClient, m.smallDirectClient, m.ioClient, m.statsClient} {
 		c.CloseIdleConnections()
 	}
 }
@@ -96,29 +106,24 @@ const hogTimeout = 2 * time.Minute
 // window, then stops the loads and waits for the server to go quiet.
 func (m *meter) step(ctx context.Context, mode, step string, phase func(string)) (Result, error) {
 	res := Result{Mode: mode, Step: step}
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var bg sync.WaitGroup
-	// Stop the loads before waiting for them: on an early error (a failed
-	// /stats read, a trace that cannot be read) the CPU-heavy load would
-	// otherwise run on for its whole Duration.
-	defer func() {
-		stopLoad()
-		bg.Wait()
-	}()
-
 	loads := m.loadsOf(step)
-	if loads.hogPath != "" {
-		m.startHog(loadCtx, &bg, loads.hogPath)
+	stop, err := m.startHog(ctx, loads)
+	// Stop the loads before leaving: on an early error (a failed /stats
+	// read, a trace that cannot be read) the CPU-heavy load would otherwise
+	// run on for its whole Duration.
+	defer func() { _ = stop() }()
+	if err != nil {
+		return res, err
 	}
 	// Warm-up: the same loads, unmeasured.
 	if m.cfg.Warmup > 0 {
 		phase("warm-up")
-		if _, _, err := runProbeAndSmall(loadCtx, loads.probe, loads.small, m.cfg.Warmup); err != nil {
+		if _, _, err := runProbeAndSmall(ctx, loads.probe, loads.small, m.cfg.Warmup); err != nil {
 			return res, err
 		}
 	}
 	phase("measuring")
-	w, err := m.measure(ctx, loadCtx, step, loads, phase)
+	w, err := m.measure(ctx, step, loads, phase)
 	if err != nil {
 		return res, err
 	}
@@ -127,23 +132,28 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 	// Stop the load and let the server finish what it was doing, so that
 	// the next step starts from a quiet server.
 	phase("settling")
-	stopLoad()
-	bg.Wait()
+	if err := stop(); err != nil {
+		return res, err
+	}
 	return res, m.settle(ctx, loads.busy())
 }
 
 // stepLoads are the loads of one step.
 type stepLoads struct {
-	hogPath string        // the CPU-heavy closed loop's path, or "" for none
-	probe   load.Config   // the probe's open loop
-	small   []load.Config // the scheduled and the direct small loads, or none
+	hogPath string // the CPU-heavy closed loop's path, or "" for none
+	// floorHog: the CPU-heavy load is the floor's hog process instead.
+	floorHog bool
+	probe    load.Config   // the probe: open loop, or io-heavy's closed loop
+	small    []load.Config // the scheduled and the direct small loads, or none
 }
 
 // busy reports whether the loads leave the server CPU-heavy work to
 // finish after they stop.
 func (l stepLoads) busy() bool { return l.hogPath != "" || len(l.small) > 0 }
 
-// loadsOf returns the loads of step, as its warm-up runs them.
+// loadsOf returns the loads of step, as its warm-up runs them. In the
+// floor mode the CPU-heavy load is the floor's hog, wherever the other
+// modes send theirs through the scheduler.
 func (m *meter) loadsOf(step string) stepLoads {
 	cfg := m.cfg
 	l := stepLoads{probe: load.Config{
@@ -153,8 +163,16 @@ func (m *meter) loadsOf(step string) stepLoads {
 	switch step {
 	case StepHogDirect:
 		l.hogPath = pathHogDirect
-	case StepHogSched, StepHogSchedSm:
+	case StepHogSched, StepHogSchedSm, StepIOHeavy:
 		l.hogPath = pathHogSched
+	case StepHogNoCkpt:
+		l.hogPath = pathHogNoCkpt
+	}
+	if m.floorHog != nil && l.hogPath != "" {
+		l.hogPath, l.floorHog = "", true
+	}
+	if step == StepIOHeavy {
+		l.probe = load.Config{URL: m.base + pathIO, Concurrency: cfg.IOConcurrency, Client: m.ioClient}
 	}
 	if step == StepHogSchedSm {
 		small := load.Config{
@@ -168,18 +186,35 @@ func (m *meter) loadsOf(step string) stepLoads {
 	return l
 }
 
-// startHog runs the CPU-heavy closed loop on path in the background, in
-// bg, until ctx ends. Its own counts are not used: throughput comes from
-// the server's pass counter.
-func (m *meter) startHog(ctx context.Context, bg *sync.WaitGroup, path string) {
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
-		_, _ = load.Run(ctx, load.Config{
-			URL: m.base + path, Concurrency: m.cfg.HogConcurrency, Duration: 24 * time.Hour,
-			Timeout: hogTimeout, Client: m.hogClient,
+// startHog starts the CPU-heavy load of loads, if any: a closed loop on
+// its path in the background (its own counts are not used: throughput
+// comes from the server's pass counter), or the floor's hog. It returns
+// the function that stops it, which waits for the closed loop to end or
+// pauses the floor's hog; later calls return nil.
+func (m *meter) startHog(ctx context.Context, loads stepLoads) (stop func() error, err error) {
+	var once sync.Once
+	switch {
+	case loads.floorHog:
+		_, err = m.floorHog.Run(ctx)
+		return func() (err error) {
+			once.Do(func() { _, err = m.floorHog.Pause(ctx) })
+			return err
+		}, err
+	case loads.hogPath != "":
+		hogCtx, cancel := context.WithCancel(ctx)
+		var bg sync.WaitGroup
+		bg.Go(func() {
+			_, _ = load.Run(hogCtx, load.Config{
+				URL: m.base + loads.hogPath, Concurrency: m.cfg.HogConcurrency, Duration: 24 * time.Hour,
+				Timeout: hogTimeout, Client: m.hogClient,
+			})
 		})
-	}()
+		return func() error {
+			once.Do(func() { cancel(); bg.Wait() })
+			return nil
+		}, nil
+	}
+	return func() error { return nil }, nil
 }
 
 // window is what one measured window gave: the server's state at its two
@@ -194,9 +229,9 @@ type window struct {
 }
 
 // measure runs the measured window of step: it samples the server, runs
-// the probe and the small loads (on loadCtx) over the window, traced where
+// the probe and the small loads over the window, traced where
 // Config.TraceDir asks for it, and samples the server again.
-func (m *meter) measure(ctx, loadCtx context.Context, step string, loads stepLoads, phase func(string)) (window, error) {
+func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase func(string)) (window, error) {
 	w := window{waited: newWaitedRecorder()}
 	var err error
 	if w.before, err = m.sample(ctx); err != nil {
@@ -206,7 +241,7 @@ func (m *meter) measure(ctx, loadCtx context.Context, step string, loads stepLoa
 	// it ends: the slowest are the ones still in flight when the window
 	// closes.
 	probe, small := loads.probe, slices.Clone(loads.small)
-	probe.Drain = true
+	probe.Drain = probe.Rate > 0 // a closed loop has no due times to drain
 	for i := range small {
 		small[i].Drain = true
 	}
@@ -217,7 +252,7 @@ func (m *meter) measure(ctx, loadCtx context.Context, step string, loads stepLoa
 	if m.cfg.TraceDir != "" && (step == StepHogSched || step == StepHogSchedSm) {
 		tr = m.startTrace(ctx, step, &probe)
 	}
-	if w.probe, w.small, err = runProbeAndSmall(loadCtx, probe, small, m.cfg.Step); err != nil {
+	if w.probe, w.small, err = runProbeAndSmall(ctx, probe, small, m.cfg.Step); err != nil {
 		return w, err
 	}
 	if tr != nil {
@@ -245,12 +280,18 @@ func (m *meter) attribute(tr *tracing) (string, error) {
 // idle step's probe p99 for the attribution threshold.
 func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
 	probe := latencyResult(w.probe)
+	if loads.probe.Rate == 0 {
+		probe.ClosedLoop, probe.Connections = true, loads.probe.Concurrency
+	}
 	res.Probe = &probe
 	if step == StepIdle {
 		m.idleP99 = probe.P99Ms
 	}
-	if loads.hogPath != "" {
+	switch {
+	case loads.hogPath != "":
 		res.Hog = &HogResult{PassesPerS: w.after.passesPerSecondSince(w.before)}
+	case loads.floorHog:
+		res.Hog = &HogResult{PassesPerS: w.after.floorHog.PassesPerSecondSince(w.before.floorHog), FloorHog: true}
 	}
 	if len(w.small) > 0 {
 		res.Small = smallResult(w.small[0])

@@ -21,6 +21,9 @@ type Report struct {
 	Machine Machine      `json:"machine"`
 	Config  ReportConfig `json:"config"`
 	Results []Result     `json:"results"`
+	// Skipped are the modes asked for that could not be measured here (the
+	// floor where SCHED_IDLE cannot be set), with why.
+	Skipped []Skipped `json:"skipped,omitempty"`
 
 	// Servers holds each mode's server banner, "none: isolation=none
 	// workers=2 gomaxprocs=2", for the table's header.
@@ -33,6 +36,8 @@ type ReportConfig struct {
 	ProbeRate      float64  `json:"probe_rate"`
 	HogConcurrency int      `json:"hog_concurrency"`
 	SmallRate      float64  `json:"small_rate"`
+	IOConcurrency  int      `json:"io_concurrency"` // io-heavy's closed-loop connections
+	IOPath         string   `json:"io_path"`        // the route they drive
 	GC             bool     `json:"gc"`
 	Quick          bool     `json:"quick"`
 	Modes          []string `json:"modes"`
@@ -54,6 +59,8 @@ func reportConfig(c Config) ReportConfig {
 		ProbeRate:      c.ProbeRate,
 		HogConcurrency: c.HogConcurrency,
 		SmallRate:      c.SmallRate,
+		IOConcurrency:  c.IOConcurrency,
+		IOPath:         pathIO,
 		GC:             c.GC,
 		Quick:          c.Quick,
 		Modes:          c.modes(),
@@ -74,7 +81,7 @@ type Result struct {
 	Hog   *HogResult   `json:"hog"`
 	Small *SmallResult `json:"small"`
 	// SmallDirect is the same small requests run directly (sched=0) at the
-	// same rate in the same step: the floor for Small.
+	// same rate in the same step: the reference for Small.
 	SmallDirect *SmallResult `json:"small_direct"`
 	// CPUBusyPct is the whole machine's busy time over the measured window
 	// (100 = every CPU busy; it includes the load generator and anything
@@ -88,10 +95,17 @@ type Result struct {
 	// Attribution is the file with the slow probe requests' causes, with
 	// Config.TraceDir (hog-sched only).
 	Attribution string `json:"attribution,omitempty"`
+	// VsFloor compares the row with the floor's step it compares with in
+	// the same run; nil for the floor's own rows, steps with no floor
+	// counterpart (hog-direct, hog-sched+small) and runs without the floor.
+	VsFloor *VsFloor `json:"vs_floor"`
 }
 
-// ProbeResult is the 1 ms probe's outcome: achieved rate, latency from each
-// request's due time, and failed or non-2xx requests.
+// ProbeResult is the probe's outcome: achieved rate, latency, and failed or
+// non-2xx requests. The probe is the 1 ms endpoint open loop, latency from
+// each request's due time; in io-heavy it is the closed loop on pathIO
+// (ClosedLoop), latency from each request's send, whose rate is the
+// throughput the server gave it.
 type ProbeResult struct {
 	RPS    float64 `json:"rps"`
 	P50Ms  float64 `json:"p50_ms"`
@@ -99,14 +113,22 @@ type ProbeResult struct {
 	P999Ms float64 `json:"p999_ms"`
 	MaxMs  float64 `json:"max_ms"`
 	Errors int64   `json:"errors"`
+	// ClosedLoop and Connections mark io-heavy's closed loop; they are
+	// left out of the small requests' results, which are open loop.
+	ClosedLoop  bool `json:"closed_loop,omitempty"`
+	Connections int  `json:"connections,omitempty"`
 }
 
 // HogResult is the CPU-heavy load's throughput, in CRC32 passes per second
-// and as a percentage of the same mode's hog-direct step (nil if that step
-// was not measured).
+// and as a percentage of the hog-direct row DirectRef names: the same
+// mode's, and for the floor's hog that of directRef (nil if no such row
+// was measured).
 type HogResult struct {
 	PassesPerS  float64  `json:"passes_per_s"`
 	PctOfDirect *float64 `json:"pct_of_direct"`
+	DirectRef   string   `json:"direct_ref,omitempty"` // "MODE/hog-direct"
+	// FloorHog: the passes are the floor's hog process's, not the server's.
+	FloorHog bool `json:"floor_hog,omitempty"`
 }
 
 // SmallResult is the small requests' outcome: achieved rate, latency from
@@ -120,23 +142,27 @@ type SmallResult struct {
 	WaitedMaxMs *float64 `json:"waited_max_ms,omitempty"`
 }
 
-// fillPctOfDirect sets every hog row's PctOfDirect from its mode's
-// hog-direct row.
+// fillPctOfDirect sets every hog row's PctOfDirect and DirectRef from its
+// mode's hog-direct row, or the floor's from directRef's.
 func (r *Report) fillPctOfDirect() {
-	direct := map[string]float64{}
-	for _, row := range r.Results {
+	direct := map[string]*Result{}
+	for i, row := range r.Results {
 		if row.Step == StepHogDirect && row.Hog != nil {
-			direct[row.Mode] = row.Hog.PassesPerS
+			direct[row.Mode] = &r.Results[i]
 		}
+	}
+	if ref := r.directRef(); ref != nil {
+		direct[ModeFloor] = ref
 	}
 	for i := range r.Results {
 		h := r.Results[i].Hog
 		if h == nil {
 			continue
 		}
-		if d := direct[r.Results[i].Mode]; d > 0 {
-			pct := h.PassesPerS / d * 100
-			h.PctOfDirect = &pct
+		h.PctOfDirect, h.DirectRef = nil, ""
+		if d := direct[r.Results[i].Mode]; d != nil && d.Hog.PassesPerS > 0 {
+			pct := h.PassesPerS / d.Hog.PassesPerS * 100
+			h.PctOfDirect, h.DirectRef = &pct, d.Mode+"/"+d.Step
 		}
 	}
 }
@@ -173,67 +199,22 @@ func (r *Report) MachineLine() string {
 }
 
 // WriteTable writes the header lines, one table row per mode and step, and
-// a line per mode comparing the probe's tail across steps. Absent loads are
-// "-". It returns the first write error.
+// the summary lines (findings). Absent loads are "-". It returns the first
+// write error.
 func (r *Report) WriteTable(w io.Writer) error {
 	ew := report.NewErrWriter(w)
-	c := r.Config
-	ew.Printf("machine: %s\n", r.MachineLine())
-	gc := "off"
-	if c.GC {
-		gc = "on (-gc: garbage per probe request)"
-	}
-	quick := ""
-	if c.Quick {
-		quick = " (-quick)"
-	}
-	ew.Printf("config:  steps of %v after %v warm-up%s; probe %s open loop %g/s; hog %s c=%d; small /checksum?n=10&sched=1 and sched=0 open loop %g/s each; server garbage %s\n",
-		seconds(c.StepS), c.Warmup, quick, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, c.SmallRate, gc)
-	if c.CPUQuota > 0 {
-		ew.Printf("quota:   every server in its own cgroup limited to %g CPUs (%d us per %d us period; %s); the load generator outside\n",
-			c.CPUQuota, quotaUs(c.CPUQuota), cfsPeriodUs, c.Cgroup)
-	}
-	if len(r.Servers) > 0 {
-		ew.Printf("servers: %s\n", strings.Join(r.Servers, "; "))
-	}
-	ew.Printf("latencies in ms from each request's due time; small: scheduled, direct (sched=0, the floor), and the scheduler's own wait (Task.Waited); gc stw max in ms, cumulative per mode\n\n")
+	r.writeHeader(ew)
 	if ew.Err() != nil {
 		return ew.Err()
 	}
-
-	t := report.NewTable("mode", "step", "p50", "p99", "p99.9", "max", "probe/s",
+	t := report.NewTable("mode", "step", "loop", "p50", "p99", "p99.9", "max", "probe/s", "p99 x floor",
 		"hog passes/s", "% of direct", "small p50", "small p99", "direct p99", "waited p99", "cpu busy", "gc stw max")
 	var probeErrors int64
 	for _, row := range r.Results {
-		cells := []string{row.Mode, row.Step}
-		if p := row.Probe; p != nil {
-			cells = append(cells, report.Ms(p.P50Ms), report.Ms(p.P99Ms), report.Ms(p.P999Ms), report.Ms(p.MaxMs), report.Num(math.Round(p.RPS)))
-			probeErrors += p.Errors
-		} else {
-			cells = append(cells, "-", "-", "-", "-", "-")
+		t.Row(tableRow(row)...)
+		if row.Probe != nil {
+			probeErrors += row.Probe.Errors
 		}
-		if h := row.Hog; h != nil {
-			cells = append(cells, report.Num(math.Round(h.PassesPerS)), pctOrDash(h.PctOfDirect))
-		} else {
-			cells = append(cells, "-", "-")
-		}
-		if s := row.Small; s != nil {
-			cells = append(cells, report.Ms(s.P50Ms), report.Ms(s.P99Ms))
-		} else {
-			cells = append(cells, "-", "-")
-		}
-		if s := row.SmallDirect; s != nil {
-			cells = append(cells, report.Ms(s.P99Ms))
-		} else {
-			cells = append(cells, "-")
-		}
-		if s := row.Small; s != nil {
-			cells = append(cells, msOrDash(s.WaitedP99Ms))
-		} else {
-			cells = append(cells, "-")
-		}
-		cells = append(cells, pctOrDash(row.CPUBusyPct), msOrDash(row.GCStopMaxMs))
-		t.Row(cells...)
 	}
 	if err := t.Write(w); err != nil {
 		return err
@@ -250,13 +231,96 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return ew.Err()
 }
 
+// writeHeader writes the lines above the table: the machine, the
+// configuration, the servers and how to read the figures.
+func (r *Report) writeHeader(ew *report.ErrWriter) {
+	c := r.Config
+	ew.Printf("machine: %s\n", r.MachineLine())
+	gc := "off"
+	if c.GC {
+		gc = "on (-gc: garbage per probe request)"
+	}
+	quick := ""
+	if c.Quick {
+		quick = " (-quick)"
+	}
+	ew.Printf("config:  steps of %v after %v warm-up%s; probe %s open loop %g/s; hog %s c=%d; small /checksum?n=10&sched=1 and sched=0 open loop %g/s each; io-heavy %s closed loop c=%d; server garbage %s\n",
+		seconds(c.StepS), c.Warmup, quick, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, c.SmallRate, c.IOPath, c.IOConcurrency, gc)
+	if c.CPUQuota > 0 {
+		ew.Printf("quota:   every server in its own cgroup limited to %g CPUs (%d us per %d us period; %s), the floor's hog in its server's; the load generator outside\n",
+			c.CPUQuota, quotaUs(c.CPUQuota), cfsPeriodUs, c.Cgroup)
+	}
+	if len(r.Servers) > 0 {
+		ew.Printf("servers: %s\n", strings.Join(r.Servers, "; "))
+	}
+	for _, s := range r.Skipped {
+		ew.Printf("skipped: %s: %s\n", s.Mode, s.Reason)
+	}
+	ew.Printf("latencies in ms, open loop from each request's due time, closed loop (io-heavy) from its send; small: scheduled, direct (sched=0, their reference), and the scheduler's own wait (Task.Waited); gc stw max in ms, cumulative per mode\n")
+	if r.find(ModeFloor, StepIdle) != nil {
+		ew.Printf("%s: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor: the p99 over the floor's same step (hog-nockpt: its hog-sched)%s\n",
+			ModeFloor, r.floorDirectNote())
+	}
+	ew.Printf("\n")
+}
+
+// floorDirectNote says what the floor's % of direct is a share of.
+func (r *Report) floorDirectNote() string {
+	for _, row := range r.Results {
+		if row.Mode == ModeFloor && row.Hog != nil && row.Hog.DirectRef != "" {
+			return "; its % of direct is of " + row.Hog.DirectRef
+		}
+	}
+	return ""
+}
+
+// tableRow returns the cells of row.
+func tableRow(row Result) []string {
+	cells := []string{row.Mode, row.Step}
+	if p := row.Probe; p != nil {
+		loop := "open"
+		if p.ClosedLoop {
+			loop = "closed"
+		}
+		cells = append(cells, loop, report.Ms(p.P50Ms), report.Ms(p.P99Ms), report.Ms(p.P999Ms), report.Ms(p.MaxMs), report.Num(math.Round(p.RPS)))
+	} else {
+		cells = append(cells, "-", "-", "-", "-", "-", "-")
+	}
+	if v := row.VsFloor; v != nil {
+		cells = append(cells, report.Ms(v.P99X))
+	} else {
+		cells = append(cells, "-")
+	}
+	if h := row.Hog; h != nil {
+		cells = append(cells, report.Num(math.Round(h.PassesPerS)), pctOrDash(h.PctOfDirect))
+	} else {
+		cells = append(cells, "-", "-")
+	}
+	if s := row.Small; s != nil {
+		cells = append(cells, report.Ms(s.P50Ms), report.Ms(s.P99Ms))
+	} else {
+		cells = append(cells, "-", "-")
+	}
+	if s := row.SmallDirect; s != nil {
+		cells = append(cells, report.Ms(s.P99Ms))
+	} else {
+		cells = append(cells, "-")
+	}
+	if s := row.Small; s != nil {
+		cells = append(cells, msOrDash(s.WaitedP99Ms))
+	} else {
+		cells = append(cells, "-")
+	}
+	return append(cells, pctOrDash(row.CPUBusyPct), msOrDash(row.GCStopMaxMs))
+}
+
 // throttling returns one line per mode with rows that have cgroup
 // accounting: each step's throttled periods and time.
 func (r *Report) throttling() []string {
 	var lines []string
 	for _, mode := range r.Config.Modes {
 		var parts []string
-		for _, step := range Steps() {
+		for _, step := range StepsOf(mode) {
 			if row := r.find(mode, step); row != nil && row.CgroupCPU != nil {
 				cs := row.CgroupCPU
 				parts = append(parts, fmt.Sprintf("%s %d/%d %s ms (%.2f CPUs)", step, cs.Throttled, cs.Periods, report.Num(math.Round(cs.ThrottledMs)), cs.ServerCPUs))
@@ -264,38 +328,6 @@ func (r *Report) throttling() []string {
 		}
 		if len(parts) > 0 {
 			lines = append(lines, mode+": "+strings.Join(parts, ", ")+"\n")
-		}
-	}
-	return lines
-}
-
-// findings returns one line per mode that has an idle and a hog-direct row:
-// the probe's p99 idle, under the direct CPU load, and under the same load
-// through cpusched with its throughput.
-func (r *Report) findings() []string {
-	var lines []string
-	for _, mode := range r.Config.Modes {
-		idle, direct := r.find(mode, StepIdle), r.find(mode, StepHogDirect)
-		if idle == nil || direct == nil || idle.Probe == nil || direct.Probe == nil {
-			continue
-		}
-		s := fmt.Sprintf("%s: probe p99 %s ms idle, %s ms under the direct CPU load (%s idle)",
-			mode, report.Ms(idle.Probe.P99Ms), report.Ms(direct.Probe.P99Ms), times(direct.Probe.P99Ms, idle.Probe.P99Ms))
-		if sched := r.find(mode, StepHogSched); sched != nil && sched.Probe != nil {
-			s += fmt.Sprintf(", %s ms with that load through cpusched (%s hog-direct)",
-				report.Ms(sched.Probe.P99Ms), times(sched.Probe.P99Ms, direct.Probe.P99Ms))
-			if sched.Hog != nil && sched.Hog.PctOfDirect != nil {
-				s += fmt.Sprintf(" at %s of its throughput", report.Pct(*sched.Hog.PctOfDirect))
-			}
-		}
-		lines = append(lines, s+"\n")
-		if sm := r.find(mode, StepHogSchedSm); sm != nil && sm.Small != nil && sm.SmallDirect != nil {
-			s := fmt.Sprintf("%s: small requests p99 %s ms through cpusched, %s ms run directly at the same rate (%s direct)",
-				mode, report.Ms(sm.Small.P99Ms), report.Ms(sm.SmallDirect.P99Ms), times(sm.Small.P99Ms, sm.SmallDirect.P99Ms))
-			if w := sm.Small.WaitedP99Ms; w != nil {
-				s += fmt.Sprintf("; the scheduler's own wait p99 %s ms", report.Ms(*w))
-			}
-			lines = append(lines, s+"\n")
 		}
 	}
 	return lines
@@ -334,12 +366,13 @@ func msOrDash(v *float64) string {
 }
 
 // WritePlot draws the probe's latency percentiles (p50, p99, p99.9, max) as
-// grouped bars per mode and step on a log scale, to path (.png, .svg, ...).
-// It fails, writing nothing, if the report has no probe results.
+// grouped bars per mode and step on a log scale, to path (.png, .svg, ...),
+// step by step with the floor's row each step compares with first (see
+// plotRows). It fails, writing nothing, if the report has no probe results.
 func (r *Report) WritePlot(path string) error {
 	var cats []string
 	series := []report.Bars{{Name: "p50"}, {Name: "p99"}, {Name: "p99.9"}, {Name: "max"}}
-	for _, row := range r.Results {
+	for _, row := range r.plotRows() {
 		if row.Probe == nil {
 			continue
 		}
@@ -352,9 +385,29 @@ func (r *Report) WritePlot(path string) error {
 		return fmt.Errorf("bench: no probe results to plot")
 	}
 	m := r.Machine
-	title := fmt.Sprintf("cpusched bench: %s latency (%d CPUs, %s)", pathProbe, m.CPUs, m.Go)
+	cpu := ""
 	if m.CPU != "" {
-		title = fmt.Sprintf("cpusched bench: %s latency (%d CPUs, %s, %s)", pathProbe, m.CPUs, m.CPU, m.Go)
+		cpu = ", " + m.CPU
 	}
-	return report.BarPlot(path, title, "probe latency (ms)", true, cats, series)
+	title := fmt.Sprintf("cpusched bench: probe latency, each step beside the floor (%d CPUs%s, %s)", m.CPUs, cpu, m.Go)
+	return report.BarPlot(path, title, "probe latency (ms; io-heavy: closed loop)", true, cats, series)
+}
+
+// plotRows returns the rows in the plot's order: step by step (Steps),
+// each step's group led by the floor's row it compares with (floorStepOf;
+// the floor's hog-sched leads hog-nockpt's group too), then the other
+// modes' rows of that step in the run's order.
+func (r *Report) plotRows() []Result {
+	var rows []Result
+	for _, step := range Steps() {
+		if f := r.find(ModeFloor, floorStepOf(step)); f != nil {
+			rows = append(rows, *f)
+		}
+		for _, row := range r.Results {
+			if row.Step == step && row.Mode != ModeFloor {
+				rows = append(rows, row)
+			}
+		}
+	}
+	return rows
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cpusched/cpusched/cmd/internal/idlehog"
 	"github.com/cpusched/cpusched/cmd/internal/sysstat"
 )
 
@@ -19,12 +20,21 @@ type sample struct {
 	sys    sysstat.System
 	sysOK  bool
 	cgroup cpuStat // the server cgroup's, if any
+	// floorHog is the floor's hog's count, in the floor mode.
+	floorHog idlehog.Count
 }
 
 // sample reads the machine's CPU times, the server cgroup's and process's
-// CPU accounting (with a CPU quota) and the server's /stats.
+// CPU accounting (with a CPU quota), the server's /stats and the floor's
+// hog's count.
 func (m *meter) sample(ctx context.Context) (sample, error) {
 	var s sample
+	if m.floorHog != nil {
+		var err error
+		if s.floorHog, err = m.floorHog.Count(ctx); err != nil {
+			return s, err
+		}
+	}
 	if m.sys != nil {
 		var err error
 		s.sys, err = m.sys.Sample()

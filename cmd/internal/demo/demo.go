@@ -9,13 +9,16 @@
 //
 //	/delay?d=1ms     sleep d (1us..10s) on a goroutine the handler waits for
 //	/delay1ms        the same with d=1ms (cpuworker's path)
-//	/checksum?n=N&sched=0|1&class=C&nice=K&group=G
+//	/checksum?n=N&sched=0|1&checkpoint=0|1&class=C&nice=K&group=G
 //	                 N CRC32 passes (1..1000000, default a random
 //	                 10000..20000) over a 256 KiB buffer, on the handler
 //	                 goroutine (sched=0, default) or as a cpusched task with
 //	                 a Checkpoint after every pass (sched=1, through
 //	                 httpsched: 503 with Retry-After once the scheduler is
-//	                 closed); the task options class, nice and group apply
+//	                 closed); checkpoint=0 runs a task's passes straight
+//	                 through with no Checkpoint, as a library call that
+//	                 cannot yield would (direct passes never checkpoint);
+//	                 the task options class, nice and group apply
 //	                 to sched=1; a sched=1 answer carries the task's
 //	                 Task.Waited in its Cpusched-Waited-Ns header
 //	/checksumWithoutCpuWorker        = /checksum?sched=0 (cpuworker's path)
@@ -34,6 +37,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"runtime"
 	"runtime/trace"
 	"strconv"
@@ -280,7 +284,25 @@ func makeGarbage() {
 type checksumParams struct {
 	passes int
 	sched  bool
-	opts   []cpusched.TaskOption
+	// checkpoint: a task's passes each end with a Checkpoint (checkpoint=1,
+	// the default).
+	checkpoint bool
+	opts       []cpusched.TaskOption
+}
+
+// parseBit reads the 0|1 parameter name of q: def when it is absent, and
+// ok false when it is neither 0 nor 1.
+func parseBit(q url.Values, name string, def bool) (v, ok bool) {
+	if !q.Has(name) {
+		return def, true
+	}
+	switch q.Get(name) {
+	case "0":
+		return false, true
+	case "1":
+		return true, true
+	}
+	return def, false
 }
 
 // parseChecksum parses r's query; defaultPasses 0 means a random count in
@@ -299,15 +321,12 @@ func parseChecksum(r *http.Request, defaultPasses int, defaultSched bool) (p che
 		}
 		p.passes = n
 	}
-	if q.Has("sched") {
-		switch q.Get("sched") {
-		case "0":
-			p.sched = false
-		case "1":
-			p.sched = true
-		default:
-			return p, "sched", fmt.Sprintf("must be 0 (run on the handler goroutine) or 1 (run as a cpusched task), got %q", q.Get("sched"))
-		}
+	var ok bool
+	if p.sched, ok = parseBit(q, "sched", p.sched); !ok {
+		return p, "sched", fmt.Sprintf("must be 0 (run on the handler goroutine) or 1 (run as a cpusched task), got %q", q.Get("sched"))
+	}
+	if p.checkpoint, ok = parseBit(q, "checkpoint", true); !ok {
+		return p, "checkpoint", fmt.Sprintf("must be 0 (a task's passes without Checkpoint) or 1 (a Checkpoint after every pass), got %q", q.Get("checkpoint"))
 	}
 	if q.Has("class") {
 		c, err := cpusched.ParseClass(q.Get("class"))
@@ -365,7 +384,7 @@ func checksumParamsFrom(ctx context.Context) *checksumParams {
 func (s *Server) checksumScheduled(w http.ResponseWriter, r *http.Request) {
 	p := checksumParamsFrom(r.Context())
 	task := httpsched.TaskFrom(r.Context())
-	done, crc, err := s.checksumTask(task, p.passes)
+	done, crc, err := s.checksumTask(task, p.passes, p.checkpoint)
 	// The task ends right after this handler: its wait so far is all the
 	// queueing delay the scheduler added (cpusched bench reads it).
 	w.Header().Set(WaitedHeader, strconv.FormatInt(int64(task.Waited()), 10))
@@ -407,13 +426,15 @@ func (s *Server) checksumDirect(ctx context.Context, n int) (done int, crc uint3
 	return done, crc, nil
 }
 
-// checksumTask runs n passes as task t, with a Checkpoint between passes.
-func (s *Server) checksumTask(t *cpusched.Task, n int) (done int, crc uint32, err error) {
+// checksumTask runs n passes as task t, with a Checkpoint between passes
+// if checkpoint is set, else straight through: such a task keeps its slot
+// (in IsolationOSPriority, its thread) until it ends.
+func (s *Server) checksumTask(t *cpusched.Task, n int, checkpoint bool) (done int, crc uint32, err error) {
 	for done < n {
 		crc = crc32.Update(crc, crc32.IEEETable, s.buf)
 		done++
 		s.passesSched.Add(1)
-		if done < n {
+		if checkpoint && done < n {
 			if err := t.Checkpoint(); err != nil {
 				return done, crc, err
 			}

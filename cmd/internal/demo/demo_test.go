@@ -82,6 +82,8 @@ func TestEndpoints(t *testing.T) {
 		{"/checksum?n=3", `{"passes":3,"crc":"` + wantCRC(s, 3) + `","sched":false}` + "\n"},
 		{"/checksum?n=3&sched=0", `{"passes":3,"crc":"` + wantCRC(s, 3) + `","sched":false}` + "\n"},
 		{"/checksum?n=5&sched=1", `{"passes":5,"crc":"` + wantCRC(s, 5) + `","sched":true}` + "\n"},
+		{"/checksum?n=5&sched=1&checkpoint=0", `{"passes":5,"crc":"` + wantCRC(s, 5) + `","sched":true}` + "\n"},
+		{"/checksum?n=5&sched=1&checkpoint=1", `{"passes":5,"crc":"` + wantCRC(s, 5) + `","sched":true}` + "\n"},
 		{"/checksum?n=2&sched=1&class=batch&nice=5&group=g1", `{"passes":2,"crc":"` + wantCRC(s, 2) + `","sched":true}` + "\n"},
 		{"/checksum?n=2&sched=1&class=realtime&nice=-20", `{"passes":2,"crc":"` + wantCRC(s, 2) + `","sched":true}` + "\n"},
 		{"/checksumWithoutCpuWorker?n=4", `{"passes":4,"crc":"` + wantCRC(s, 4) + `","sched":false}` + "\n"},
@@ -137,6 +139,7 @@ func TestBadRequests(t *testing.T) {
 		{"/delay?d=1", `d: must be a duration in 1us..10s`},
 		{"/delay?d=500ns", `d: must be a duration in 1us..10s`},
 		{"/checksum?n=1&sched=2", `sched: must be 0 (run on the handler goroutine) or 1 (run as a cpusched task), got "2"`},
+		{"/checksum?n=1&sched=1&checkpoint=yes", `checkpoint: must be 0 (a task's passes without Checkpoint) or 1 (a Checkpoint after every pass), got "yes"`},
 		{"/checksum?n=1&nice=30", `nice: must be an integer in -20..19, got "30"`},
 		{"/checksum?n=1&sched=1&nice=-21", `nice: must be an integer in -20..19, got "-21"`},
 		{"/checksum?n=1&nice=x", `nice: must be an integer in -20..19`},
@@ -154,6 +157,30 @@ func TestBadRequests(t *testing.T) {
 				t.Errorf("got %d %q, want 400 and one line containing %q", code, body, tt.want)
 			}
 		})
+	}
+}
+
+// TestChecksumTaskWithoutCheckpoint: with checkpoint=0 a task's passes
+// never reach a Checkpoint, so a cancellation does not stop them; with a
+// Checkpoint per pass the first one after it does.
+func TestChecksumTaskWithoutCheckpoint(t *testing.T) {
+	s, _ := newTestServer(t, Config{Workers: 1})
+	for _, checkpoint := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		var done int
+		var passErr error
+		_ = s.sched.Run(ctx, func(task *cpusched.Task) error {
+			cancel()
+			// Checkpoint sees the cancellation shortly after it happens.
+			time.Sleep(50 * time.Millisecond)
+			done, _, passErr = s.checksumTask(task, 5, checkpoint)
+			return nil
+		})
+		cancel()
+		wantDone := map[bool]int{false: 5, true: 1}[checkpoint]
+		if done != wantDone || (passErr != nil) != checkpoint {
+			t.Errorf("checkpoint %v: got %d passes (error %v), want %d passes, an error only with Checkpoints", checkpoint, done, passErr, wantDone)
+		}
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 )
 
 // queryParams are the query parameters the endpoints read: a 400 names one.
-var queryParams = []string{"d", "n", "sched", "class", "nice", "group"}
+var queryParams = []string{"d", "n", "sched", "checkpoint", "class", "nice", "group"}
 
 // checkBadRequest checks a 400 answer to a request with query q: its body
 // is one line "param: reason", where param is a parameter of q.
@@ -36,7 +36,7 @@ func checkBadRequest(t *testing.T, rec *httptest.ResponseRecorder, q url.Values)
 func FuzzChecksumQuery(f *testing.F) {
 	for _, q := range []string{"", "n=1", "n=1000000", "n=1000001", "n=0", "n=-1", "n=1e3", "n=+5", "n=0x10",
 		"n=99999999999999999999", "sched=1&class=idle&nice=-20&group=g", "sched=2", "nice=19", "nice=20",
-		"class=Normal", "class=%00", "group=" + strings.Repeat("g", 257), "n=5;sched=1", "n=%zz", "nice=%0a"} {
+		"class=Normal", "class=%00", "group=" + strings.Repeat("g", 257), "n=5;sched=1", "n=%zz", "nice=%0a", "checkpoint=0&sched=1", "checkpoint=2"} {
 		f.Add(q, false)
 	}
 	f.Add("sched=0", true)
@@ -66,7 +66,7 @@ func FuzzChecksumQuery(f *testing.F) {
 		if strings.ContainsAny(reason, "\r\n") {
 			t.Fatalf("%q: reason %q is not one line", rawQuery, reason)
 		}
-		wantIn := map[string]string{"n": "1..1000000", "nice": "-20..19", "sched": "0", "class": "normal, realtime, batch, idle", "group": "256"}[param]
+		wantIn := map[string]string{"n": "1..1000000", "nice": "-20..19", "sched": "0", "checkpoint": "0", "class": "normal, realtime, batch, idle", "group": "256"}[param]
 		if param != "group" && !strings.Contains(reason, strconv.Quote(q.Get(param))) || !strings.Contains(reason, wantIn) {
 			t.Fatalf("%q: %s: reason %q does not quote the value and give the valid range (%s)", rawQuery, param, reason, wantIn)
 		}

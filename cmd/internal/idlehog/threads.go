@@ -1,0 +1,43 @@
+// Lowering every thread of the process, whatever the OS's call for one.
+
+package idlehog
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// lowerThreads applies set to every thread that list returns, and lists
+// again until a listing holds no thread it has not set: a thread that the
+// runtime started meanwhile from one not yet lowered is found by the next
+// listing, and one started from a lowered thread inherits SCHED_IDLE when
+// it is cloned. A thread that exits before set reaches it is not counted.
+// It returns how many threads it lowered; any other failure wraps
+// ErrNoSchedIdle, since the process cannot then be the floor.
+func lowerThreads(list func() ([]int, error), set func(tid int) error) (int, error) {
+	seen := map[int]bool{}
+	lowered := 0
+	for {
+		tids, err := list()
+		if err != nil {
+			return 0, fmt.Errorf("%w: listing the threads: %v", ErrNoSchedIdle, err)
+		}
+		fresh := false
+		for _, tid := range tids {
+			if seen[tid] {
+				continue
+			}
+			seen[tid], fresh = true, true
+			switch err := set(tid); {
+			case err == nil:
+				lowered++
+			case !errors.Is(err, syscall.ESRCH): // ESRCH: it has exited
+				return 0, fmt.Errorf("%w: thread %d: sched_setattr(SCHED_IDLE): %v", ErrNoSchedIdle, tid, err)
+			}
+		}
+		if !fresh {
+			return lowered, nil
+		}
+	}
+}
