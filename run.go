@@ -115,7 +115,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 	t.fn = nil
 	if t.ownGoroutine {
 		t.handle.err = err
-		close(t.handle.done)
+		t.handle.end()
 	}
 	return next, first
 }

@@ -36,9 +36,6 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	}
 	t.lenSlot, t.handoff = slot, handoff
 	t.callerWaits = true
-	if handoff {
-		t.handle.done = make(chan struct{})
-	}
 	started, err := s.submit(t, group)
 	if err != nil {
 		return err
@@ -49,13 +46,14 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 		if started {
 			return awaitEnd(t, s.spawn(t))
 		}
+		done := t.handle.Done()
 		select {
-		case <-t.handle.done:
+		case <-done:
 		case <-ctx.Done():
 			if s.cancelQueued(t) {
 				return ctx.Err()
 			}
-			<-t.handle.done // it started meanwhile
+			<-done // it started meanwhile
 		}
 		return t.handle.err
 	}
@@ -82,9 +80,11 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 
 // Go queues fn as a task and returns at once; the Handle tells when it has
 // ended and its error. A queued task costs no goroutine (one is started
-// when the task gets a slot) and 430 bytes (TestQueuedTaskMemory), plus
-// about 570 bytes for the first task of each distinct cancelable context,
-// which is watched with one context.AfterFunc. Go's own error is only for a task it refused
+// when the task gets a slot) and one allocation, its Task; Wait or Done
+// called before the task has ended adds the Handle's channel, and the
+// first task of each distinct cancelable context a context.AfterFunc
+// that watches it (docs/performance.md#library-costs;
+// TestQueuedTaskMemory). Go's own error is only for a task it refused
 // (ErrClosed, ErrQueueFull, an out-of-range option, a nil fn); an expired
 // ctx is accepted and the task ends at once with ctx's error.
 func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOption) (*Handle, error) {
@@ -93,7 +93,6 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 		return nil, err
 	}
 	t.lenSlot, t.handoff = s.dispatch(fn)
-	t.handle.done = make(chan struct{})
 	started, err := s.submit(t, group)
 	if err != nil {
 		return nil, err
@@ -175,7 +174,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		s.mu.Unlock()
 		t.handle.err = err
 		if t.ownGoroutine {
-			close(t.handle.done)
+			t.handle.end()
 			return false, nil
 		}
 		return false, err
