@@ -97,7 +97,8 @@ import (
 //   - taskCtx: atomic pointer, made once by Context.
 //   - wake: made once under s.mu by the goroutine that first makes the task
 //     wait for a slot (submit, for a queued Run task that runs on its
-//     caller; yield or unblock otherwise), received on only by the task's
+//     caller; yield or unblock otherwise), unless the Task is a recycled
+//     one that has it, empty (recycle); received on only by the task's
 //     goroutine, sent on by the goroutine that gives it a slot (or that
 //     removed a queued Run task), after unlocking. The Run caller in
 //     IsolationOSPriority never touches it: it waits on handle.done.

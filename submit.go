@@ -6,6 +6,7 @@ package cpusched
 import (
 	"context"
 	"errors"
+	"sync"
 )
 
 // Run runs fn as a task and returns its error once it has ended. It blocks
@@ -38,6 +39,9 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	t.callerWaits = true
 	started, err := s.submit(t, group)
 	if err != nil {
+		if !handoff {
+			recycle(t)
+		}
 		return err
 	}
 	if handoff {
@@ -58,7 +62,9 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 		return t.handle.err
 	}
 	if started {
-		return s.execute(t)
+		err := s.execute(t)
+		recycle(t)
+		return err
 	}
 	// Queued: watch ctx here rather than with an AfterFunc, so that a
 	// queued Run costs no more than the Task (a per-context AfterFunc adds
@@ -68,14 +74,19 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	case <-t.wake:
 	case <-ctx.Done():
 		if s.cancelQueued(t) {
+			recycle(t)
 			return ctx.Err()
 		}
 		<-t.wake // it got its slot meanwhile
 	}
 	if t.state == stateDone { // removed by Close; the send on wake orders this read
-		return t.handle.err
+		err := t.handle.err
+		recycle(t)
+		return err
 	}
-	return s.execute(t)
+	err = s.execute(t)
+	recycle(t)
+	return err
 }
 
 // Go queues fn as a task and returns at once; the Handle tells when it has
@@ -117,7 +128,9 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 		s.reject()
 		return nil, "", errors.New("cpusched: ctx is nil")
 	}
-	t = &Task{
+	t = runTasks.Get().(*Task)
+	*t = Task{
+		wake:         t.wake, // a recycled Task's, empty (recycle)
 		s:            s,
 		fn:           fn,
 		ctx:          ctx,
@@ -137,6 +150,35 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 	t.ent = entity{weight: niceWeight(tc.nice), heapIdx: -1, task: t}
 	t.startTrace()
 	return t, tc.group, nil
+}
+
+// runTasks holds the Tasks of ended Run calls for the next tasks. A Run
+// whose fn ran on the calling goroutine, or never ran, holds the last
+// reference to its Task once it returns: the *Task passed to fn is valid
+// only until fn returns; the task has left the running set, the run queue
+// and its context's watch, under s.mu, and whoever handed it a slot or
+// removed it sent on wake before Run received. Recycling it saves Run its
+// one allocation, and a queued Run its wake channel. A Run handed off to a
+// worker is not recycled: the worker goes on using the Task after it
+// closes the Handle's channel; nor a Go task, whose Handle the caller
+// keeps.
+var runTasks = sync.Pool{New: func() any { return new(Task) }}
+
+// recycle clears t, the Task of a Run about to return (see runTasks), and
+// puts it in runTasks, keeping its wake channel, which is empty: every
+// send on it was received. A task whose Blocking calls set a hold timer is
+// left to the collector: the timer's function (releaseHold) may still be
+// about to run with it.
+func recycle(t *Task) {
+	if t.holdTimer != nil {
+		return
+	}
+	wake := t.wake
+	if len(wake) != 0 {
+		wake = nil // not expected (see above): never hand a stale wake-up on
+	}
+	*t = Task{wake: wake} // drops the references to fn, ctx and the rest
+	runTasks.Put(t)
 }
 
 func (s *Scheduler) reject() {
@@ -188,7 +230,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		s.startLocked(t, now)
 	} else {
 		t.state = stateQueued
-		if !t.ownGoroutine {
+		if !t.ownGoroutine && t.wake == nil { // a recycled Task may have one (recycle)
 			t.wake = make(chan struct{}, 1) // a Go task gets a goroutine instead
 		}
 		s.queued++

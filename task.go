@@ -35,8 +35,9 @@ const (
 )
 
 // Task is one unit of CPU-heavy work run by a Scheduler. The *Task passed to
-// fn is valid until fn returns; its methods are meant for the goroutine that
-// runs fn (Context may be shared).
+// fn is valid until fn returns (after that the scheduler may reuse it for
+// another task); its methods are meant for the goroutine that runs fn
+// (Context may be shared).
 type Task struct {
 	// preempt is non-zero when the task should come to the scheduler at its
 	// next Checkpoint. It is first in the struct so the load that
