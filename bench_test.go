@@ -14,6 +14,7 @@ import (
 	"context"
 	"io"
 	"log"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -169,6 +170,27 @@ func queuedGoBytes(tb testing.TB, opts ...Option) float64 {
 
 // queuedGoTasks is how many tasks queuedGoBytes queues.
 const queuedGoTasks = 20000
+
+// TestQueuedGoBytes pins what a queued Go task allocates in the default
+// mode (queuedGoBytes) at 384 bytes: its Task, and no Handle channel until
+// someone waits. Allocation bytes do not depend on timing. They are
+// counted in whole bytes per task: what a round allocates once (sync.Pool's
+// per-P arrays, made again after the GC that starts the round, and the
+// runtime's own, a few hundred bytes) is less than one byte per task; the
+// least of three rounds leaves out other goroutines' allocations.
+func TestQueuedGoBytes(t *testing.T) {
+	log.SetOutput(io.Discard) // New and Close log the GOMAXPROCS change
+	defer log.SetOutput(os.Stderr)
+	const want = 384
+	best := math.Inf(1)
+	for range 3 {
+		best = min(best, queuedGoBytes(t))
+	}
+	t.Logf("%.2f bytes per queued task", best)
+	if math.Floor(best) > want {
+		t.Errorf("a queued Go task allocates %.2f bytes, want at most %d", best, want)
+	}
+}
 
 // BenchmarkQueuedGo reports queuedGoBytes (B/task) in the default mode
 // and in each mode by name; its own B/op is the whole round's.
