@@ -39,27 +39,30 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	t.callerWaits = true
 	started, err := s.submit(t, group)
 	if err != nil {
-		if !handoff {
-			recycle(t)
-		}
+		recycle(t)
 		return err
 	}
 	if handoff {
 		// fn runs on a worker; this goroutine only waits for the end. It
 		// must not touch t.wake, which the worker owns once t has started.
 		if started {
-			return awaitEnd(t, s.spawn(t))
+			err := awaitEnd(t, s.spawn(t))
+			recycle(t)
+			return err
 		}
 		done := t.handle.Done()
 		select {
 		case <-done:
 		case <-ctx.Done():
 			if s.cancelQueued(t) {
+				recycle(t)
 				return ctx.Err()
 			}
 			<-done // it started meanwhile
 		}
-		return t.handle.err
+		err := t.handle.err
+		recycle(t)
+		return err
 	}
 	if started {
 		err := s.execute(t)
@@ -153,15 +156,14 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 }
 
 // runTasks holds the Tasks of ended Run calls for the next tasks. A Run
-// whose fn ran on the calling goroutine, or never ran, holds the last
-// reference to its Task once it returns: the *Task passed to fn is valid
-// only until fn returns; the task has left the running set, the run queue
-// and its context's watch, under s.mu, and whoever handed it a slot or
-// removed it sent on wake before Run received. Recycling it saves Run its
-// one allocation, and a queued Run its wake channel. A Run handed off to a
-// worker is not recycled: the worker goes on using the Task after it
-// closes the Handle's channel; nor a Go task, whose Handle the caller
-// keeps.
+// holds the last reference to its Task once it returns: the *Task passed
+// to fn is valid only until fn returns; the task has left the running set,
+// the run queue and its context's watch, under s.mu; whoever handed it a
+// slot or removed it sent on wake before Run received; and a worker that
+// ran a handed-off Run ends its Handle last (call reads no field of it
+// after finish). Recycling it saves Run its one allocation, and a queued
+// Run its wake channel. A Go task is not recycled: the caller keeps its
+// Handle.
 var runTasks = sync.Pool{New: func() any { return new(Task) }}
 
 // recycle clears t, the Task of a Run about to return (see runTasks), and
