@@ -31,7 +31,7 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	// low-priority worker thread, so the task is started like Go's and the
 	// caller waits for its end.
 	slot, handoff := s.dispatch(fn)
-	t, group, err := s.newTask(ctx, fn, opts, handoff)
+	t, group, err := s.initTask(runTasks.Get().(*Task), ctx, fn, opts, handoff)
 	if err != nil {
 		return err
 	}
@@ -117,7 +117,16 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 	return &t.handle, nil
 }
 
+// newTask makes a new task (Go's). A Go task is never recycled, so it does
+// not take a Task from runTasks: that would only leave the next Run to
+// allocate one, and cost Go a pool look-up that mostly misses.
 func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []TaskOption, ownGoroutine bool) (t *Task, group string, err error) {
+	return s.initTask(new(Task), ctx, fn, opts, ownGoroutine)
+}
+
+// initTask sets t up as a new task: a new one (newTask), or for Run one
+// from runTasks.
+func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error, opts []TaskOption, ownGoroutine bool) (*Task, string, error) {
 	tc, err := applyTaskOptions(opts)
 	if err != nil {
 		s.reject()
@@ -131,7 +140,6 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 		s.reject()
 		return nil, "", errors.New("cpusched: ctx is nil")
 	}
-	t = runTasks.Get().(*Task)
 	*t = Task{
 		wake:         t.wake, // a recycled Task's, empty (recycle)
 		s:            s,
