@@ -98,7 +98,7 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 // called before the task has ended adds the Handle's channel, and the
 // first task of each distinct cancelable context a context.AfterFunc
 // that watches it (docs/performance.md#library-costs;
-// TestQueuedTaskMemory). Go's own error is only for a task it refused
+// TestQueuedGoBytes). Go's own error is only for a task it refused
 // (ErrClosed, ErrQueueFull, an out-of-range option, a nil fn); an expired
 // ctx is accepted and the task ends at once with ctx's error.
 func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOption) (*Handle, error) {
@@ -163,7 +163,7 @@ func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error,
 	return t, tc.group, nil
 }
 
-// runTasks holds the Tasks of ended Run calls for the next tasks. A Run
+// runTasks holds the Tasks of ended Run calls for the next Runs. A Run
 // holds the last reference to its Task once it returns: the *Task passed
 // to fn is valid only until fn returns; the task has left the running set,
 // the run queue and its context's watch, under s.mu; whoever handed it a
