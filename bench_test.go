@@ -14,7 +14,9 @@ import (
 	"context"
 	"io"
 	"log"
+	"math"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -56,28 +58,44 @@ func benchScheduler(b *testing.B, opts ...Option) *Scheduler {
 	return s
 }
 
+// BenchmarkRun is Run of an empty task with a free slot, serial and
+// parallel: bare (IsolationNone, the rows docs/performance.md has always
+// recorded), then in every mode (IsolationModes), where what a call
+// allocates can differ.
 func BenchmarkRun(b *testing.B) {
+	log.SetOutput(io.Discard) // ospriority's New and Close log the GOMAXPROCS change
+	defer log.SetOutput(os.Stderr)
 	ctx := context.Background()
-	b.Run("serial", func(b *testing.B) {
-		s := benchScheduler(b, WithIsolation(IsolationNone))
-		b.ReportAllocs()
-		for b.Loop() {
-			if err := s.Run(ctx, emptyTask); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("parallel", func(b *testing.B) {
-		s := benchScheduler(b, WithIsolation(IsolationNone))
-		b.ReportAllocs()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
+	serial := func(opts ...Option) func(*testing.B) {
+		return func(b *testing.B) {
+			s := benchScheduler(b, opts...)
+			b.ReportAllocs()
+			for b.Loop() {
 				if err := s.Run(ctx, emptyTask); err != nil {
 					b.Fatal(err)
 				}
 			}
-		})
-	})
+		}
+	}
+	parallel := func(opts ...Option) func(*testing.B) {
+		return func(b *testing.B) {
+			s := benchScheduler(b, opts...)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if err := s.Run(ctx, emptyTask); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+	b.Run("serial", serial(WithIsolation(IsolationNone)))
+	b.Run("parallel", parallel(WithIsolation(IsolationNone)))
+	for _, m := range IsolationModes() {
+		b.Run(m.String()+"/serial", serial(WithIsolation(m)))
+		b.Run(m.String()+"/parallel", parallel(WithIsolation(m)))
+	}
 	b.Run("parallel-1worker", func(b *testing.B) {
 		// Every Run but one waits in the queue: the hand-off path.
 		s := benchScheduler(b, WithIsolation(IsolationReserve), WithWorkers(1))
@@ -104,6 +122,95 @@ func BenchmarkGoWait(b *testing.B) {
 		if err := h.Wait(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// queuedGoBytes is what a queued Go task allocates, measured as a new user
+// would: queuedGoTasks calls of s.Go(ctx, fn) queued behind one busy
+// worker (WithWorkers(1)), the runtime.MemStats.TotalAlloc delta over
+// their number. opts are added to WithWorkers(1); none is the default
+// mode (IsolationOSPriority on Linux).
+func queuedGoBytes(tb testing.TB, opts ...Option) float64 {
+	tb.Helper()
+	const n = queuedGoTasks
+	s, err := New(append([]Option{WithWorkers(1)}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	ctx := context.Background()
+	started, stop := make(chan struct{}), make(chan struct{})
+	busy, err := s.Go(ctx, func(*Task) error { close(started); <-stop; return nil })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	<-started
+	fn := func(*Task) error { return nil }
+	handles := make([]*Handle, 0, n)
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	for range n {
+		h, err := s.Go(ctx, fn)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		handles = append(handles, h)
+	}
+	runtime.ReadMemStats(&m1)
+	close(stop)
+	busy.Wait()
+	for _, h := range handles {
+		if err := h.Wait(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return float64(m1.TotalAlloc-m0.TotalAlloc) / n
+}
+
+// queuedGoTasks is how many tasks queuedGoBytes queues.
+const queuedGoTasks = 20000
+
+// TestQueuedGoBytes pins what a queued Go task allocates in the default
+// mode (queuedGoBytes) at 384 bytes: its Task, and no Handle channel until
+// someone waits. Allocation bytes do not depend on timing. They are
+// counted in whole bytes per task: what a round allocates once (sync.Pool's
+// per-P arrays, made again after the GC that starts the round, and the
+// runtime's own, a few hundred bytes) is less than one byte per task; the
+// least of three rounds leaves out other goroutines' allocations.
+func TestQueuedGoBytes(t *testing.T) {
+	log.SetOutput(io.Discard) // New and Close log the GOMAXPROCS change
+	defer log.SetOutput(os.Stderr)
+	const want = 384
+	best := math.Inf(1)
+	for range 3 {
+		best = min(best, queuedGoBytes(t))
+	}
+	t.Logf("%.2f bytes per queued task", best)
+	if math.Floor(best) > want {
+		t.Errorf("a queued Go task allocates %.2f bytes, want at most %d", best, want)
+	}
+}
+
+// BenchmarkQueuedGo reports queuedGoBytes (B/task) in the default mode
+// and in each mode by name; its own B/op is the whole round's.
+func BenchmarkQueuedGo(b *testing.B) {
+	log.SetOutput(io.Discard)
+	defer log.SetOutput(os.Stderr)
+	modes := []testMode{{"default", nil}}
+	for _, m := range IsolationModes() {
+		modes = append(modes, testMode{m.String(), []Option{WithIsolation(m)}})
+	}
+	for _, m := range modes {
+		b.Run(m.name, func(b *testing.B) {
+			var sum float64
+			rounds := 0
+			for b.Loop() {
+				sum += queuedGoBytes(b, m.opts...)
+				rounds++
+			}
+			b.ReportMetric(sum/float64(rounds), "B/task")
+		})
 	}
 }
 

@@ -60,7 +60,7 @@ func (s *Scheduler) notifyRemoved(t *Task, err error) {
 	t.handle.err = err
 	t.fn = nil
 	if t.ownGoroutine {
-		close(t.handle.done)
+		t.handle.end()
 		return
 	}
 	t.wake <- struct{}{}

@@ -110,21 +110,18 @@ func (w *handoffThread) await() *Task {
 // awaitEnd waits for the end of Run task t: when t went to a hand-off
 // thread that was awake, spinning for up to callerSpin first.
 func awaitEnd(t *Task, spin bool) error {
-	done := t.handle.done
 	if spin {
 		start := time.Now()
 		for i := 1; ; i++ {
-			select {
-			case <-done:
-				return t.handle.err
-			default:
+			if t.handle.ended() {
+				return t.handle.err // no channel made
 			}
 			if i%32 == 0 && time.Since(start) >= callerSpin {
 				break
 			}
 		}
 	}
-	<-done
+	<-t.handle.Done()
 	return t.handle.err
 }
 

@@ -29,11 +29,14 @@ func (s *Scheduler) execute(t *Task) error {
 // (on its own goroutine or handed off), call returns it instead of
 // starting a goroutine for it.
 func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
+	// Read before finish: once finish has ended a handed-off Run's Handle,
+	// its caller may recycle t (runTasks).
+	handoff := t.handoff
 	if err := t.ctx.Err(); err != nil {
 		// Its context ended while it was being dispatched: an expired
 		// context is never started.
 		n, first := s.finish(t, err, false)
-		if inline && n != nil && n.ownGoroutine && first && n.handoff == t.handoff {
+		if inline && n != nil && n.ownGoroutine && first && n.handoff == handoff {
 			return n, err
 		}
 		s.resume(n, first)
@@ -71,7 +74,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	normal = true
 	t.leave(restore)
 	n, first := s.finish(t, err, false)
-	if inline && n != nil && n.ownGoroutine && first && n.handoff == t.handoff {
+	if inline && n != nil && n.ownGoroutine && first && n.handoff == handoff {
 		return n, err
 	}
 	s.resume(n, first)
@@ -115,7 +118,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 	t.fn = nil
 	if t.ownGoroutine {
 		t.handle.err = err
-		close(t.handle.done)
+		t.handle.end()
 	}
 	return next, first
 }

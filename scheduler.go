@@ -103,8 +103,8 @@ import (
 // Locking and ownership. s.mu guards the Scheduler's mutable fields and
 // every Task field except these:
 //   - Set before submit publishes the task and never changed after: s, ctx,
-//     classID, slice, ownGoroutine, callerWaits, groupName, trace,
-//     handle.done. Read without the lock.
+//     classID, slice, ownGoroutine, callerWaits, groupName, trace.
+//     Read without the lock.
 //   - preempt: atomic. Bits are set by anyone (the monitor,
 //     preemptForLocked, cancelLocked); cleared only under s.mu on the slot
 //     holder's paths (startLocked, yield, block). Checkpoint loads it
@@ -112,12 +112,15 @@ import (
 //   - taskCtx: atomic pointer, made once by Context.
 //   - wake: made once under s.mu by the goroutine that first makes the task
 //     wait for a slot (submit, for a queued Run task that runs on its
-//     caller; yield or unblock otherwise), received on only by the task's
+//     caller; yield or unblock otherwise), unless the Task is a recycled
+//     one that has it, empty (recycle); received on only by the task's
 //     goroutine, sent on by the goroutine that gives it a slot (or that
 //     removed a queued Run task), after unlocking. The Run caller in
 //     IsolationOSPriority never touches it: it waits on handle.done.
+//   - handle.done: atomic pointer, its channel made on demand by a
+//     waiter (Handle.Done) or marked closed by the end (Handle.end).
 //   - handle.err: written by the goroutine that ends the task, before it
-//     closes handle.done or sends on wake; read after that by the waiter.
+//     ends handle.done or sends on wake; read after that by the waiter.
 //   - fn: read by the task's goroutine; set to nil by whoever ends the
 //     task, once no one else can reach it.
 //   - The accounting fields (since, runTime, waited, burst, avgBurst,

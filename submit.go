@@ -6,6 +6,7 @@ package cpusched
 import (
 	"context"
 	"errors"
+	"sync"
 )
 
 // Run runs fn as a task and returns its error once it has ended. It blocks
@@ -30,37 +31,43 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	// low-priority hand-off thread, so the task is started like Go's and the
 	// caller waits for its end.
 	slot, handoff := s.dispatch(fn)
-	t, group, err := s.newTask(ctx, fn, opts, handoff)
+	t, group, err := s.initTask(runTasks.Get().(*Task), ctx, fn, opts, handoff)
 	if err != nil {
 		return err
 	}
 	t.lenSlot, t.handoff = slot, handoff
 	t.callerWaits = true
-	if handoff {
-		t.handle.done = make(chan struct{})
-	}
 	started, err := s.submit(t, group)
 	if err != nil {
+		recycle(t)
 		return err
 	}
 	if handoff {
 		// fn runs on a worker; this goroutine only waits for the end. It
 		// must not touch t.wake, which the worker owns once t has started.
 		if started {
-			return awaitEnd(t, s.spawn(t))
+			err := awaitEnd(t, s.spawn(t))
+			recycle(t)
+			return err
 		}
+		done := t.handle.Done()
 		select {
-		case <-t.handle.done:
+		case <-done:
 		case <-ctx.Done():
 			if s.cancelQueued(t) {
+				recycle(t)
 				return ctx.Err()
 			}
-			<-t.handle.done // it started meanwhile
+			<-done // it started meanwhile
 		}
-		return t.handle.err
+		err := t.handle.err
+		recycle(t)
+		return err
 	}
 	if started {
-		return s.execute(t)
+		err := s.execute(t)
+		recycle(t)
+		return err
 	}
 	// Queued: watch ctx here rather than with an AfterFunc, so that a
 	// queued Run costs no more than the Task (a per-context AfterFunc adds
@@ -70,21 +77,28 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	case <-t.wake:
 	case <-ctx.Done():
 		if s.cancelQueued(t) {
+			recycle(t)
 			return ctx.Err()
 		}
 		<-t.wake // it got its slot meanwhile
 	}
 	if t.state == stateDone { // removed by Close; the send on wake orders this read
-		return t.handle.err
+		err := t.handle.err
+		recycle(t)
+		return err
 	}
-	return s.execute(t)
+	err = s.execute(t)
+	recycle(t)
+	return err
 }
 
 // Go queues fn as a task and returns at once; the Handle tells when it has
 // ended and its error. A queued task costs no goroutine (one is started
-// when the task gets a slot) and 430 bytes (TestQueuedTaskMemory), plus
-// about 570 bytes for the first task of each distinct cancelable context,
-// which is watched with one context.AfterFunc. Go's own error is only for a task it refused
+// when the task gets a slot) and one allocation, its Task; Wait or Done
+// called before the task has ended adds the Handle's channel, and the
+// first task of each distinct cancelable context a context.AfterFunc
+// that watches it (docs/performance.md#library-costs;
+// TestQueuedGoBytes). Go's own error is only for a task it refused
 // (ErrClosed, ErrQueueFull, an out-of-range option, a nil fn); an expired
 // ctx is accepted and the task ends at once with ctx's error.
 func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOption) (*Handle, error) {
@@ -93,7 +107,6 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 		return nil, err
 	}
 	t.lenSlot, t.handoff = s.dispatch(fn)
-	t.handle.done = make(chan struct{})
 	started, err := s.submit(t, group)
 	if err != nil {
 		return nil, err
@@ -104,7 +117,16 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 	return &t.handle, nil
 }
 
+// newTask makes a new task (Go's). A Go task is never recycled, so it does
+// not take a Task from runTasks: that would only leave the next Run to
+// allocate one, and cost Go a pool look-up that mostly misses.
 func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []TaskOption, ownGoroutine bool) (t *Task, group string, err error) {
+	return s.initTask(new(Task), ctx, fn, opts, ownGoroutine)
+}
+
+// initTask sets t up as a new task: a new one (newTask), or for Run one
+// from runTasks.
+func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error, opts []TaskOption, ownGoroutine bool) (*Task, string, error) {
 	tc, err := applyTaskOptions(opts)
 	if err != nil {
 		s.reject()
@@ -118,7 +140,8 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 		s.reject()
 		return nil, "", errors.New("cpusched: ctx is nil")
 	}
-	t = &Task{
+	*t = Task{
+		wake:         t.wake, // a recycled Task's, empty (recycle)
 		s:            s,
 		fn:           fn,
 		ctx:          ctx,
@@ -138,6 +161,34 @@ func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []Ta
 	t.ent = entity{weight: niceWeight(tc.nice), heapIdx: -1, task: t}
 	t.startTrace()
 	return t, tc.group, nil
+}
+
+// runTasks holds the Tasks of ended Run calls for the next Runs. A Run
+// holds the last reference to its Task once it returns: the *Task passed
+// to fn is valid only until fn returns; the task has left the running set,
+// the run queue and its context's watch, under s.mu; whoever handed it a
+// slot or removed it sent on wake before Run received; and a worker that
+// ran a handed-off Run ends its Handle last (call reads no field of it
+// after finish). Recycling it saves Run its one allocation, and a queued
+// Run its wake channel. A Go task is not recycled: the caller keeps its
+// Handle.
+var runTasks = sync.Pool{New: func() any { return new(Task) }}
+
+// recycle clears t, the Task of a Run about to return (see runTasks), and
+// puts it in runTasks, keeping its wake channel, which is empty: every
+// send on it was received. A task whose Blocking calls set a hold timer is
+// left to the collector: the timer's function (releaseHold) may still be
+// about to run with it.
+func recycle(t *Task) {
+	if t.holdTimer != nil {
+		return
+	}
+	wake := t.wake
+	if len(wake) != 0 {
+		wake = nil // not expected (see above): never hand a stale wake-up on
+	}
+	*t = Task{wake: wake} // drops the references to fn, ctx and the rest
+	runTasks.Put(t)
 }
 
 func (s *Scheduler) reject() {
@@ -175,7 +226,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		s.mu.Unlock()
 		t.handle.err = err
 		if t.ownGoroutine {
-			close(t.handle.done)
+			t.handle.end()
 			return false, nil
 		}
 		return false, err
@@ -189,7 +240,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		s.startLocked(t, now)
 	} else {
 		t.state = stateQueued
-		if !t.ownGoroutine {
+		if !t.ownGoroutine && t.wake == nil { // a recycled Task may have one (recycle)
 			t.wake = make(chan struct{}, 1) // a Go task gets a goroutine instead
 		}
 		s.queued++

@@ -7,6 +7,7 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cpusched/cpusched/internal/osprio"
 )
@@ -34,8 +35,9 @@ const (
 )
 
 // Task is one unit of CPU-heavy work run by a Scheduler. The *Task passed to
-// fn is valid until fn returns; its methods are meant for the goroutine that
-// runs fn (Context may be shared).
+// fn is valid until fn returns (after that the scheduler may reuse it for
+// another task); its methods are meant for the goroutine that runs fn
+// (Context may be shared).
 type Task struct {
 	// preempt is non-zero when the task should come to the scheduler at its
 	// next Checkpoint. It is first in the struct so the load that
@@ -285,17 +287,68 @@ func (t *Task) Blocking(fn func()) {
 
 // Handle is a task submitted with Go.
 type Handle struct {
-	done chan struct{}
+	// done is the channel Done returns, made only by a Done or Wait call
+	// that comes before the task has ended, so that a task nobody waits
+	// on yet (a queued one, say) costs no channel: nil until then, or
+	// closedDone if the end comes first (end). It is a chan struct{}
+	// held as an unsafe.Pointer for the atomic operations, which order
+	// err's write before the waiter's read.
+	done unsafe.Pointer
 	err  error
 }
+
+// closedDone is the channel Done returns for a task that ended before
+// anyone asked for one.
+var closedDone = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// chanPointer and pointerChan convert between a channel and its pointer:
+// a channel value is a pointer to the runtime's channel.
+func chanPointer(c chan struct{}) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&c)) }
+func pointerChan(p unsafe.Pointer) chan struct{} { return *(*chan struct{})(unsafe.Pointer(&p)) }
 
 // Wait blocks until the task has ended and returns what Run would have:
 // fn's error, a *PanicError, the context's error for a task that never
 // started, or ErrClosed for one that Close removed.
 func (h *Handle) Wait() error {
-	<-h.done
+	<-h.Done()
 	return h.err
 }
 
 // Done returns a channel closed when the task has ended.
-func (h *Handle) Done() <-chan struct{} { return h.done }
+func (h *Handle) Done() <-chan struct{} {
+	if p := atomic.LoadPointer(&h.done); p != nil {
+		return pointerChan(p)
+	}
+	c := make(chan struct{})
+	if atomic.CompareAndSwapPointer(&h.done, nil, chanPointer(c)) {
+		return c
+	}
+	return pointerChan(atomic.LoadPointer(&h.done)) // the end or another call came first
+}
+
+// end closes the task's Done channel, or marks it closed if none was made
+// yet; h.err must be set before. It is called once, by whoever ends the
+// task.
+func (h *Handle) end() {
+	if !atomic.CompareAndSwapPointer(&h.done, nil, chanPointer(closedDone)) {
+		close(pointerChan(atomic.LoadPointer(&h.done))) // a channel Done made, and so never changes
+	}
+}
+
+// ended reports whether end was called, without making a channel.
+func (h *Handle) ended() bool {
+	p := atomic.LoadPointer(&h.done)
+	if p == nil {
+		return false
+	}
+	select {
+	case <-pointerChan(p):
+		return true
+	default:
+		return false
+	}
+}

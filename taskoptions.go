@@ -17,11 +17,17 @@ type taskConfig struct {
 }
 
 // A TaskOption configures one task in Run or Go.
-type TaskOption interface{ applyTask(*taskConfig) error }
+//
+// applyTask takes the config and returns it changed, rather than taking a
+// pointer: a pointer passed to an interface method escapes, which would
+// cost every Run and Go call an allocation for the config.
+type TaskOption interface {
+	applyTask(taskConfig) (taskConfig, error)
+}
 
-type taskOptionFunc func(*taskConfig) error
+type taskOptionFunc func(taskConfig) (taskConfig, error)
 
-func (f taskOptionFunc) applyTask(c *taskConfig) error { return f(c) }
+func (f taskOptionFunc) applyTask(c taskConfig) (taskConfig, error) { return f(c) }
 
 // CheckTaskOptions returns the error Run and Go would return for opts (an
 // out-of-range nice level, class or slice, a group name too long), or nil:
@@ -39,7 +45,8 @@ func applyTaskOptions(opts []TaskOption) (taskConfig, error) {
 		if o == nil {
 			continue
 		}
-		if err := o.applyTask(&tc); err != nil {
+		var err error
+		if tc, err = o.applyTask(tc); err != nil {
 			return taskConfig{}, err
 		}
 	}
@@ -48,12 +55,12 @@ func applyTaskOptions(opts []TaskOption) (taskConfig, error) {
 
 // WithClass sets the task's class (default ClassNormal).
 func WithClass(c Class) TaskOption {
-	return taskOptionFunc(func(tc *taskConfig) error {
+	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
 		if c < ClassNormal || c > ClassIdle {
-			return fmt.Errorf("cpusched: WithClass(%d): class must be one of normal(0), realtime(1), batch(2), idle(3)", int(c))
+			return tc, fmt.Errorf("cpusched: WithClass(%d): class must be one of normal(0), realtime(1), batch(2), idle(3)", int(c))
 		}
 		tc.class = c
-		return nil
+		return tc, nil
 	})
 }
 
@@ -61,12 +68,12 @@ func WithClass(c Class) TaskOption {
 // worth about 10% of CPU against a task one step apart: weights follow the
 // kernel's table, 1024 at nice 0 and x1.25 a step.
 func WithNice(n int) TaskOption {
-	return taskOptionFunc(func(tc *taskConfig) error {
+	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
 		if n < MinNice || n > MaxNice {
-			return fmt.Errorf("cpusched: WithNice(%d): nice must be in %d..%d", n, MinNice, MaxNice)
+			return tc, fmt.Errorf("cpusched: WithNice(%d): nice must be in %d..%d", n, MinNice, MaxNice)
 		}
 		tc.nice = n
-		return nil
+		return tc, nil
 	})
 }
 
@@ -76,12 +83,12 @@ const maxGroupLen = 256
 // WithGroup puts the task in a group (default ""). Groups share the CPU by
 // their weights (SetGroupWeight) before their tasks share the group's part.
 func WithGroup(name string) TaskOption {
-	return taskOptionFunc(func(tc *taskConfig) error {
+	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
 		if len(name) > maxGroupLen {
-			return fmt.Errorf("cpusched: WithGroup: name is %d bytes, must be at most %d", len(name), maxGroupLen)
+			return tc, fmt.Errorf("cpusched: WithGroup: name is %d bytes, must be at most %d", len(name), maxGroupLen)
 		}
 		tc.group = name
-		return nil
+		return tc, nil
 	})
 }
 
@@ -89,11 +96,11 @@ func WithGroup(name string) TaskOption {
 // slice gives the task an earlier virtual deadline (lower latency), not more
 // CPU.
 func WithTaskSlice(d time.Duration) TaskOption {
-	return taskOptionFunc(func(tc *taskConfig) error {
+	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
 		if d < minSlice || d > maxSlice {
-			return fmt.Errorf("cpusched: WithTaskSlice(%v): slice must be in %v..%v", d, minSlice, maxSlice)
+			return tc, fmt.Errorf("cpusched: WithTaskSlice(%v): slice must be in %v..%v", d, minSlice, maxSlice)
 		}
 		tc.slice = d
-		return nil
+		return tc, nil
 	})
 }
