@@ -59,7 +59,7 @@ func (s *Scheduler) dropWatchLocked(t *Task) {
 func (s *Scheduler) notifyRemoved(t *Task, err error) {
 	t.handle.err = err
 	t.fn = nil
-	if t.ownGoroutine {
+	if t.spawned {
 		t.handle.end()
 		return
 	}

@@ -57,7 +57,7 @@ func lengthSlot(key uintptr) uint8 {
 func (s *Scheduler) noteLength(t *Task, cpu int64) {
 	var isLong bool
 	if t.handoff {
-		used := t.runTime - t.kept.Load()
+		used := t.runTime - t.uncomputed.Load()
 		if cpu >= 0 {
 			used = min(used, cpu)
 		}

@@ -83,7 +83,7 @@ func (s *Scheduler) unlockThreadToWait(t *Task) bool {
 	return true
 }
 
-// noteWake adds to t.kept, for a task on its own goroutine that has just
+// noteWake adds to t.uncomputed, for a task on its own goroutine that has just
 // been given a slot (by another goroutine, or by its own at once), the
 // time since then: the time its goroutine waited to run, which under load
 // (a hundred connections' goroutines on 2 CPUs) can pass osLowerAfter on
@@ -91,7 +91,7 @@ func (s *Scheduler) unlockThreadToWait(t *Task) bool {
 // holds its slot and has not run yet.
 func (s *Scheduler) noteWake(t *Task) {
 	if s.osOwn && !t.handoff {
-		t.kept.Add(max(0, s.clock.Now()-t.since))
+		t.uncomputed.Add(max(0, s.clock.Now()-t.since))
 	}
 }
 
@@ -180,11 +180,11 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 }
 
 // computingBound is t's slot time up to now less the time it did not
-// compute (t.kept): what t, holding its slot, has computed, or more
+// compute (t.uncomputed): what t, holding its slot, has computed, or more
 // (the kernel may have run other threads meanwhile). Under s.mu, or on
 // t's goroutine outside a Blocking call that keeps its slot (lowerSelf).
 func (t *Task) computingBound(now int64) int64 {
-	return t.runTime + now - t.since - t.kept.Load()
+	return t.runTime + now - t.since - t.uncomputed.Load()
 }
 
 // lowerCheckEvery is how many Checkpoints a task on its own goroutine

@@ -170,7 +170,7 @@ func TestSetCPUOfOwnTasks(t *testing.T) {
 		{"handed off", &Task{s: own, handoff: true}, 0, 5 * ms, 5 * ms},
 		{"other modes", &Task{s: &Scheduler{}}, 0, 5 * ms, 5 * ms},
 	} {
-		c.task.kept.Store(c.kept)
+		c.task.uncomputed.Store(c.kept)
 		c.task.setCPU(-1, c.slot)
 		if c.task.cpuUsed != c.want {
 			t.Errorf("%s: cpuUsed %d, want %d", c.name, c.task.cpuUsed, c.want)

@@ -36,7 +36,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 		// Its context ended while it was being dispatched: an expired
 		// context is never started.
 		n, first := s.finish(t, err, false)
-		if inline && n != nil && n.ownGoroutine && first && n.handoff == handoff {
+		if inline && n != nil && n.spawned && first && n.handoff == handoff {
 			return n, err
 		}
 		s.resume(n, first)
@@ -74,7 +74,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	normal = true
 	t.leave(restore)
 	n, first := s.finish(t, err, false)
-	if inline && n != nil && n.ownGoroutine && first && n.handoff == handoff {
+	if inline && n != nil && n.spawned && first && n.handoff == handoff {
 		return n, err
 	}
 	s.resume(n, first)
@@ -116,7 +116,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 		tc.cancel(context.Canceled)
 	}
 	t.fn = nil
-	if t.ownGoroutine {
+	if t.spawned {
 		t.handle.err = err
 		t.handle.end()
 	}

@@ -57,7 +57,7 @@ import (
 //     hands off (long ones, or all where a lowered thread cannot be raised
 //     back), a hand-off thread's goroutine, locked to a lowered thread for
 //     good (handoff.go). The scheduler starts it (spawn) when
-//     Task.ownGoroutine is set.
+//     Task.spawned is set.
 //   - worker: a slot (Workers, WithWorkers); the pooled low-priority
 //     threads are hand-off threads, never workers.
 //
@@ -97,13 +97,13 @@ import (
 // A parked task whose ctx ends moves to the exit queue (cancelLocked) so it
 // gets the next slot and can return. The goroutine that moves a task to
 // running hands it the slot after unlocking: resume sends on Task.wake, or
-// starts the task's goroutine (spawn) if it never ran and ownGoroutine is
+// starts the task's goroutine (spawn) if it never ran and spawned is
 // set.
 //
 // Locking and ownership. s.mu guards the Scheduler's mutable fields and
 // every Task field except these:
 //   - Set before submit publishes the task and never changed after: s, ctx,
-//     classID, slice, ownGoroutine, callerWaits, groupName, trace.
+//     classID, slice, spawned, callerWaits, groupName, trace.
 //     Read without the lock.
 //   - preempt: atomic. Bits are set by anyone (the monitor,
 //     preemptForLocked, cancelLocked); cleared only under s.mu on the slot

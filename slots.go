@@ -69,7 +69,7 @@ func (s *Scheduler) resume(next *Task, first bool) {
 	if next == nil {
 		return
 	}
-	if next.ownGoroutine && first {
+	if next.spawned && first {
 		s.spawn(next)
 		return
 	}
@@ -237,7 +237,7 @@ func (s *Scheduler) endHold(t *Task, start int64) {
 		if t.hold.Load() == holdReleased {
 			kept = min(kept, int64(blockHold))
 		}
-		t.kept.Add(kept)
+		t.uncomputed.Add(kept)
 	}
 	if t.hold.CompareAndSwap(holdKept, holdNone) {
 		return
@@ -341,7 +341,7 @@ func (s *Scheduler) taskCPU(t *Task) int64 {
 // setCPU records what taskCPU read as t.cpuUsed (the run queue's measure of
 // t with cpuClock), or where taskCPU read -1, slot, t's slot time; under
 // s.mu. For a task on its own goroutine whose thread is not lowered, the
-// slot time counts stretches in which it did not compute (t.kept, and the
+// slot time counts stretches in which it did not compute (t.uncomputed, and the
 // kernel running other threads), which on a busy machine pass the lane's
 // slice on their own and sent small tasks behind the long ones: it has
 // computed less than osLowerAfter, or the monitor or its own Checkpoint
@@ -351,7 +351,7 @@ func (t *Task) setCPU(cpu, slot int64) {
 	if cpu < 0 {
 		cpu = slot
 		if t.s.osOwn && !t.handoff {
-			cpu = min(max(0, slot-t.kept.Load()), int64(osLowerAfter))
+			cpu = min(max(0, slot-t.uncomputed.Load()), int64(osLowerAfter))
 		}
 	}
 	t.cpuUsed = cpu

@@ -24,8 +24,10 @@ import (
 // forever, as a nested semaphore acquire would.
 //
 // Cost: an empty task with a free slot takes less than a plain goroutine +
-// WaitGroup (BenchmarkRun, IsolationNone; docs/performance.md, "Scheduler
-// calls"); see IsolationOSPriority for its hand-off.
+// WaitGroup, and once warm Run allocates nothing: it reuses the Tasks of
+// ended Runs, so the *Task passed to fn must not be used after fn returns
+// (docs/performance.md#library-costs); see IsolationOSPriority for its
+// hand-off.
 func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
 	// Where IsolationOSPriority hands the task off, fn must run on a
 	// low-priority hand-off thread, so the task is started like Go's and the
@@ -43,8 +45,8 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 		return err
 	}
 	if handoff {
-		// fn runs on a worker; this goroutine only waits for the end. It
-		// must not touch t.wake, which the worker owns once t has started.
+		// fn runs on a hand-off thread; this goroutine only waits for the end. It
+		// must not touch t.wake, which that thread owns once t has started.
 		if started {
 			err := awaitEnd(t, s.spawn(t))
 			recycle(t)
@@ -71,7 +73,7 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	}
 	// Queued: watch ctx here rather than with an AfterFunc, so that a
 	// queued Run costs no more than the Task (a per-context AfterFunc adds
-	// about 570 bytes when every task has its own context). t.wake was
+	// several times that when every task has its own context). t.wake was
 	// made by submit under s.mu, before any other goroutine could see t.
 	select {
 	case <-t.wake:
@@ -120,13 +122,13 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 // newTask makes a new task (Go's). A Go task is never recycled, so it does
 // not take a Task from runTasks: that would only leave the next Run to
 // allocate one, and cost Go a pool look-up that mostly misses.
-func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []TaskOption, ownGoroutine bool) (t *Task, group string, err error) {
-	return s.initTask(new(Task), ctx, fn, opts, ownGoroutine)
+func (s *Scheduler) newTask(ctx context.Context, fn func(*Task) error, opts []TaskOption, spawned bool) (t *Task, group string, err error) {
+	return s.initTask(new(Task), ctx, fn, opts, spawned)
 }
 
 // initTask sets t up as a new task: a new one (newTask), or for Run one
 // from runTasks.
-func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error, opts []TaskOption, ownGoroutine bool) (*Task, string, error) {
+func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error, opts []TaskOption, spawned bool) (*Task, string, error) {
 	tc, err := applyTaskOptions(opts)
 	if err != nil {
 		s.reject()
@@ -141,16 +143,16 @@ func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error,
 		return nil, "", errors.New("cpusched: ctx is nil")
 	}
 	*t = Task{
-		wake:         t.wake, // a recycled Task's, empty (recycle)
-		s:            s,
-		fn:           fn,
-		ctx:          ctx,
-		classID:      int8(tc.class),
-		qidx:         int8(queueOf(tc.class)),
-		ownGoroutine: ownGoroutine,
-		slice:        int64(tc.slice),
-		groupName:    tc.group,
-		runIdx:       -1,
+		wake:      t.wake, // a recycled Task's, empty (recycle)
+		s:         s,
+		fn:        fn,
+		ctx:       ctx,
+		classID:   int8(tc.class),
+		qidx:      int8(queueOf(tc.class)),
+		spawned:   spawned,
+		slice:     int64(tc.slice),
+		groupName: tc.group,
+		runIdx:    -1,
 	}
 	if t.slice == 0 {
 		t.slice = int64(s.cfg.slice)
@@ -167,7 +169,7 @@ func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error,
 // holds the last reference to its Task once it returns: the *Task passed
 // to fn is valid only until fn returns; the task has left the running set,
 // the run queue and its context's watch, under s.mu; whoever handed it a
-// slot or removed it sent on wake before Run received; and a worker that
+// slot or removed it sent on wake before Run received; and a hand-off thread that
 // ran a handed-off Run ends its Handle last (call reads no field of it
 // after finish). Recycling it saves Run its one allocation, and a queued
 // Run its wake channel. A Go task is not recycled: the caller keeps its
@@ -225,7 +227,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		s.endLocked(t)
 		s.mu.Unlock()
 		t.handle.err = err
-		if t.ownGoroutine {
+		if t.spawned {
 			t.handle.end()
 			return false, nil
 		}
@@ -240,7 +242,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		s.startLocked(t, now)
 	} else {
 		t.state = stateQueued
-		if !t.ownGoroutine && t.wake == nil { // a recycled Task may have one (recycle)
+		if !t.spawned && t.wake == nil { // a recycled Task may have one (recycle)
 			t.wake = make(chan struct{}, 1) // a Go task gets a goroutine instead
 		}
 		s.queued++

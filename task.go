@@ -44,12 +44,16 @@ type Task struct {
 	// Checkpoint's fast path does touches the task's first cache line.
 	preempt atomic.Uint32
 
-	classID      int8 // Class
-	qidx         int8 // the queue it is in: qExit..qIdle
-	state        taskState
-	ownGoroutine bool // fn runs on a goroutine the scheduler starts (spawn): Go's tasks, and tasks handed off
-	// handoff: in IsolationOSPriority, fn runs on a worker goroutine
-	// locked to a lowered thread, not on its own goroutine (osmode.go).
+	classID int8 // Class
+	qidx    int8 // the queue it is in: qExit..qIdle
+	state   taskState
+	// spawned: the scheduler starts the goroutine fn runs on (spawn): a
+	// new one for Go's tasks, a hand-off thread's for tasks handed off.
+	// Run's other tasks run on the caller's goroutine.
+	spawned bool
+	// handoff: in IsolationOSPriority, fn runs on a hand-off thread
+	// (handoff.go), not on its own goroutine: the caller's for Run, a new
+	// one for Go.
 	handoff bool
 	started bool
 	// callerWaits is set for Run: the caller watches ctx while the task is
@@ -60,10 +64,10 @@ type Task struct {
 	// while it holds a slot the lane gave it, within its first slice.
 	inLane, laneRun bool
 	// lenSlot is fn's slot in the table of task lengths by function that
-	// chooses between own goroutines and the hand-off (osmode.go).
+	// chooses between own goroutines and the hand-off (dispatch.go).
 	lenSlot uint8
 	// lowerCheck counts Checkpoints down to the task's own check whether
-	// to lower its thread (lowerSelf, osmode.go), or is lowerCheckMark for
+	// to lower its thread (lowerSelf, lowering.go), or is lowerCheckMark for
 	// the first check, at the next Checkpoint; 0 where it makes none: a
 	// task not on its own goroutine, or lowered. Only its goroutine uses
 	// it.
@@ -118,13 +122,13 @@ type Task struct {
 	blockAvg  int64
 
 	// In IsolationOSPriority the lane measures a task by the CPU time its
-	// worker thread has used on it (runQueue.used): cpuStart is the
+	// thread has used on it (runQueue.used): cpuStart is the
 	// thread's CPU clock when fn began, cpuUsed the CPU since then as of
 	// the task's last Checkpoint that came to the scheduler or Blocking
 	// call (written under s.mu by the task's goroutine).
 	cpuStart, cpuUsed int64
 
-	// With IsolationOSPriority's own goroutines (osmode.go): tid is the
+	// With IsolationOSPriority's own goroutines (lowering.go): tid is the
 	// thread fn's goroutine is locked to (0 while it is not), lowered is
 	// set once that thread is lowered, and loweredFrom is the setting to
 	// put back when fn returns (written under s.mu before lowered).
@@ -142,11 +146,11 @@ type Task struct {
 	// to another thread; under s.mu. It matters only until the thread is
 	// lowered, at osLowerAfter, so 32 bits hold it.
 	computed int32
-	// kept is slot time in which the task did not compute (ns): Blocking
-	// calls that kept the slot, and the time its goroutine took to run
+	// uncomputed is slot time in which the task did not compute (ns):
+	// Blocking calls that kept the slot, and the time its goroutine took to run
 	// once given the slot. Lowering and the length table do not count it.
-	kept    atomic.Int64
-	markCPU int64
+	uncomputed atomic.Int64
+	markCPU    int64
 
 	wake   chan struct{} // the slot is handed over on it
 	handle Handle
