@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/admission"
 )
 
 // DefaultRetryAfter is the Retry-After a shed request gets without
@@ -106,7 +107,7 @@ func WithRequestTaskOptions(fn func(*http.Request) []cpusched.TaskOption) Option
 // from the delays of its requests, each known when its handler ends: one
 // more while they wait at most d and use the whole limit, half as many
 // (once per round of requests) when one waits longer, never fewer than one
-// (see shed.go). It starts at s.Workers(). Without this option a request
+// (internal/admission). It starts at s.Workers(). Without this option a request
 // waits as long as its context lets it.
 //
 // d is a target, not a bound: the limit moves only after a request has
@@ -179,7 +180,7 @@ type handler struct {
 	sched *cpusched.Scheduler
 	next  http.Handler
 	cfg   config
-	limit *concurrencyLimit // nil without WithMaxQueueWait
+	limit *admission.Limit // nil without WithMaxQueueWait
 }
 
 // NewHandler returns a handler that runs each request to h as a task of s,
@@ -202,7 +203,7 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 	}
 	hd := &handler{sched: s, next: h, cfg: cfg}
 	if cfg.maxQueueWait > 0 {
-		hd.limit = newConcurrencyLimit(cfg.maxQueueWait, s.Workers())
+		hd.limit = admission.New(cfg.maxQueueWait, s.Workers())
 	}
 	return hd, nil
 }
@@ -276,7 +277,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sr := &scheduledRequest{h: h, r: r, rw: responseWriter{ResponseWriter: w}}
 	if h.limit != nil {
 		var admit bool
-		if sr.round, admit = h.limit.admit(); !admit {
+		if sr.round, admit = h.limit.Admit(); !admit {
 			h.unavailable(w)
 			return
 		}
@@ -319,13 +320,13 @@ func (sr *scheduledRequest) run(t *cpusched.Task) error {
 // observe gives the limit the request's queueing delay, and its place
 // back, at the end of its handler, on the goroutine that runs the task.
 func (sr *scheduledRequest) observe(t *cpusched.Task) {
-	sr.h.limit.observe(sr.h.cfg.waited(t), sr.round)
+	sr.h.limit.Observe(sr.h.cfg.waited(t), sr.round)
 }
 
 // notStarted answers a request whose task never started with err.
 func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, queuedAt time.Duration, round uint64) {
 	if h.limit != nil {
-		h.limit.dropped(h.cfg.now()-queuedAt, round, r.Context().Err() != nil)
+		h.limit.Dropped(h.cfg.now()-queuedAt, round, r.Context().Err() != nil)
 	}
 	switch {
 	case errors.Is(err, cpusched.ErrQueueFull), errors.Is(err, cpusched.ErrClosed), r.Context().Err() != nil:
