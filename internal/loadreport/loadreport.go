@@ -26,7 +26,7 @@
 //
 // Everything comes from Scheduler.Stats, sampled at most every step (Stats
 // takes the scheduler's lock, so not once per call), from the process's
-// CPU time, and from what the adapters record of each call (End). Nothing
+// CPU time, and from what the adapters record of each call (Arrive, End). Nothing
 // runs in the background: a Report call takes a sample when the last is a
 // step old.
 package loadreport
@@ -60,6 +60,19 @@ const (
 	budgetRefresh = 10 * time.Second
 )
 
+// The names the reports give cpusched's own values, in milliseconds: the
+// named metric of the calls' queue wait p99 (ORCA's named_metrics, and in
+// httpsched's header named_metrics.<name>), and grpcsched's request costs
+// of each call.
+const (
+	QueueWaitP99Metric = "cpusched_queue_wait_p99_ms"
+	RunCost            = "cpusched_run_ms"
+	QueueWaitCost      = "cpusched_queue_wait_ms"
+)
+
+// Millis returns d in milliseconds, the unit of the names above.
+func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
 // Report is one load report. The values are averages over the last
 // window (or since the Meter was made, if sooner).
 type Report struct {
@@ -72,8 +85,8 @@ type Report struct {
 	// budget; -1 where the process's CPU time cannot be read, or before
 	// the first interval.
 	CPU float64
-	// QPS is the calls the adapters of the scheduler ended per second,
-	// whatever their outcome; EPS the part of them shed.
+	// QPS is the calls that came to the adapters of the scheduler per
+	// second, whatever their outcome; EPS the calls shed per second.
 	QPS, EPS float64
 	// QueueWaitP99 is the 99th percentile of the calls' waits for CPU
 	// (Task.Waited of the calls that ran, the wait of those that left while
@@ -199,10 +212,13 @@ func newMeter(src source) *Meter {
 	return m
 }
 
-// End records the end of a call: its outcome, and for Ran and Left its
-// wait for CPU (Task.Waited, or how long it was queued).
+// Arrive counts a call that came to an adapter. It is counted as it comes,
+// not as it ends, so that the report its own response carries counts it.
+func (m *Meter) Arrive() { m.calls.Add(1) }
+
+// End records the end of a call that Arrive counted: its outcome, and for
+// Ran and Left its wait for CPU (Task.Waited, or how long it was queued).
 func (m *Meter) End(o Outcome, wait time.Duration) {
-	m.calls.Add(1)
 	switch o {
 	case Ran:
 		m.waits.record(wait)
@@ -225,7 +241,7 @@ func (m *Meter) Report() Report {
 	}
 	r := st.report
 	// The rates count the calls up to now, not to the newest sample, so
-	// that the call whose end is being reported is in them.
+	// that the call being answered is in them.
 	elapsed := max(now-st.base.at, step).Seconds()
 	calls := m.calls.Load() - st.base.calls
 	r.QPS = float64(calls) / elapsed
