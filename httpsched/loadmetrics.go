@@ -48,7 +48,7 @@ func formatLoadMetrics(r loadreport.Report) string {
 		}
 		b = append(b, name...)
 		b = append(b, '=')
-		b = strconv.AppendFloat(b, v, 'f', -1, 64)
+		b = strconv.AppendFloat(b, math.Abs(v), 'f', -1, 64) // -0 as 0
 	}
 	add("application_utilization", r.Application)
 	add("cpu_utilization", r.CPU)

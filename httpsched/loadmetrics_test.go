@@ -130,14 +130,14 @@ func checkLoadMetrics(t *testing.T, v string, r loadreport.Report) map[string]fl
 		"named_metrics." + loadreport.QueueWaitP99Metric: loadreport.Millis(r.QueueWaitP99),
 	} {
 		if val >= 0 && !math.IsInf(val, 1) {
-			want[name] = val
+			want[name] = math.Abs(val) // -0 is written 0
 		}
 	}
 	if len(got) != len(want) {
 		t.Fatalf("header %q: got metrics %v, want %v", v, got, want)
 	}
 	for name, val := range want {
-		if g, ok := got[name]; !ok || g != val {
+		if g, ok := got[name]; !ok || g != val || math.Signbit(g) {
 			t.Fatalf("header %q: got %s=%v (present %v), want %v", v, name, g, ok, val)
 		}
 	}
@@ -171,7 +171,7 @@ func TestFormatLoadMetrics(t *testing.T) {
 func FuzzLoadMetricsHeader(f *testing.F) {
 	f.Add(0.42, 0.375, 120.5, 0.0, int64(3200*time.Microsecond))
 	f.Add(0.0, -1.0, 0.0, 0.0, int64(0))
-	f.Add(math.NaN(), math.Inf(1), math.Inf(-1), -0.0, int64(-1))
+	f.Add(math.NaN(), math.Inf(1), math.Inf(-1), math.Copysign(0, -1), int64(-1))
 	f.Add(5e-324, math.MaxFloat64, 1e21, 1e-21, int64(math.MaxInt64))
 	f.Add(123456789.123456789, 0.1, 0.2, 0.30000000000000004, int64(1))
 	f.Fuzz(func(t *testing.T, app, cpu, qps, eps float64, p99 int64) {

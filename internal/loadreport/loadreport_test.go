@@ -280,7 +280,7 @@ func TestProcessCPU(t *testing.T) {
 
 func TestFor(t *testing.T) {
 	s1, s2 := schedtest.NewScheduler(t), schedtest.NewScheduler(t)
-	if For(s1) != For(s1) || For(s1) == For(s2) {
+	if m := For(s1); For(s1) != m || m == For(s2) {
 		t.Error("want one Meter per scheduler")
 	}
 	// A scheduler that is gone leaves the registry.
