@@ -241,7 +241,7 @@ func cancelQueued(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeCl
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- serve(h, httptest.NewRequestWithContext(ctx, "GET", "/", nil)) }()
-	waitQueued(t, s, 1)
+	schedtest.WaitQueued(t, s, 1)
 	clock.Advance(d)
 	cancel()
 	check503(t, <-done, "1")

@@ -150,7 +150,7 @@ func TestRates(t *testing.T) {
 		t.Errorf("at 0.5s: got qps %v, eps %v; want %v, %v", r.QPS, r.EPS, 16/0.5, 4/0.5)
 	}
 	f.add(load{d: 50 * time.Millisecond}) // within the step: no new sample
-	m.Arrive() // a call in flight counts
+	m.Arrive()                            // a call in flight counts
 	r = m.Report()
 	if !near(r.QPS, 17/0.55) {
 		t.Errorf("at 0.55s: got qps %v, want %v (the call in flight counted)", r.QPS, 17/0.55)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cpusched/cpusched"
 )
@@ -54,4 +55,16 @@ func HoldSlot(t testing.TB, s *cpusched.Scheduler) (release func()) {
 	}
 	t.Cleanup(release)
 	return release
+}
+
+// WaitQueued waits until n tasks are queued in s (Stats().Queued), and
+// fails the test if that takes 10s.
+func WaitQueued(t testing.TB, s *cpusched.Scheduler, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Queued != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d tasks queued after 10s, want %d", s.Stats().Queued, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
