@@ -327,17 +327,7 @@ func TestUtilization(t *testing.T) {
 	}{{cpusched.ClassNormal, 0.7, math.Inf(1)}, {cpusched.ClassIdle, 0, 0.3}} {
 		s := schedtest.NewScheduler(t)
 		c := NewCollector(s)
-		err := s.Run(context.Background(), func(task *cpusched.Task) error {
-			for start := time.Now(); time.Since(start) < 200*time.Millisecond; {
-				if err := task.Checkpoint(); err != nil {
-					return err
-				}
-			}
-			return nil
-		}, cpusched.WithClass(tc.class))
-		if err != nil {
-			t.Fatal(err)
-		}
+		schedtest.Compute(t, s, 200*time.Millisecond, cpusched.WithClass(tc.class))
 		reg := prometheus.NewPedanticRegistry()
 		reg.MustRegister(c)
 		families, err := reg.Gather()

@@ -308,25 +308,15 @@ func TestFor(t *testing.T) {
 }
 
 func TestThroughScheduler(t *testing.T) {
-	// With a real scheduler and the process's CPU: a second of Normal
-	// work on the one slot reads as busy, a second of Idle work does not.
+	// With a real scheduler and the process's CPU: Normal work on the one
+	// slot reads as busy, Idle work does not.
 	if testing.Short() {
 		t.Skip("computes for 0.6s")
 	}
 	spin := func(t *testing.T, class cpusched.Class) Report {
 		s := schedtest.NewScheduler(t)
 		m := For(s)
-		err := s.Run(context.Background(), func(task *cpusched.Task) error {
-			for start := time.Now(); time.Since(start) < 300*time.Millisecond; {
-				if err := task.Checkpoint(); err != nil {
-					return err
-				}
-			}
-			return nil
-		}, cpusched.WithClass(class))
-		if err != nil {
-			t.Fatal(err)
-		}
+		schedtest.Compute(t, s, 300*time.Millisecond, cpusched.WithClass(class))
 		r := m.Report()
 		t.Logf("%v: %+v", class, r)
 		return r

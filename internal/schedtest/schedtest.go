@@ -68,3 +68,20 @@ func WaitQueued(t testing.TB, s *cpusched.Scheduler, n int) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// Compute runs a task of s with opts that computes for d, with a
+// Checkpoint per pass, and fails the test if Run returns an error.
+func Compute(t testing.TB, s *cpusched.Scheduler, d time.Duration, opts ...cpusched.TaskOption) {
+	t.Helper()
+	err := s.Run(context.Background(), func(task *cpusched.Task) error {
+		for start := time.Now(); time.Since(start) < d; {
+			if err := task.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, opts...)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+}
