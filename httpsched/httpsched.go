@@ -35,6 +35,8 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/admission"
+	"github.com/cpusched/cpusched/internal/loadreport"
 )
 
 // DefaultRetryAfter is the Retry-After a shed request gets without
@@ -54,9 +56,10 @@ type config struct {
 	maxQueueWait    time.Duration // 0: no wait budget
 	retryAfter      string        // the header's value: whole seconds
 	logger          *slog.Logger  // nil: slog.Default() when logging
+	loadHeader      bool          // WithLoadMetricsHeader
 	// Set by newConfig; only the package's tests replace them
 	// (export_test.go).
-	now    func() time.Duration               // times a wait the context cut short
+	now    func() time.Duration               // times the wait of a request whose task never started
 	waited func(*cpusched.Task) time.Duration // a request's sample: Task.Waited
 }
 
@@ -106,7 +109,7 @@ func WithRequestTaskOptions(fn func(*http.Request) []cpusched.TaskOption) Option
 // from the delays of its requests, each known when its handler ends: one
 // more while they wait at most d and use the whole limit, half as many
 // (once per round of requests) when one waits longer, never fewer than one
-// (see shed.go). It starts at s.Workers(). Without this option a request
+// (internal/admission). It starts at s.Workers(). Without this option a request
 // waits as long as its context lets it.
 //
 // d is a target, not a bound: the limit moves only after a request has
@@ -151,6 +154,24 @@ func WithLogger(l *slog.Logger) Option {
 	})
 }
 
+// WithLoadMetricsHeader adds the endpoint-load-metrics header to every
+// response of the handler, its own 503 and 500 answers included, for a
+// balancer that weighs replicas by their load: Envoy's
+// client_side_weighted_round_robin reads it. It carries the load report of
+// the handler's scheduler in the text form of Envoy's ORCA parser
+// (loadmetrics.go names the version): application_utilization,
+// cpu_utilization, rps_fractional, eps and
+// named_metrics.cpusched_queue_wait_p99_ms, the values grpcsched sends in
+// its ORCA reports (docs/grpc.md#how-each-value-is-computed). The header is
+// set as the response starts (its final status, first byte or flush), or
+// after the handler if it wrote nothing.
+func WithLoadMetricsHeader() Option {
+	return optionFunc(func(c *config) error {
+		c.loadHeader = true
+		return nil
+	})
+}
+
 // retryAfterSeconds returns d in whole seconds, rounded up, at least 1.
 func retryAfterSeconds(d time.Duration) string {
 	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
@@ -179,7 +200,11 @@ type handler struct {
 	sched *cpusched.Scheduler
 	next  http.Handler
 	cfg   config
-	limit *concurrencyLimit // nil without WithMaxQueueWait
+	limit *admission.Limit // nil without WithMaxQueueWait
+	// meter is s's, shared with every adapter of s: each request's end
+	// goes into the load reports (WithLoadMetricsHeader, grpcsched's,
+	// promsched's), whether this handler sends them or not.
+	meter *loadreport.Meter
 }
 
 // NewHandler returns a handler that runs each request to h as a task of s,
@@ -200,9 +225,9 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 	if err := cpusched.CheckTaskOptions(cfg.taskOpts...); err != nil {
 		return nil, fmt.Errorf("httpsched: WithTaskOptions: %w", err)
 	}
-	hd := &handler{sched: s, next: h, cfg: cfg}
+	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s)}
 	if cfg.maxQueueWait > 0 {
-		hd.limit = newConcurrencyLimit(cfg.maxQueueWait, s.Workers())
+		hd.limit = admission.New(cfg.maxQueueWait, s.Workers())
 	}
 	return hd, nil
 }
@@ -239,16 +264,22 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // as a bad pattern for regexp.MustCompile: Handler panics with the error
 // NewHandler would return. Use NewHandler to get the error instead.
 //
+// Each request counts in the load reports of s (qps, eps and the queue
+// wait p99), which WithLoadMetricsHeader, grpcsched and promsched send.
+//
 // Cost, per request of an empty handler (BenchmarkHandler against
 // BenchmarkDirect and BenchmarkRun; docs/performance.md, "httpsched
 // middleware"): about a microsecond, most of it the task's context that h
-// gets (BenchmarkRunTaskContext); the rest of the middleware adds a few
-// tens of nanoseconds. WithMaxQueueWait adds no cost the benchmark can tell
-// from noise (a clock read, a deferred call and a few atomic operations;
-// BenchmarkHandlerMaxQueueWait). IsolationOSPriority adds a fraction of a
-// microsecond (h's goroutine is locked to its thread, which is lowered only
-// if h computes for 250 us), or where a lowered thread cannot be raised
-// back, Run's hand-off to a hand-off thread (microseconds).
+// gets (BenchmarkRunTaskContext); the rest of the middleware, the load
+// report's counters included, adds a few tens of nanoseconds.
+// WithMaxQueueWait adds no cost the benchmark can tell from noise (a clock
+// read, a deferred call and a few atomic operations;
+// BenchmarkHandlerMaxQueueWait). WithLoadMetricsHeader adds a load report
+// and its formatting, three allocations (BenchmarkHandlerLoadMetricsHeader).
+// IsolationOSPriority adds a fraction of a microsecond (h's goroutine is
+// locked to its thread, which is lowered only if h computes for 250 us),
+// or where a lowered thread cannot be raised back, Run's hand-off to a
+// hand-off thread (microseconds).
 func Handler(s *cpusched.Scheduler, h http.Handler, opts ...Option) http.Handler {
 	hd, err := NewHandler(s, h, opts...)
 	if err != nil {
@@ -275,18 +306,26 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.requestTaskOpts != nil {
 		opts = append(opts[:len(opts):len(opts)], h.cfg.requestTaskOpts(r)...)
 	}
+	h.meter.Arrive()
 	sr := &scheduledRequest{h: h, r: r, rw: responseWriter{ResponseWriter: w}}
+	if h.cfg.loadHeader {
+		sr.rw.h = h
+	}
 	if h.limit != nil {
 		var admit bool
-		if sr.round, admit = h.limit.admit(); !admit {
+		if sr.round, admit = h.limit.Admit(); !admit {
+			h.meter.End(loadreport.Shed, 0)
 			h.unavailable(w)
 			return
 		}
-		sr.queuedAt = h.cfg.now()
 	}
+	sr.queuedAt = h.cfg.now()
 	err := h.sched.Run(r.Context(), sr.run, opts...)
 	switch {
 	case err == nil:
+		if !sr.rw.started {
+			h.addLoadHeader(w) // net/http sends the headers after h returns
+		}
 	case !sr.started:
 		h.notStarted(w, r, err, sr.queuedAt, sr.round)
 	default:
@@ -299,7 +338,7 @@ type scheduledRequest struct {
 	h        *handler
 	r        *http.Request
 	rw       responseWriter
-	queuedAt time.Duration // on h.cfg.now's clock, with WithMaxQueueWait
+	queuedAt time.Duration // on h.cfg.now's clock
 	round    uint64        // the limit's round it was admitted in, with WithMaxQueueWait
 	started  bool          // run was called; read after Run returns
 }
@@ -307,33 +346,43 @@ type scheduledRequest struct {
 // run is the task: the handler, with the task in the request's context.
 func (sr *scheduledRequest) run(t *cpusched.Task) error {
 	sr.started = true
-	if sr.h.limit != nil {
-		// Deferred, so that a handler that panics (or calls runtime.Goexit)
-		// gives its sample and its place back too: a place never returned
-		// would lower the limit for good.
-		defer sr.observe(t)
-	}
+	// Deferred, so that a handler that panics (or calls runtime.Goexit)
+	// gives its sample and its place back too: a place never returned
+	// would lower the limit for good.
+	defer sr.observe(t)
 	ctx := context.WithValue(t.Context(), taskKey{}, t)
 	sr.h.next.ServeHTTP(&sr.rw, sr.r.WithContext(ctx))
 	return nil
 }
 
-// observe gives the limit the request's queueing delay, and its place
-// back, at the end of its handler, on the goroutine that runs the task.
+// observe gives the limit (if any) and the meter the request's queueing
+// delay, and the limit its place back, at the end of its handler, on the
+// goroutine that runs the task.
 func (sr *scheduledRequest) observe(t *cpusched.Task) {
-	sr.h.limit.observe(sr.h.cfg.waited(t), sr.round)
+	waited := sr.h.cfg.waited(t)
+	if sr.h.limit != nil {
+		sr.h.limit.Observe(waited, sr.round)
+	}
+	sr.h.meter.End(loadreport.Ran, waited)
 }
 
 // notStarted answers a request whose task never started with err.
 func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, queuedAt time.Duration, round uint64) {
+	waited, cancelled := h.cfg.now()-queuedAt, r.Context().Err() != nil
 	if h.limit != nil {
-		h.limit.dropped(h.cfg.now()-queuedAt, round, r.Context().Err() != nil)
+		h.limit.Dropped(waited, round, cancelled)
 	}
 	switch {
-	case errors.Is(err, cpusched.ErrQueueFull), errors.Is(err, cpusched.ErrClosed), r.Context().Err() != nil:
+	case errors.Is(err, cpusched.ErrQueueFull), errors.Is(err, cpusched.ErrClosed):
+		h.meter.End(loadreport.Shed, 0)
+		h.unavailable(w)
+	case cancelled:
+		h.meter.End(loadreport.Left, waited)
 		h.unavailable(w)
 	default: // the scheduler refused the task options
+		h.meter.End(loadreport.Refused, 0)
 		h.logger().Error("httpsched: the scheduler refused the request's task", "method", r.Method, "path", r.URL.Path, "err", err)
+		h.addLoadHeader(w)
 		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 	}
 }
@@ -354,13 +403,23 @@ func (h *handler) failed(w http.ResponseWriter, r *http.Request, rw *responseWri
 	if rw.started {
 		panic(http.ErrAbortHandler) // too late for a status: cut the response short
 	}
+	h.addLoadHeader(w)
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 }
 
 // unavailable answers 503 with Retry-After.
 func (h *handler) unavailable(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", h.cfg.retryAfter)
+	h.addLoadHeader(w)
 	http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
+}
+
+// addLoadHeader sets the load header of WithLoadMetricsHeader in w's
+// headers, if the option is given.
+func (h *handler) addLoadHeader(w http.ResponseWriter) {
+	if h.cfg.loadHeader {
+		w.Header().Set(loadMetricsHeader, formatLoadMetrics(h.meter.Report()))
+	}
 }
 
 func (h *handler) logger() *slog.Logger {
@@ -371,21 +430,31 @@ func (h *handler) logger() *slog.Logger {
 }
 
 // responseWriter records whether the response has started (a final status
-// or body sent), so that a panic after it aborts instead of answering 500.
+// or body sent), so that a panic after it aborts instead of answering 500,
+// and adds the load header as it starts.
 type responseWriter struct {
 	http.ResponseWriter
+	h       *handler // set with WithLoadMetricsHeader
 	started bool
+}
+
+// start marks the response started, adding the load header first.
+func (w *responseWriter) start() {
+	if !w.started && w.h != nil {
+		w.h.addLoadHeader(w.ResponseWriter)
+	}
+	w.started = true
 }
 
 func (w *responseWriter) WriteHeader(code int) {
 	if code >= 200 || code == http.StatusSwitchingProtocols { // 1xx other than 101 are interim
-		w.started = true
+		w.start()
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *responseWriter) Write(b []byte) (int, error) {
-	w.started = true
+	w.start()
 	return w.ResponseWriter.Write(b)
 }
 
@@ -396,7 +465,7 @@ func (w *responseWriter) Flush() { w.FlushError() }
 // FlushError is Flush for http.ResponseController, which returns the
 // original's error (http.ErrNotSupported if it cannot flush).
 func (w *responseWriter) FlushError() error {
-	w.started = true
+	w.start()
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 

@@ -106,6 +106,14 @@ func BenchmarkHandlerMaxQueueWait(b *testing.B) {
 	})
 }
 
+// BenchmarkHandlerLoadMetricsHeader is BenchmarkHandler with the load
+// header on every response: a load report and its formatting.
+func BenchmarkHandlerLoadMetricsHeader(b *testing.B) {
+	benchModes(b, func(s *cpusched.Scheduler) http.Handler {
+		return Handler(s, emptyHandler, WithLoadMetricsHeader())
+	})
+}
+
 // hashRounds runs n rounds of a SHA-256 chain, with a Checkpoint after each
 // when task is not nil.
 func hashRounds(n int, task *cpusched.Task) [sha256.Size]byte {

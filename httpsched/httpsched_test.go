@@ -21,17 +21,6 @@ import (
 
 func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
-// waitQueued waits until n tasks are queued in s.
-func waitQueued(t *testing.T, s *cpusched.Scheduler, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); s.Stats().Queued != n; {
-		if time.Now().After(deadline) {
-			t.Fatalf("got %d tasks queued after 10s, want %d", s.Stats().Queued, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // serve runs one request through h with a recorder.
 func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
@@ -132,7 +121,7 @@ func TestQueueFull(t *testing.T) {
 	release := schedtest.HoldSlot(t, s)
 	queued := make(chan *httptest.ResponseRecorder)
 	go func() { queued <- serve(h, httptest.NewRequest("GET", "/", nil)) }()
-	waitQueued(t, s, 1)
+	schedtest.WaitQueued(t, s, 1)
 
 	check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "3")
 	if n := next.calls.Load(); n != 0 {
@@ -264,7 +253,7 @@ func TestClientGoneWhileQueued(t *testing.T) {
 		}
 		clientErr <- err
 	}()
-	waitQueued(t, s, 1)
+	schedtest.WaitQueued(t, s, 1)
 	cancel()
 	if err := <-clientErr; !errors.Is(err, context.Canceled) {
 		t.Errorf("client: got %v, want context.Canceled", err)
@@ -289,7 +278,7 @@ func TestDeadlineWhileQueued(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- serve(h, httptest.NewRequestWithContext(ctx, "GET", "/", nil)) }()
-	waitQueued(t, s, 1)
+	schedtest.WaitQueued(t, s, 1)
 	cancel()
 	check503(t, <-done, "1")
 	if n := next.calls.Load(); n != 0 {

@@ -42,7 +42,7 @@ func asHandler(t *testing.T, h http.Handler) *handler {
 // the wanted ones.
 func checkLimit(t *testing.T, what string, h *handler, wantInflight, wantLimit int64) {
 	t.Helper()
-	if in, lim := h.limit.inflight.Load(), h.limit.limit.Load(); in != wantInflight || lim != wantLimit {
+	if in, lim := h.limit.Inflight(), h.limit.Current(); in != wantInflight || lim != wantLimit {
 		t.Errorf("%s: got inflight %d, limit %d; want %d, %d", what, in, lim, wantInflight, wantLimit)
 	}
 }
@@ -72,100 +72,6 @@ func (h *gated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		runtime.Goexit()
 	}
 	w.Write([]byte("ok"))
-}
-
-func TestConcurrencyLimit(t *testing.T) {
-	// Steps on one limit with a 10ms budget, starting at 4. Requests are
-	// named by a letter; observe's wait is a request's queueing delay in
-	// total (Task.Waited), given as its handler ends; dropped's is its wait
-	// for a first slot it never got.
-	const ms = time.Millisecond
-	steps := []struct {
-		op           string // admit, observe (handler ended), dropped (queue full), cancelled (context ended)
-		req          byte
-		wait         time.Duration
-		wantAdmit    bool // admit
-		wantInflight int64
-		wantLimit    int64
-	}{
-		{op: "admit", req: 'a', wantAdmit: true, wantInflight: 1, wantLimit: 4},
-		{op: "observe", req: 'a', wait: 1 * ms, wantInflight: 0, wantLimit: 4}, // 1 of 4 used: no increase
-		{op: "admit", req: 'a', wantAdmit: true, wantInflight: 1, wantLimit: 4},
-		{op: "admit", req: 'b', wantAdmit: true, wantInflight: 2, wantLimit: 4},
-		{op: "admit", req: 'c', wantAdmit: true, wantInflight: 3, wantLimit: 4},
-		{op: "admit", req: 'd', wantAdmit: true, wantInflight: 4, wantLimit: 4},
-		{op: "admit", req: 'e', wantAdmit: false, wantInflight: 4, wantLimit: 4}, // inflight == limit: shed
-		{op: "observe", req: 'a', wait: 10 * ms, wantInflight: 3, wantLimit: 5},  // within budget, the limit full: +1
-		{op: "admit", req: 'e', wantAdmit: true, wantInflight: 4, wantLimit: 5},
-		{op: "admit", req: 'f', wantAdmit: true, wantInflight: 5, wantLimit: 5},
-		{op: "observe", req: 'b', wait: 20 * ms, wantInflight: 4, wantLimit: 2}, // over budget: halved, the round ends
-		{op: "observe", req: 'c', wait: 30 * ms, wantInflight: 3, wantLimit: 2}, // same round: no second decrease
-		{op: "admit", req: 'g', wantAdmit: false, wantInflight: 3, wantLimit: 2},
-		{op: "observe", req: 'd', wait: 1 * ms, wantInflight: 2, wantLimit: 2}, // old round: no increase either
-		{op: "observe", req: 'e', wait: 1 * ms, wantInflight: 1, wantLimit: 2},
-		{op: "observe", req: 'f', wait: 1 * ms, wantInflight: 0, wantLimit: 2},
-		{op: "admit", req: 'g', wantAdmit: true, wantInflight: 1, wantLimit: 2},
-		{op: "admit", req: 'h', wantAdmit: true, wantInflight: 2, wantLimit: 2},
-		{op: "observe", req: 'g', wait: 1 * ms, wantInflight: 1, wantLimit: 3}, // the new round, full: +1
-		{op: "observe", req: 'h', wait: 50 * ms, wantInflight: 0, wantLimit: 1},
-		{op: "admit", req: 'i', wantAdmit: true, wantInflight: 1, wantLimit: 1},
-		{op: "observe", req: 'i', wait: 50 * ms, wantInflight: 0, wantLimit: 1}, // floor 1
-		{op: "admit", req: 'j', wantAdmit: true, wantInflight: 1, wantLimit: 1}, // ... so one is always admitted
-		{op: "dropped", req: 'j', wait: 50 * ms, wantInflight: 0, wantLimit: 1}, // queue full: no sample
-		{op: "admit", req: 'k', wantAdmit: true, wantInflight: 1, wantLimit: 1},
-		{op: "cancelled", req: 'k', wait: 5 * ms, wantInflight: 0, wantLimit: 1}, // a lower bound within budget: no sample
-		{op: "admit", req: 'l', wantAdmit: true, wantInflight: 1, wantLimit: 1},
-		{op: "observe", req: 'l', wait: 0, wantInflight: 0, wantLimit: 2},
-		{op: "admit", req: 'm', wantAdmit: true, wantInflight: 1, wantLimit: 2},
-		{op: "cancelled", req: 'm', wait: 30 * ms, wantInflight: 0, wantLimit: 1}, // a lower bound over budget: halved
-	}
-	l := newConcurrencyLimit(10*ms, 4)
-	rounds := map[byte]uint64{}
-	for i, st := range steps {
-		switch st.op {
-		case "admit":
-			round, ok := l.admit()
-			if ok != st.wantAdmit {
-				t.Errorf("step %d: admit %c: got %t, want %t", i, st.req, ok, st.wantAdmit)
-			}
-			rounds[st.req] = round
-		case "observe":
-			l.observe(st.wait, rounds[st.req])
-		case "dropped", "cancelled":
-			l.dropped(st.wait, rounds[st.req], st.op == "cancelled")
-		}
-		if in, lim := l.inflight.Load(), l.limit.Load(); in != st.wantInflight || lim != st.wantLimit {
-			t.Errorf("step %d (%s %c %v): got inflight %d, limit %d; want %d, %d",
-				i, st.op, st.req, st.wait, in, lim, st.wantInflight, st.wantLimit)
-		}
-	}
-}
-
-func TestConcurrencyLimitBounds(t *testing.T) {
-	tests := []struct {
-		name      string
-		initial   int   // newConcurrencyLimit's
-		inflight  int64 // set before the request
-		wantLimit int64 // after one request admitted and observed within budget
-	}{
-		{"initial 0 is 1", 0, 0, 2},
-		{"initial above the cap", 1 << 20, maxLimit - 1, maxLimit},
-		{"the cap", maxLimit, maxLimit - 1, maxLimit},
-		{"below the cap", maxLimit - 1, maxLimit - 2, maxLimit},
-	}
-	for _, tt := range tests {
-		l := newConcurrencyLimit(time.Millisecond, tt.initial)
-		l.inflight.Store(tt.inflight)
-		round, ok := l.admit()
-		if !ok {
-			t.Errorf("%s: admit: got false, want true", tt.name)
-			continue
-		}
-		l.observe(0, round)
-		if got := l.limit.Load(); got != tt.wantLimit || l.inflight.Load() != tt.inflight {
-			t.Errorf("%s: got limit %d, inflight %d; want %d, %d", tt.name, got, l.inflight.Load(), tt.wantLimit, tt.inflight)
-		}
-	}
 }
 
 func TestMaxQueueWait(t *testing.T) {
@@ -335,7 +241,7 @@ func cancelQueued(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeCl
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *httptest.ResponseRecorder)
 	go func() { done <- serve(h, httptest.NewRequestWithContext(ctx, "GET", "/", nil)) }()
-	waitQueued(t, s, 1)
+	schedtest.WaitQueued(t, s, 1)
 	clock.Advance(d)
 	cancel()
 	check503(t, <-done, "1")

@@ -1,8 +1,9 @@
 // Package promsched exports a cpusched.Scheduler's Stats as Prometheus metrics.
 //
 // NewCollector returns a prometheus.Collector that takes one Stats snapshot
-// per scrape and turns it into constant metrics; it keeps no state of its
-// own and starts no goroutine. Register it in a registry and serve that with
+// per scrape and turns it into constant metrics; it starts no goroutine,
+// and keeps no state of its own but the scheduler's load meter, which it
+// shares with the scheduler's other adapters. Register it in a registry and serve that with
 // promhttp:
 //
 //	reg := prometheus.NewRegistry()
@@ -39,6 +40,25 @@
 //	cpusched_group_run_seconds_total       counter    group    slot time used (Groups[g].RunTime)
 //	cpusched_group_queue_wait_seconds      histogram  group    as the class histogram, for the group's tasks (Groups[g].QueueWaits)
 //	cpusched_group_task_run_seconds        histogram  group    as the class histogram, for the group's tasks (Groups[g].RunTimes)
+//	cpusched_application_utilization       gauge               the load grpcsched reports as ORCA's application_utilization
+//	cpusched_cpu_utilization               gauge               the process's CPU over its CPU budget (ORCA's cpu_utilization)
+//
+// The two utilizations are the values of the scheduler's load reports,
+// the same that grpcsched sends to gRPC's and Envoy's weighted balancers
+// and httpsched's WithLoadMetricsHeader to Envoy, averaged over the last
+// second (or since the previous scrape, when scrapes come less often):
+// application_utilization is the latency-relevant demand (the slot time of
+// Realtime and Normal tasks and their waits for a first slot) over the
+// slot capacity, or the CPU's saturation net of Batch and Idle work, the
+// larger, so that a replica whose spare CPU runs batch work does not read
+// busy. It is what an autoscaler should scale on (a Kubernetes
+// HorizontalPodAutoscaler through the Prometheus adapter:
+// docs/observability.md#autoscaling-on-the-utilization), and
+// docs/grpc.md#how-each-value-is-computed says exactly how it is computed.
+// cpusched_cpu_utilization is left out of a scrape where the process's CPU
+// time cannot be read, and of one within 100 ms of the scheduler's first
+// adapter (NewCollector, an httpsched handler or a grpcsched interceptor),
+// before the first interval to measure it over.
 //
 // The four outcomes are one metric with an outcome label, as Prometheus'
 // naming guide advises for parts of one total: sum(cpusched_tasks_ended_total)
@@ -65,10 +85,12 @@
 package promsched
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
 	"maps"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/loadreport"
 )
 
 // The label values of cpusched_tasks_ended_total's outcome label.
@@ -83,6 +105,7 @@ const (
 // Collect only reads them, so concurrent scrapes are safe.
 type collector struct {
 	sched *cpusched.Scheduler
+	meter *loadreport.Meter // s's, shared with its other adapters
 
 	submitted, ended, rejected, preemptions                  *prometheus.Desc
 	queued, started, running, blocked, workers               *prometheus.Desc
@@ -91,6 +114,8 @@ type collector struct {
 	classSubmitted, classRunTime, classQueueWaits, classRunTimes *prometheus.Desc
 
 	groupWeight, groupSubmitted, groupEnded, groupRunTime, groupQueueWaits, groupRunTimes *prometheus.Desc
+
+	appUtilization, cpuUtilization *prometheus.Desc
 
 	// bounds are the histogram buckets' upper bounds in seconds, without the
 	// last (+Inf) one.
@@ -109,6 +134,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 	}
 	c := &collector{
 		sched:        s,
+		meter:        loadreport.For(s),
 		submitted:    desc("tasks_submitted_total", "Tasks the scheduler accepted."),
 		ended:        desc("tasks_ended_total", "Tasks that ended, by outcome: completed (nil error), failed (an error), canceled (context ended or Close), panicked.", "outcome"),
 		rejected:     desc("tasks_rejected_total", "Tasks the scheduler refused: closed, queue full, or an out-of-range option."),
@@ -135,6 +161,9 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		groupRunTime:    desc("group_run_seconds_total", "Slot time used by tasks, by group.", "group"),
 		groupQueueWaits: desc("group_queue_wait_seconds", "Each started task's wait for its first slot, by group.", "group"),
 		groupRunTimes:   desc("group_task_run_seconds", "Each ended task's total slot time, by group.", "group"),
+
+		appUtilization: desc("application_utilization", "The replica's load as grpcsched reports it (ORCA application_utilization): Realtime and Normal slot time and waits over the slot capacity, or the CPU's saturation net of Batch and Idle, the larger, over the last second."),
+		cpuUtilization: desc("cpu_utilization", "The process's CPU time over its CPU budget (GOMAXPROCS, the cgroup limit), over the last second (ORCA cpu_utilization)."),
 	}
 	for i := range c.bounds {
 		c.bounds[i] = cpusched.BucketBound(i).Seconds()
@@ -150,6 +179,7 @@ func (c *collector) descs() []*prometheus.Desc {
 		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime,
 		c.classSubmitted, c.classRunTime, c.classQueueWaits, c.classRunTimes,
 		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes,
+		c.appUtilization, c.cpuUtilization,
 	}
 }
 
@@ -207,6 +237,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.groupRunTime, gs.RunTime.Seconds(), group)
 		ch <- c.histogram(c.groupQueueWaits, &gs.QueueWaits, group)
 		ch <- c.histogram(c.groupRunTimes, &gs.RunTimes, group)
+	}
+
+	r := c.meter.Report()
+	gauge(c.appUtilization, r.Application)
+	if r.CPU >= 0 {
+		gauge(c.cpuUtilization, r.CPU)
 	}
 }
 

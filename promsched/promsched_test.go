@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -298,11 +299,12 @@ func TestCollectAndCount(t *testing.T) {
 		}
 	}
 	c := NewCollector(s)
+	time.Sleep(110 * time.Millisecond) // an interval for cpusched_cpu_utilization
 	tests := []struct {
 		names []string
 		want  int
 	}{
-		{nil, 17 + 4*4 + 3*6}, // scheduler-wide, 4 per class, 6 per group ("", a, (other))
+		{nil, 19 + 4*4 + 3*6}, // scheduler-wide, 4 per class, 6 per group ("", a, (other))
 		{[]string{"cpusched_tasks_ended_total"}, 4},
 		{[]string{"cpusched_isolation_info"}, 1},
 		{[]string{"cpusched_class_queue_wait_seconds", "cpusched_class_task_run_seconds"}, 8},
@@ -312,6 +314,35 @@ func TestCollectAndCount(t *testing.T) {
 	for _, tc := range tests {
 		if got := testutil.CollectAndCount(c, tc.names...); got != tc.want {
 			t.Errorf("CollectAndCount(%q): got %d, want %d", tc.names, got, tc.want)
+		}
+	}
+}
+
+// TestUtilization checks the utilization gauges against the scheduler's
+// load: its one slot busy with Normal work reads about 1, Idle work about 0.
+func TestUtilization(t *testing.T) {
+	for _, tc := range []struct {
+		class    cpusched.Class
+		min, max float64
+	}{{cpusched.ClassNormal, 0.7, math.Inf(1)}, {cpusched.ClassIdle, 0, 0.3}} {
+		s := schedtest.NewScheduler(t)
+		c := NewCollector(s)
+		schedtest.Compute(t, s, 200*time.Millisecond, cpusched.WithClass(tc.class))
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(c)
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		app, cpu := find(families, "cpusched_application_utilization", ""), find(families, "cpusched_cpu_utilization", "")
+		if app == nil || cpu == nil {
+			t.Fatalf("%v: got application %v, cpu %v; want both", tc.class, app, cpu)
+		}
+		if v := value(app); v < tc.min || v > tc.max {
+			t.Errorf("after 0.2s of %v work on the one slot: got cpusched_application_utilization %v, want %v..%v", tc.class, v, tc.min, tc.max)
+		}
+		if v := value(cpu); v < 0 {
+			t.Errorf("got cpusched_cpu_utilization %v, want >= 0", v)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cpusched/cpusched"
 )
@@ -54,4 +55,33 @@ func HoldSlot(t testing.TB, s *cpusched.Scheduler) (release func()) {
 	}
 	t.Cleanup(release)
 	return release
+}
+
+// WaitQueued waits until n tasks are queued in s (Stats().Queued), and
+// fails the test if that takes 10s.
+func WaitQueued(t testing.TB, s *cpusched.Scheduler, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); s.Stats().Queued != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d tasks queued after 10s, want %d", s.Stats().Queued, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Compute runs a task of s with opts that computes for d, with a
+// Checkpoint per pass, and fails the test if Run returns an error.
+func Compute(t testing.TB, s *cpusched.Scheduler, d time.Duration, opts ...cpusched.TaskOption) {
+	t.Helper()
+	err := s.Run(context.Background(), func(task *cpusched.Task) error {
+		for start := time.Now(); time.Since(start) < d; {
+			if err := task.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, opts...)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
 }

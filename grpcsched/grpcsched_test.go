@@ -1,0 +1,609 @@
+package grpcsched
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/schedtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// service is the tests' gRPC service. A unary call does what its
+// payload's body says: "hold" signals entered and waits for proceed (or
+// the call's end), "panic" panics, "status" and "error" return those
+// errors, "spin" computes for 20ms with a Checkpoint per pass, anything
+// else answers at once. Every answer's Username is whether the handler
+// found its task. A full-duplex stream answers each message the same way,
+// "panic" panicking.
+type service struct {
+	testgrpc.UnimplementedTestServiceServer
+	calls            atomic.Int32 // handler runs
+	entered, proceed chan struct{}
+}
+
+func newService() *service {
+	return &service{entered: make(chan struct{}), proceed: make(chan struct{})}
+}
+
+func (sv *service) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	sv.calls.Add(1)
+	task := TaskFrom(ctx)
+	switch string(req.GetPayload().GetBody()) {
+	case "hold":
+		sv.entered <- struct{}{}
+		select {
+		case <-sv.proceed:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	case "panic":
+		panic("handler panics")
+	case "status":
+		return nil, status.Error(codes.NotFound, "the handler's own status")
+	case "error":
+		return nil, errors.New("the handler's own error")
+	case "spin":
+		for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
+			if err := task.Checkpoint(); err != nil {
+				return nil, status.FromContextError(err).Err()
+			}
+		}
+	}
+	return &testgrpc.SimpleResponse{Username: fmt.Sprint(task != nil)}, nil
+}
+
+func (sv *service) FullDuplexCall(stream testgrpc.TestService_FullDuplexCallServer) error {
+	sv.calls.Add(1)
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if string(req.GetPayload().GetBody()) == "panic" {
+			panic("stream handler panics")
+		}
+		task := TaskFrom(stream.Context())
+		if err := stream.Send(&testgrpc.StreamingOutputCallResponse{
+			Payload: &testgrpc.Payload{Body: []byte(fmt.Sprint(task != nil))},
+		}); err != nil {
+			return err
+		}
+	}
+}
+
+// serve starts a gRPC server with opts and sv on a TCP listener on
+// 127.0.0.1 and returns a client of it; both end with the test.
+func serve(t *testing.T, sv *service, opts ...grpc.ServerOption) testgrpc.TestServiceClient {
+	t.Helper()
+	srv := grpc.NewServer(opts...)
+	testgrpc.RegisterTestServiceServer(srv, sv)
+	return serveOn(t, srv)
+}
+
+// serveOn serves srv on a TCP listener on 127.0.0.1 and returns a client
+// of it; both end with the test.
+func serveOn(t *testing.T, srv *grpc.Server) testgrpc.TestServiceClient {
+	t.Helper()
+	return dial(t, start(t, srv))
+}
+
+// start serves srv on a TCP listener on 127.0.0.1, stopped at the end of
+// the test, and returns its address.
+func start(t *testing.T, srv *grpc.Server) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		srv.Stop()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// dial returns a client of the server at addr, closed at the end of the
+// test.
+func dial(t *testing.T, addr string, opts ...grpc.DialOption) testgrpc.TestServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return testgrpc.NewTestServiceClient(conn)
+}
+
+// duplex is a client's full-duplex stream in a test.
+type duplex struct {
+	t      *testing.T
+	stream testgrpc.TestService_FullDuplexCallClient
+}
+
+// openStream opens a full-duplex stream; it fails the test if the call
+// cannot start.
+func openStream(t *testing.T, ctx context.Context, c testgrpc.TestServiceClient) *duplex {
+	t.Helper()
+	stream, err := c.FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &duplex{t, stream}
+}
+
+// exchange sends a message whose body is what and returns the answer's
+// body: whether the handler found its task.
+func (d *duplex) exchange(what string) (string, error) {
+	if err := d.stream.Send(&testgrpc.StreamingOutputCallRequest{Payload: &testgrpc.Payload{Body: []byte(what)}}); err != nil {
+		return "", err
+	}
+	out, err := d.stream.Recv()
+	return string(out.GetPayload().GetBody()), err
+}
+
+// close ends the stream from the client's side and checks that the
+// handler returned.
+func (d *duplex) close() {
+	d.t.Helper()
+	d.stream.CloseSend()
+	if _, err := d.stream.Recv(); err != io.EOF {
+		d.t.Errorf("the stream's end: got %v, want io.EOF", err)
+	}
+}
+
+// scheduled returns the server options of interceptors of s with opts.
+func scheduled(s *cpusched.Scheduler, opts ...Option) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(UnaryServerInterceptor(s, opts...)),
+		grpc.ChainStreamInterceptor(StreamServerInterceptor(s, opts...)),
+	}
+}
+
+// request returns a unary request whose body is what.
+func request(what string) *testgrpc.SimpleRequest {
+	return &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: []byte(what)}}
+}
+
+// testContext returns a context that ends with the test, or after 10s.
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// checkCode reports an error whose code is not want.
+func checkCode(t *testing.T, what string, err error, want codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != want {
+		t.Errorf("%s: got %v (%v), want %v", what, got, err, want)
+	}
+}
+
+// logBuffer returns a logger that writes into the returned buffer.
+func logBuffer() (*slog.Logger, *syncBuffer) {
+	b := new(syncBuffer)
+	return slog.New(slog.NewTextHandler(b, nil)), b
+}
+
+// syncBuffer is a bytes.Buffer for a logger that gRPC's goroutines use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func TestTaskFrom(t *testing.T) {
+	// Inside a handler TaskFrom returns the call's task, unary or
+	// streaming; outside one, nil (and in a method WithMethods leaves out:
+	// TestMethodsLeftOut).
+	s := schedtest.NewScheduler(t)
+	c := serve(t, newService(), scheduled(s)...)
+	ctx := testContext(t)
+	resp, err := c.UnaryCall(ctx, request("ok"))
+	if err != nil || resp.GetUsername() != "true" {
+		t.Errorf("unary: got %v, %v; want the task found", resp, err)
+	}
+	stream := openStream(t, ctx, c)
+	for range 2 {
+		if found, err := stream.exchange("ok"); err != nil || found != "true" {
+			t.Errorf("stream: got %q, %v; want the task found", found, err)
+		}
+	}
+	stream.close()
+	if got := TaskFrom(ctx); got != nil {
+		t.Errorf("outside a handler: got %p, want nil", got)
+	}
+	if st := s.Stats(); st.Completed != 2 {
+		t.Errorf("got %d tasks completed, want 2: the unary call and the stream", st.Completed)
+	}
+}
+
+func TestMethodsLeftOut(t *testing.T) {
+	// A method WithMethods leaves out runs without a task, and counts as a
+	// call; the others are tasks.
+	s := schedtest.NewScheduler(t)
+	sv := newService()
+	srv := grpc.NewServer(scheduled(s, WithMethods(func(m string) bool { return !strings.HasSuffix(m, "/UnaryCall") }))...)
+	testgrpc.RegisterTestServiceServer(srv, sv)
+	c := serveOn(t, srv)
+	resp, err := c.UnaryCall(testContext(t), request("ok"))
+	if err != nil || resp.GetUsername() != "false" {
+		t.Errorf("got %v, %v; want an answer without a task", resp, err)
+	}
+	if st := s.Stats(); st.Submitted != 0 {
+		t.Errorf("got %d tasks submitted, want 0", st.Submitted)
+	}
+}
+
+func TestStreamIsOneTask(t *testing.T) {
+	// A stream is one task for its life, and while its handler waits in
+	// Recv it holds no slot: on a one-slot scheduler a unary call gets
+	// through while the stream is open.
+	s := schedtest.NewScheduler(t)
+	c := serve(t, newService(), scheduled(s)...)
+	ctx := testContext(t)
+	stream := openStream(t, ctx, c)
+	if _, err := stream.exchange("ok"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := c.UnaryCall(ctx, request("ok")); err != nil {
+			t.Fatalf("unary call %d beside the open stream: %v", i, err)
+		}
+	}
+	if st := s.Stats(); st.Started != 1 || st.Blocked != 1 || st.Completed != 3 {
+		t.Errorf("with the stream open: got %d started, %d blocked, %d completed; want 1, 1 (the stream, in Recv), 3", st.Started, st.Blocked, st.Completed)
+	}
+	stream.close()
+	if st := s.Stats(); st.Submitted != 4 || st.Completed != 4 {
+		t.Errorf("after the stream: got %d submitted, %d completed; want 4, 4", st.Submitted, st.Completed)
+	}
+}
+
+func TestTaskOptions(t *testing.T) {
+	// WithTaskOptions applies to every call; WithCallTaskOptions adds
+	// options from the call's context (its metadata here) and full method,
+	// after them.
+	s := schedtest.NewScheduler(t)
+	var methods []string
+	call := WithCallTaskOptions(func(ctx context.Context, method string) []cpusched.TaskOption {
+		methods = append(methods, method) // calls are serial in this test
+		md, _ := metadata.FromIncomingContext(ctx)
+		if g := md.Get("tenant"); len(g) == 1 {
+			return []cpusched.TaskOption{cpusched.WithGroup(g[0] + method)}
+		}
+		return nil
+	})
+	c := serve(t, newService(), scheduled(s, WithTaskOptions(cpusched.WithClass(cpusched.ClassBatch), cpusched.WithGroup("all")), call)...)
+	ctx := testContext(t)
+	if _, err := c.UnaryCall(ctx, request("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UnaryCall(metadata.AppendToOutgoingContext(ctx, "tenant", "t1"), request("ok")); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if st.Classes[cpusched.ClassBatch].Submitted != 2 {
+		t.Errorf("got %d batch tasks, want 2", st.Classes[cpusched.ClassBatch].Submitted)
+	}
+	const unary = "/grpc.testing.TestService/UnaryCall"
+	if st.OtherGroups.Submitted != 2 {
+		t.Errorf("got %d tasks in untracked groups, want 2 (groups all and t1%s)", st.OtherGroups.Submitted, unary)
+	}
+	if len(methods) != 2 || methods[0] != unary {
+		t.Errorf("got methods %q, want the full method twice", methods)
+	}
+	if err := s.SetGroupWeight("t1"+unary, 200); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UnaryCall(metadata.AppendToOutgoingContext(ctx, "tenant", "t1"), request("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.Stats().Groups["t1"+unary]; g.Submitted != 1 {
+		t.Errorf("got %d tasks in the per-call group, want 1", g.Submitted)
+	}
+}
+
+func TestTaskOptionsRefused(t *testing.T) {
+	// Options the scheduler refuses: codes.Internal, logged, the handler
+	// never run.
+	s := schedtest.NewScheduler(t)
+	sv := newService()
+	logger, logs := logBuffer()
+	bad := WithCallTaskOptions(func(context.Context, string) []cpusched.TaskOption {
+		return []cpusched.TaskOption{cpusched.WithNice(99)}
+	})
+	c := serve(t, sv, scheduled(s, bad, WithLogger(logger))...)
+	_, err := c.UnaryCall(testContext(t), request("ok"))
+	checkCode(t, "refused options", err, codes.Internal)
+	if sv.calls.Load() != 0 || !strings.Contains(logs.String(), "WithNice(99)") {
+		t.Errorf("got %d handler calls and log %q; want 0 and the option's error", sv.calls.Load(), logs)
+	}
+}
+
+// checkPushback reports a trailer without the pushback want.
+func checkPushback(t *testing.T, what string, trailer metadata.MD, want string) {
+	t.Helper()
+	if got := trailer.Get("grpc-retry-pushback-ms"); len(got) != 1 || got[0] != want {
+		t.Errorf("%s: got grpc-retry-pushback-ms %q, want %q", what, got, want)
+	}
+}
+
+func TestShed(t *testing.T) {
+	// A full queue and a closed scheduler answer codes.Unavailable at
+	// once, with the pushback trailer, and the handler never runs.
+	s := schedtest.NewScheduler(t, cpusched.WithQueueLimit(1))
+	sv := newService()
+	c := serve(t, sv, scheduled(s, WithPushback(250*time.Millisecond+1))...)
+	ctx := testContext(t)
+	release := schedtest.HoldSlot(t, s)
+	h, err := s.Go(ctx, func(*cpusched.Task) error { return nil }) // fills the queue of 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trailer metadata.MD
+	_, err = c.UnaryCall(ctx, request("ok"), grpc.Trailer(&trailer))
+	checkCode(t, "unary, queue full", err, codes.Unavailable)
+	checkPushback(t, "unary, queue full", trailer, "251")
+	stream := openStream(t, ctx, c)
+	_, err = stream.stream.Recv()
+	checkCode(t, "stream, queue full", err, codes.Unavailable)
+	checkPushback(t, "stream, queue full", stream.stream.Trailer(), "251")
+	release()
+	h.Wait()
+
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	trailer = nil
+	_, err = c.UnaryCall(ctx, request("ok"), grpc.Trailer(&trailer))
+	checkCode(t, "closed", err, codes.Unavailable)
+	checkPushback(t, "closed", trailer, "251")
+	if n := sv.calls.Load(); n != 0 {
+		t.Errorf("got %d handler calls, want 0", n)
+	}
+}
+
+func TestMaxQueueWait(t *testing.T) {
+	// The limit is the one httpsched has (internal/admission), one per
+	// method: it starts at the 2 slots, halves when a call waits longer
+	// than 10ms, and a call that finds it reached is answered
+	// codes.Unavailable with the pushback at once, before it is queued.
+	s := schedtest.NewScheduler(t, cpusched.WithWorkers(2))
+	sv := newService()
+	ic, err := newInterceptor(s, []Option{WithMaxQueueWait(10 * time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, sv, grpc.UnaryInterceptor(ic.unary), grpc.StreamInterceptor(ic.stream))
+	ctx := testContext(t)
+	const unary = "/grpc.testing.TestService/UnaryCall"
+
+	// Both slots held by other work: a call waits 30ms for one.
+	r1, r2 := schedtest.HoldSlot(t, s), schedtest.HoldSlot(t, s)
+	done := make(chan error)
+	go func() { _, err := c.UnaryCall(ctx, request("ok")); done <- err }()
+	schedtest.WaitQueued(t, s, 1)
+	time.Sleep(30 * time.Millisecond)
+	r1()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r2()
+	if got := ic.limit(unary).Current(); got != 1 {
+		t.Errorf("after a call that waited 30ms: got a limit of %d, want 1 (halved from 2)", got)
+	}
+
+	// At the limit of 1: a second call is shed at once.
+	go func() { _, err := c.UnaryCall(ctx, request("hold")); done <- err }()
+	<-sv.entered
+	submitted := s.Stats().Submitted
+	var trailer metadata.MD
+	_, err = c.UnaryCall(ctx, request("ok"), grpc.Trailer(&trailer))
+	checkCode(t, "at the limit", err, codes.Unavailable)
+	checkPushback(t, "at the limit", trailer, "1000")
+	if got := s.Stats().Submitted; got != submitted {
+		t.Errorf("got %d tasks submitted, want %d: a shed call must not reach the scheduler", got, submitted)
+	}
+	// Another method has a limit of its own.
+	stream := openStream(t, ctx, c)
+	if _, err := stream.exchange("ok"); err != nil {
+		t.Errorf("another method at the first's limit: %v", err)
+	}
+	stream.close()
+	sv.proceed <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if in := ic.limit(unary).Inflight(); in != 0 {
+		t.Errorf("got %d calls in flight after all ended, want 0", in)
+	}
+}
+
+func TestClientLeavesWhileQueued(t *testing.T) {
+	// A call whose client cancels, or whose deadline passes, while it is
+	// queued: the task is removed, the handler never runs, and the answer
+	// is codes.Canceled or codes.DeadlineExceeded.
+	s := schedtest.NewScheduler(t)
+	sv := newService()
+	c := serve(t, sv, scheduled(s)...)
+	release := schedtest.HoldSlot(t, s)
+
+	ctx, cancel := context.WithCancel(testContext(t))
+	done := make(chan error)
+	go func() { _, err := c.UnaryCall(ctx, request("ok")); done <- err }()
+	schedtest.WaitQueued(t, s, 1)
+	cancel()
+	checkCode(t, "cancelled", <-done, codes.Canceled)
+
+	dctx, dcancel := context.WithTimeout(testContext(t), 300*time.Millisecond)
+	defer dcancel()
+	stream, err := c.FullDuplexCall(dctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedtest.WaitQueued(t, s, 1)
+	_, err = stream.Recv()
+	checkCode(t, "deadline", err, codes.DeadlineExceeded)
+
+	schedtest.WaitQueued(t, s, 0) // the server sees the end a moment after the client
+	release()
+	if st := s.Stats(); st.Canceled != 2 || sv.calls.Load() != 0 {
+		t.Errorf("got %d tasks canceled, %d handler calls; want 2, 0", st.Canceled, sv.calls.Load())
+	}
+}
+
+func TestPanic(t *testing.T) {
+	// A panic is logged with its stack and answered codes.Internal; the
+	// server goes on serving.
+	s := schedtest.NewScheduler(t)
+	logger, logs := logBuffer()
+	c := serve(t, newService(), scheduled(s, WithLogger(logger))...)
+	ctx := testContext(t)
+	_, err := c.UnaryCall(ctx, request("panic"))
+	checkCode(t, "unary panic", err, codes.Internal)
+	_, err = openStream(t, ctx, c).exchange("panic")
+	checkCode(t, "stream panic", err, codes.Internal)
+	for _, want := range []string{"handler panics", "stream handler panics", "(*service).UnaryCall", "(*service).FullDuplexCall", "method=/grpc.testing.TestService/UnaryCall"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log %q: want %q in it (the panics, their stacks and the method)", logs, want)
+		}
+	}
+	if _, err := c.UnaryCall(ctx, request("ok")); err != nil {
+		t.Errorf("after the panics: %v", err)
+	}
+	if st := s.Stats(); st.Panicked != 2 || st.Started != 0 {
+		t.Errorf("got %d panicked, %d running; want 2, 0", st.Panicked, st.Started)
+	}
+}
+
+func TestHandlerErrors(t *testing.T) {
+	// The handler's own errors pass through unchanged: a status error
+	// with its code and message, another error as gRPC answers it.
+	s := schedtest.NewScheduler(t)
+	c := serve(t, newService(), scheduled(s)...)
+	ctx := testContext(t)
+	_, err := c.UnaryCall(ctx, request("status"))
+	if st, _ := status.FromError(err); st.Code() != codes.NotFound || st.Message() != "the handler's own status" {
+		t.Errorf("got %v, want NotFound with the handler's message", err)
+	}
+	_, err = c.UnaryCall(ctx, request("error"))
+	if st, _ := status.FromError(err); st.Code() != codes.Unknown || st.Message() != "the handler's own error" {
+		t.Errorf("got %v, want Unknown with the handler's message, as without the interceptor", err)
+	}
+	if st := s.Stats(); st.Failed != 2 {
+		t.Errorf("got %d tasks failed, want 2", st.Failed)
+	}
+}
+
+func TestDefaultIsolation(t *testing.T) {
+	// ospriority on Linux (the handlers may run on hand-off threads),
+	// reserve elsewhere: unary, streaming and a panic.
+	s := schedtest.NewScheduler(t, cpusched.WithIsolation(cpusched.DefaultIsolation()))
+	logger, _ := logBuffer()
+	c := serve(t, newService(), scheduled(s, WithLogger(logger))...)
+	ctx := testContext(t)
+	if resp, err := c.UnaryCall(ctx, request("spin")); err != nil || resp.GetUsername() != "true" {
+		t.Errorf("unary: got %v, %v", resp, err)
+	}
+	_, err := c.UnaryCall(ctx, request("panic"))
+	checkCode(t, "panic", err, codes.Internal)
+	stream := openStream(t, ctx, c)
+	for range 3 {
+		if found, err := stream.exchange("ok"); err != nil || found != "true" {
+			t.Errorf("stream: got %q, %v", found, err)
+		}
+	}
+	stream.close()
+	t.Logf("isolation %v", s.Stats().Isolation)
+}
+
+func TestOptionErrors(t *testing.T) {
+	s := schedtest.NewScheduler(t)
+	for _, tt := range []struct {
+		s    *cpusched.Scheduler
+		opt  Option
+		want string
+	}{
+		{nil, nil, "grpcsched: the scheduler is nil"},
+		{s, WithMaxQueueWait(0), "grpcsched: WithMaxQueueWait(0s): the wait must be positive"},
+		{s, WithPushback(-time.Millisecond), "grpcsched: WithPushback(-1ms): must be in 0s..24h0m0s"},
+		{s, WithPushback(25 * time.Hour), "grpcsched: WithPushback(25h0m0s): must be in 0s..24h0m0s"},
+		{s, WithLogger(nil), "grpcsched: WithLogger(nil): the logger must not be nil"},
+		{s, WithMethods(nil), "grpcsched: WithMethods(nil): the function must not be nil"},
+		{s, WithCallTaskOptions(nil), "grpcsched: WithCallTaskOptions(nil): the function must not be nil"},
+		{s, WithTaskOptions(cpusched.WithNice(20)), "grpcsched: WithTaskOptions: cpusched: WithNice(20): nice must be in -20..19"},
+	} {
+		if _, err := NewUnaryServerInterceptor(tt.s, tt.opt); err == nil || err.Error() != tt.want {
+			t.Errorf("NewUnaryServerInterceptor: got %v, want %q", err, tt.want)
+		}
+		if _, err := NewStreamServerInterceptor(tt.s, tt.opt); err == nil || err.Error() != tt.want {
+			t.Errorf("NewStreamServerInterceptor: got %v, want %q", err, tt.want)
+		}
+		for name, f := range map[string]func(){
+			"UnaryServerInterceptor":  func() { UnaryServerInterceptor(tt.s, tt.opt) },
+			"StreamServerInterceptor": func() { StreamServerInterceptor(tt.s, tt.opt) },
+		} {
+			func() {
+				defer func() {
+					if p, _ := recover().(error); p == nil || p.Error() != tt.want {
+						t.Errorf("%s: got panic %v, want %q", name, p, tt.want)
+					}
+				}()
+				f()
+			}()
+		}
+	}
+	for _, ok := range []Option{WithPushback(0), WithPushback(24 * time.Hour), nil} {
+		if _, err := NewUnaryServerInterceptor(s, ok); err != nil {
+			t.Errorf("got %v, want no error", err)
+		}
+	}
+}
+
+func TestPushbackMillis(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: "0", 1: "1", time.Millisecond: "1", time.Millisecond + 1: "2", time.Second: "1000", 24 * time.Hour: "86400000"} {
+		if got := pushbackMillis(d); got != want {
+			t.Errorf("pushbackMillis(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,324 @@
+// Package loadreport computes the load a replica reports to its balancer
+// and autoscaler: the values of grpcsched's ORCA reports, of httpsched's
+// endpoint-load-metrics header and of promsched's utilization gauges, the
+// same in all three because they come from one Meter per Scheduler.
+//
+// What a balancer does with a report decides what the values must be.
+// grpc-go's weighted_round_robin (and Envoy's client_side_weighted_round_robin)
+// weighs an endpoint by qps / (utilization + penalty x eps/qps), ignores a
+// report whose utilization or qps is 0, and keeps the latest report; so the
+// values are averaged over a window rather than read at the instant a call
+// ends (at most call ends an instantaneous count is 0), qps is always set,
+// and the utilization is never 0 while calls are served.
+//
+// The utilization is the latency-relevant demand, not the CPU's: tasks of
+// ClassBatch and ClassIdle keep the CPU busy but a Normal call is served
+// ahead of them (the small-task lane takes Batch's slot at its next
+// Checkpoint, Idle runs only when nothing else waits), so a replica whose
+// spare CPU runs a batch job is not busy for its callers. The demand is the
+// slot time of the classes a Normal call waits behind (Realtime and
+// Normal) plus the time their tasks waited for a first slot, over the slot
+// time the scheduler has; and since a CPU that is saturated by other work
+// than the yielding classes (the RPC framework, the garbage collector,
+// code outside the scheduler) delays calls too, Application is the larger
+// of that demand and the CPU's saturation net of the yielding classes. How
+// each value is computed, exactly: docs/grpc.md#how-each-value-is-computed.
+//
+// Everything comes from Scheduler.Stats, sampled at most every step (Stats
+// takes the scheduler's lock, so not once per call), from the process's
+// CPU time, and from what the adapters record of each call (Arrive, End). Nothing
+// runs in the background: a Report call takes a sample when the last is a
+// step old.
+package loadreport
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"weak"
+
+	"github.com/cpusched/cpusched"
+)
+
+const (
+	// window is the span the values average over: as long as grpc-go's
+	// default weight update period, so that each update sees a fresh
+	// average and no single call end swings it.
+	window = time.Second
+	// step is the least time between two samples of Stats.
+	step = 100 * time.Millisecond
+	// ringSize is how many samples a Meter keeps: enough that one is at
+	// least window older than the newest when they are step apart.
+	ringSize = int(window/step) + 6
+	// minApplication is Application's floor while calls are served: a
+	// balancer ignores a 0, and a call that ended within the last step may
+	// not be in the newest sample yet.
+	minApplication = 0.001
+	// budgetRefresh is how often the CPU budget is read again: a
+	// container's CPU limit can change while it runs.
+	budgetRefresh = 10 * time.Second
+)
+
+// The names the reports give cpusched's own values, in milliseconds: the
+// named metric of the calls' queue wait p99 (ORCA's named_metrics, and in
+// httpsched's header named_metrics.<name>), and grpcsched's request costs
+// of each call.
+const (
+	QueueWaitP99Metric = "cpusched_queue_wait_p99_ms"
+	RunCost            = "cpusched_run_ms"
+	QueueWaitCost      = "cpusched_queue_wait_ms"
+)
+
+// Millis returns d in milliseconds, the unit of the names above.
+func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Report is one load report. The values are averages over the last
+// window (or since the Meter was made, if sooner).
+type Report struct {
+	// Application is ORCA's application_utilization: the larger of the
+	// latency-relevant demand over the slot capacity and the CPU's
+	// saturation net of ClassBatch and ClassIdle; at least minApplication
+	// while calls end.
+	Application float64
+	// CPU is ORCA's cpu_utilization: the process's CPU time over its CPU
+	// budget; -1 where the process's CPU time cannot be read, or before
+	// the first interval.
+	CPU float64
+	// QPS is the calls that came to the adapters of the scheduler per
+	// second, whatever their outcome; EPS the calls shed per second.
+	QPS, EPS float64
+	// QueueWaitP99 is the 99th percentile of the calls' waits for CPU
+	// (Task.Waited of the calls that ran, the wait of those that left while
+	// queued), rounded up to a bound of the wait histogram; 0 without such
+	// calls in the window.
+	QueueWaitP99 time.Duration
+}
+
+// Outcome is how a call ended, for End.
+type Outcome int
+
+const (
+	// Ran: the call's task started (its handler ran, whatever it returned).
+	Ran Outcome = iota
+	// Left: the call's context ended while its task was queued.
+	Left
+	// Shed: the adapter answered at once that it is overloaded (its limit,
+	// or the scheduler's queue full or closed) without queueing the call.
+	Shed
+	// Refused: the scheduler refused the call's task options.
+	Refused
+)
+
+// Meter is the load of one Scheduler. Its methods are safe for concurrent
+// use.
+type Meter struct {
+	src source
+
+	calls, shed atomic.Uint64
+	left        atomic.Int64 // ns: the waits of calls that left while queued
+	waits       waitHistogram
+
+	mu  sync.Mutex // held to take a sample
+	cur atomic.Pointer[state]
+}
+
+// source is where a Meter reads the time, the scheduler's Stats and the
+// process's CPU; tests give fakes.
+type source struct {
+	now    func() time.Duration                 // a monotonic clock
+	stats  func() (cpusched.Stats, bool)        // false once the scheduler is gone
+	cpu    func() (used time.Duration, ok bool) // the process's CPU time
+	budget func() float64                       // the CPU budget, in CPUs
+}
+
+// sample is the cumulative counters at one time.
+type sample struct {
+	at       time.Duration
+	workers  int
+	lrRun    time.Duration // slot time of ClassRealtime and ClassNormal
+	lrWait   time.Duration // their tasks' waits for a first slot
+	yieldRun time.Duration // slot time of ClassBatch and ClassIdle
+	cpu      time.Duration
+	cpuOK    bool
+	calls    uint64
+	shed     uint64
+	left     time.Duration
+	waits    [numBuckets]uint64
+}
+
+// state is what a Report call reads: replaced whole at each sample.
+type state struct {
+	samples  []sample // oldest first
+	base     sample   // the sample the report's interval starts at
+	report   Report   // QPS and EPS are computed at each Report call
+	budget   float64
+	budgetAt time.Duration
+}
+
+// registry holds the Meter of each Scheduler. Its keys are weak, so that
+// a Scheduler nobody else refers to is collected, its entry removed.
+var registry struct {
+	sync.Mutex
+	meters map[weak.Pointer[cpusched.Scheduler]]*Meter
+}
+
+// For returns the Meter of s, made at the first call for s.
+func For(s *cpusched.Scheduler) *Meter {
+	key := weak.Make(s)
+	registry.Lock()
+	defer registry.Unlock()
+	if m, ok := registry.meters[key]; ok {
+		return m
+	}
+	if registry.meters == nil {
+		registry.meters = map[weak.Pointer[cpusched.Scheduler]]*Meter{}
+	}
+	start := time.Now()
+	m := newMeter(source{
+		now: func() time.Duration { return time.Since(start) },
+		stats: func() (cpusched.Stats, bool) {
+			// The Meter holds s weakly: the registry, which holds the
+			// Meter, must not keep s alive.
+			if s := key.Value(); s != nil {
+				return s.Stats(), true
+			}
+			return cpusched.Stats{}, false
+		},
+		cpu:    processCPU,
+		budget: cpuBudget,
+	})
+	registry.meters[key] = m
+	runtime.AddCleanup(s, func(key weak.Pointer[cpusched.Scheduler]) {
+		registry.Lock()
+		delete(registry.meters, key)
+		registry.Unlock()
+	}, key)
+	return m
+}
+
+// newMeter returns a Meter reading src, with its first sample taken now.
+func newMeter(src source) *Meter {
+	m := &Meter{src: src}
+	now := src.now()
+	first, _ := m.take(now)
+	m.cur.Store(&state{
+		samples:  []sample{first},
+		base:     first,
+		report:   Report{CPU: -1},
+		budget:   src.budget(),
+		budgetAt: now,
+	})
+	return m
+}
+
+// Arrive counts a call that came to an adapter. It is counted as it comes,
+// not as it ends, so that the report its own response carries counts it.
+func (m *Meter) Arrive() { m.calls.Add(1) }
+
+// End records the end of a call that Arrive counted: its outcome, and for
+// Ran and Left its wait for CPU (Task.Waited, or how long it was queued).
+func (m *Meter) End(o Outcome, wait time.Duration) {
+	switch o {
+	case Ran:
+		m.waits.record(wait)
+	case Left:
+		m.left.Add(int64(wait))
+		m.waits.record(wait)
+	case Shed:
+		m.shed.Add(1)
+	}
+}
+
+// Report returns the load now. It takes a sample of the scheduler's
+// Stats first if the last is a step old and no other call is taking one.
+func (m *Meter) Report() Report {
+	now := m.src.now()
+	st := m.cur.Load()
+	if now-st.samples[len(st.samples)-1].at >= step && m.mu.TryLock() {
+		st = m.sampleLocked(now)
+		m.mu.Unlock()
+	}
+	r := st.report
+	// The rates count the calls up to now, not to the newest sample, so
+	// that the call being answered is in them.
+	elapsed := max(now-st.base.at, step).Seconds()
+	calls := m.calls.Load() - st.base.calls
+	r.QPS = float64(calls) / elapsed
+	r.EPS = float64(m.shed.Load()-st.base.shed) / elapsed
+	if calls > 0 && r.Application < minApplication {
+		r.Application = minApplication
+	}
+	return r
+}
+
+// sampleLocked takes a sample at now and computes the report over the
+// window it ends, unless another call just did; m.mu is held.
+func (m *Meter) sampleLocked(now time.Duration) *state {
+	old := m.cur.Load()
+	if now-old.samples[len(old.samples)-1].at < step {
+		return old
+	}
+	cur, ok := m.take(now)
+	if !ok {
+		return old // the scheduler is gone: the last report stands
+	}
+	st := &state{budget: old.budget, budgetAt: old.budgetAt}
+	if now-st.budgetAt >= budgetRefresh {
+		st.budget, st.budgetAt = m.src.budget(), now
+	}
+	keep := old.samples[max(0, len(old.samples)+1-ringSize):]
+	st.samples = append(append(make([]sample, 0, len(keep)+1), keep...), cur)
+	st.base = st.samples[0]
+	for _, s := range st.samples {
+		if s.at > cur.at-window {
+			break
+		}
+		st.base = s // the newest at least window old
+	}
+	st.report = compute(st.base, cur, st.budget)
+	m.cur.Store(st)
+	return st
+}
+
+// take reads the counters at now; false once the scheduler is gone.
+func (m *Meter) take(now time.Duration) (sample, bool) {
+	st, ok := m.src.stats()
+	if !ok {
+		return sample{}, false
+	}
+	c := &st.Classes
+	s := sample{
+		at:       now,
+		workers:  st.Workers,
+		lrRun:    c[cpusched.ClassRealtime].RunTime + c[cpusched.ClassNormal].RunTime,
+		lrWait:   c[cpusched.ClassRealtime].QueueWaits.Sum + c[cpusched.ClassNormal].QueueWaits.Sum,
+		yieldRun: c[cpusched.ClassBatch].RunTime + c[cpusched.ClassIdle].RunTime,
+		calls:    m.calls.Load(),
+		shed:     m.shed.Load(),
+		left:     time.Duration(m.left.Load()),
+		waits:    m.waits.snapshot(),
+	}
+	s.cpu, s.cpuOK = m.src.cpu()
+	return s, true
+}
+
+// compute returns the report over the interval from b to c (without QPS
+// and EPS, which Report computes), for a CPU budget of budget CPUs.
+func compute(b, c sample, budget float64) Report {
+	r := Report{CPU: -1, QueueWaitP99: p99(&b.waits, &c.waits)}
+	dt := (c.at - b.at).Seconds()
+	if dt <= 0 || c.workers <= 0 {
+		return r
+	}
+	demand := (c.lrRun - b.lrRun + c.lrWait - b.lrWait + c.left - b.left).Seconds() / (float64(c.workers) * dt)
+	r.Application = max(0, demand)
+	if c.cpuOK && b.cpuOK && budget > 0 {
+		used := (c.cpu - b.cpu).Seconds()
+		r.CPU = max(0, used/(budget*dt))
+		// The yielding classes used at most their slot time of CPU.
+		others := max(0, used-(c.yieldRun-b.yieldRun).Seconds()) / (budget * dt)
+		r.Application = max(r.Application, others)
+	}
+	return r
+}

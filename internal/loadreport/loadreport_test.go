@@ -1,0 +1,330 @@
+package loadreport
+
+import (
+	"context"
+	"math"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/leakcheck"
+	"github.com/cpusched/cpusched/internal/schedtest"
+)
+
+func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
+
+// fake is a Meter's source whose clock, Stats and CPU time a test sets.
+type fake struct {
+	mu     sync.Mutex
+	now    time.Duration
+	st     cpusched.Stats
+	cpu    time.Duration
+	cpuOK  bool
+	gone   bool
+	budget float64
+	stats  int // Stats calls
+}
+
+func newFake(workers int, budget float64) *fake {
+	return &fake{st: cpusched.Stats{Workers: workers}, cpuOK: true, budget: budget}
+}
+
+func (f *fake) source() source {
+	return source{
+		now: func() time.Duration { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
+		stats: func() (cpusched.Stats, bool) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.stats++
+			return f.st, !f.gone
+		},
+		cpu:    func() (time.Duration, bool) { f.mu.Lock(); defer f.mu.Unlock(); return f.cpu, f.cpuOK },
+		budget: func() float64 { f.mu.Lock(); defer f.mu.Unlock(); return f.budget },
+	}
+}
+
+// load is what happens in one step of a test: time passes, and the
+// classes use slot time and wait, the process CPU.
+type load struct {
+	d                        time.Duration
+	normal, realtime         time.Duration // slot time
+	batch, idle              time.Duration
+	normalWait, realtimeWait time.Duration // waits for a first slot
+	cpu                      time.Duration
+}
+
+func (f *fake) add(l load) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.now += l.d
+	c := &f.st.Classes
+	c[cpusched.ClassNormal].RunTime += l.normal
+	c[cpusched.ClassRealtime].RunTime += l.realtime
+	c[cpusched.ClassBatch].RunTime += l.batch
+	c[cpusched.ClassIdle].RunTime += l.idle
+	c[cpusched.ClassNormal].QueueWaits.Sum += l.normalWait
+	c[cpusched.ClassRealtime].QueueWaits.Sum += l.realtimeWait
+	f.cpu += l.cpu
+}
+
+func near(got, want float64) bool { return math.Abs(got-want) < 1e-9 }
+
+func TestApplicationUtilization(t *testing.T) {
+	// One second of load on a 2-slot scheduler with a CPU budget of 2, then
+	// a report: Application is the larger of the Realtime and Normal slot
+	// time plus their tasks' first-slot waits (and the waits of calls that
+	// left while queued) over 2 slot-seconds, and the CPU net of Batch and
+	// Idle slot time over 2 CPU-seconds.
+	const s = time.Second
+	tests := []struct {
+		name    string
+		load    load
+		left    time.Duration // a call that left while queued, after waiting this
+		calls   int           // calls that ran
+		wantApp float64
+		wantCPU float64
+	}{
+		{"normal slot time", load{d: s, normal: s, cpu: s}, 0, 0, 0.5, 0.5},
+		{"realtime counts as normal", load{d: s, realtime: s / 2, normal: s / 2, cpu: s}, 0, 0, 0.5, 0.5},
+		{"both slots busy", load{d: s, normal: 2 * s, cpu: 2 * s}, 0, 0, 1, 1},
+		{"first-slot waits add", load{d: s, normal: 2 * s, normalWait: 3 * s, realtimeWait: s, cpu: 2 * s}, 0, 0, 3, 1},
+		{"a call that left while queued adds its wait", load{d: s, normal: 2 * s, cpu: 2 * s}, s, 0, 1.5, 1},
+		{"batch and idle do not count", load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 0, 0, 1},
+		{"nor do they, with calls: the floor", load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 3, minApplication, 1},
+		{"the CPU saturated by other work", load{d: s, normal: s / 10, cpu: 1800 * time.Millisecond}, 0, 0, 0.9, 0.9},
+		{"the CPU net of idle", load{d: s, normal: s / 2, idle: s, cpu: 1800 * time.Millisecond}, 0, 0, 0.4, 0.9},
+		{"idle slot time beyond the CPU it used", load{d: s, idle: 2 * s, cpu: s}, 0, 0, 0, 0.5},
+		{"idle", load{d: s}, 0, 0, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFake(2, 2)
+			m := newMeter(f.source())
+			for range tt.calls {
+				m.Arrive()
+				m.End(Ran, 0)
+			}
+			if tt.left > 0 {
+				m.Arrive()
+				m.End(Left, tt.left)
+			}
+			f.add(tt.load)
+			r := m.Report()
+			if !near(r.Application, tt.wantApp) || !near(r.CPU, tt.wantCPU) {
+				t.Errorf("got application %v, cpu %v; want %v, %v", r.Application, r.CPU, tt.wantApp, tt.wantCPU)
+			}
+		})
+	}
+}
+
+func TestCPUUnknown(t *testing.T) {
+	// Without the process's CPU time: CPU is -1 and Application the demand.
+	f := newFake(1, 1)
+	f.cpuOK = false
+	m := newMeter(f.source())
+	f.add(load{d: time.Second, normal: time.Second / 4, idle: time.Second / 2})
+	if r := m.Report(); r.CPU != -1 || !near(r.Application, 0.25) {
+		t.Errorf("got cpu %v, application %v; want -1, 0.25", r.CPU, r.Application)
+	}
+}
+
+func TestRates(t *testing.T) {
+	// QPS and EPS count the calls up to the Report call, also those after
+	// the newest sample, over the window (or since the Meter was made).
+	f := newFake(1, 1)
+	m := newMeter(f.source())
+	f.add(load{d: 500 * time.Millisecond})
+	end := func(o Outcome, wait time.Duration) { m.Arrive(); m.End(o, wait) }
+	for range 10 {
+		end(Ran, time.Millisecond)
+	}
+	for range 4 {
+		end(Shed, 0)
+	}
+	end(Refused, 0)
+	end(Left, 0)
+	r := m.Report() // a sample at 0.5 s; its interval starts at 0
+	if !near(r.QPS, 16/0.5) || !near(r.EPS, 4/0.5) {
+		t.Errorf("at 0.5s: got qps %v, eps %v; want %v, %v", r.QPS, r.EPS, 16/0.5, 4/0.5)
+	}
+	f.add(load{d: 50 * time.Millisecond}) // within the step: no new sample
+	m.Arrive()                            // a call in flight counts
+	r = m.Report()
+	if !near(r.QPS, 17/0.55) {
+		t.Errorf("at 0.55s: got qps %v, want %v (the call in flight counted)", r.QPS, 17/0.55)
+	}
+	if r.Application != minApplication {
+		t.Errorf("got application %v with calls and no slot time, want the floor %v", r.Application, minApplication)
+	}
+}
+
+func TestWindow(t *testing.T) {
+	// Samples a step apart: a report covers the last window, from the
+	// newest sample at least window old.
+	f := newFake(1, 1)
+	m := newMeter(f.source())
+	for range 10 { // 1 s busy
+		f.add(load{d: step, normal: step, cpu: step})
+		m.Report()
+	}
+	for i := range 10 { // then 1 s idle: the busy second leaves the window
+		f.add(load{d: step})
+		r := m.Report()
+		want := float64(9-i) / 10
+		if !near(r.Application, want) || !near(r.CPU, want) {
+			t.Errorf("%v into the idle second: got application %v, cpu %v; want %v", time.Duration(i+1)*step, r.Application, r.CPU, want)
+		}
+	}
+	f.mu.Lock()
+	before := f.stats
+	f.mu.Unlock()
+	for range 100 {
+		m.Report() // no time passes: no Stats call
+	}
+	if f.stats != before {
+		t.Errorf("got %d Stats calls within one step, want 0", f.stats-before)
+	}
+	if n := len(m.cur.Load().samples); n > ringSize {
+		t.Errorf("got %d samples kept, want at most %d", n, ringSize)
+	}
+}
+
+func TestSchedulerGone(t *testing.T) {
+	// Once the scheduler is gone the last report stands.
+	f := newFake(1, 1)
+	m := newMeter(f.source())
+	f.add(load{d: time.Second, normal: time.Second / 2, cpu: time.Second / 2})
+	want := m.Report()
+	f.mu.Lock()
+	f.gone = true
+	f.mu.Unlock()
+	f.add(load{d: time.Second})
+	if got := m.Report(); got.Application != want.Application || got.CPU != want.CPU {
+		t.Errorf("got %+v after the scheduler went, want %+v", got, want)
+	}
+}
+
+func TestQueueWaitP99(t *testing.T) {
+	f := newFake(1, 1)
+	m := newMeter(f.source())
+	for range 990 {
+		m.End(Ran, time.Millisecond)
+	}
+	for range 10 {
+		m.End(Left, 100*time.Millisecond)
+	}
+	f.add(load{d: time.Second})
+	if got := m.Report().QueueWaitP99; got < time.Millisecond || got > 1190*time.Microsecond {
+		t.Errorf("990 waits of 1ms, 10 of 100ms: got p99 %v, want 1ms rounded up to a bucket bound", got)
+	}
+	m.End(Ran, 100*time.Millisecond)
+	f.add(load{d: step})
+	if got := m.Report().QueueWaitP99; got < 100*time.Millisecond || got > 119*time.Millisecond {
+		t.Errorf("one more of 100ms: got p99 %v, want 100ms rounded up", got)
+	}
+	f.add(load{d: 3 * time.Second}) // the waits leave the window
+	if got := m.Report().QueueWaitP99; got != 0 {
+		t.Errorf("without calls in the window: got p99 %v, want 0", got)
+	}
+}
+
+func TestBuckets(t *testing.T) {
+	for i := range numBuckets - 1 {
+		b := bound(i)
+		if got := bucketOf(b); got != i {
+			t.Errorf("bucketOf(bound(%d) = %v) = %d, want %d", i, b, got, i)
+		}
+		if got := bucketOf(b + 1); got != i+1 {
+			t.Errorf("bucketOf(bound(%d)+1ns) = %d, want %d", i, got, i+1)
+		}
+	}
+	for _, d := range []time.Duration{-1, 0, time.Microsecond} {
+		if got := bucketOf(d); got != 0 {
+			t.Errorf("bucketOf(%v) = %d, want 0", d, got)
+		}
+	}
+	if got := bucketOf(math.MaxInt64); got != numBuckets-1 {
+		t.Errorf("bucketOf(MaxInt64) = %d, want %d", got, numBuckets-1)
+	}
+}
+
+func TestCPUBudget(t *testing.T) {
+	if b := cpuBudget(); b <= 0 || b > float64(runtime.NumCPU()) {
+		t.Errorf("got a budget of %v CPUs, want 0 < budget <= %d", b, runtime.NumCPU())
+	}
+	t.Setenv("GOMAXPROCS", "1")
+	if b := cpuBudget(); b <= 0 || b > 1 {
+		t.Errorf("with GOMAXPROCS=1: got %v CPUs, want 0 < budget <= 1", b)
+	}
+}
+
+func TestProcessCPU(t *testing.T) {
+	// Computing raises the process's CPU time. (Wall time would not do: on
+	// a busy machine 20ms of computing may get 2ms of CPU.)
+	before, ok := processCPU()
+	if !ok {
+		t.Skip("the process's CPU time is not read on " + runtime.GOOS)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		after, _ := processCPU()
+		if after-before >= 10*time.Millisecond {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after computing for 10s, got %v more CPU time, want at least 10ms", after-before)
+		}
+	}
+}
+
+func TestFor(t *testing.T) {
+	s1, s2 := schedtest.NewScheduler(t), schedtest.NewScheduler(t)
+	if m := For(s1); For(s1) != m || m == For(s2) {
+		t.Error("want one Meter per scheduler")
+	}
+	// A scheduler that is gone leaves the registry.
+	s, err := cpusched.New(cpusched.WithIsolation(cpusched.IsolationNone))
+	if err != nil {
+		t.Fatal(err)
+	}
+	For(s).Report()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	registered := func() int {
+		registry.Lock()
+		defer registry.Unlock()
+		return len(registry.meters)
+	}
+	s = nil
+	for deadline := time.Now().Add(10 * time.Second); registered() > 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d meters registered 10s after a scheduler went, want 2", registered())
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestThroughScheduler(t *testing.T) {
+	// With a real scheduler and the process's CPU: Normal work on the one
+	// slot reads as busy, Idle work does not.
+	if testing.Short() {
+		t.Skip("computes for 0.6s")
+	}
+	spin := func(t *testing.T, class cpusched.Class) Report {
+		s := schedtest.NewScheduler(t)
+		m := For(s)
+		schedtest.Compute(t, s, 300*time.Millisecond, cpusched.WithClass(class))
+		r := m.Report()
+		t.Logf("%v: %+v", class, r)
+		return r
+	}
+	if r := spin(t, cpusched.ClassNormal); r.Application < 0.7 {
+		t.Errorf("after 0.3s of Normal work on the one slot: got application %v, want about 1", r.Application)
+	}
+	if r := spin(t, cpusched.ClassIdle); r.Application > 0.3 {
+		t.Errorf("after 0.3s of Idle work on the one slot: got application %v (cpu %v), want about 0", r.Application, r.CPU)
+	}
+}
