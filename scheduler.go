@@ -45,7 +45,7 @@ import (
 //     holding no slot (Stats.Blocked); started: started and not ended
 //     (running, parked or blocking: Stats.Started); live: accepted and not
 //     ended (s.live); small: a Normal task that has used less than its
-//     slice, which waits in its group's lane (runqueue.go).
+//     slice, which waits in its group's lane (lane.go).
 //   - active (the policy's word, as the kernel's): waiting or running, so
 //     counted in its queue's V (eevdf.go). A group is active while one of
 //     its tasks is.
@@ -57,7 +57,8 @@ import (
 //     hands off (long ones, or all where a lowered thread cannot be raised
 //     back), a hand-off thread's goroutine, locked to a lowered thread for
 //     good (handoff.go). The scheduler starts it (spawn) when
-//     Task.spawned is set.
+//     Task.spawned is set. A task's own goroutine is its goroutine when
+//     that is not a hand-off thread's.
 //   - worker: a slot (Workers, WithWorkers); the pooled low-priority
 //     threads are hand-off threads, never workers.
 //
