@@ -4,6 +4,11 @@ package bench
 // commands (fleet's replicas): the same cgroups, made, entered and removed
 // by the same code, so that a fix here reaches them too.
 
+import (
+	"fmt"
+	"path/filepath"
+)
+
 // CPUQuotas makes cgroups with a CPU bandwidth limit, each for one child
 // process.
 type CPUQuotas struct{ fs *cgroupFS }
@@ -50,3 +55,15 @@ func (c *CPUQuota) Dir() string { return c.g.dir }
 // Remove removes the cgroup, retrying for a moment while the kernel still
 // counts the exited process in it. It is safe to call more than once.
 func (c *CPUQuota) Remove() error { return c.g.remove() }
+
+// NewUnlimited makes a cgroup without a CPU limit (a new cgroup has none):
+// the kernel shares the CPU between it and its siblings by their weights,
+// equal by default, whatever the priorities of the threads inside, as
+// between the containers of a machine. Remove it as New's.
+func (q *CPUQuotas) NewUnlimited() (*CPUQuota, error) {
+	g := &cpuCgroup{fs: q.fs, dir: filepath.Join(q.fs.dir, nextCgroupName())}
+	if err := q.fs.mkdir(g.dir); err != nil {
+		return nil, fmt.Errorf("creating the cgroup: %w", err)
+	}
+	return &CPUQuota{g: g}, nil
+}

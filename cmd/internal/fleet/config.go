@@ -54,9 +54,10 @@ const (
 	// third of the calls wants more CPU than its quota) while the fleet as
 	// a whole has CPU to spare.
 	DefaultQuotaRate = 450
-	// DefaultBatchRate is near what the fleet's three one-CPU replicas can
-	// serve on the project's 2-core machine beside the client.
-	DefaultBatchRate = 500
+	// DefaultBatchRate is near what the batch scenario's three replicas
+	// can serve on the project's 2-core machine beside the client and the
+	// batch job: round robin's p99 rose steeply past it.
+	DefaultBatchRate = 400
 	MinRate          = 1
 	MaxRate          = 5000
 
@@ -215,10 +216,10 @@ type replicaSpec struct {
 }
 
 // batchGOMAXPROCS is the GOMAXPROCS of the batch scenario's replicas: one
-// CPU each, as a one-CPU container's, without a quota. A quota would not
-// do: the batch job would spend it, and a spent quota stops every thread
-// of the cgroup, the calls' too, however low the job's priority
-// (docs/bench-quota.md).
+// CPU each, as a one-CPU machine's, with no quota on their cgroups. A
+// quota would not do: the batch job would spend it, and a spent quota
+// stops every thread of the cgroup, the calls' too, however low the job's
+// priority (docs/bench-quota.md).
 const batchGOMAXPROCS = 1
 
 // replicas returns the specs of a row's replicas: the first is the odd one

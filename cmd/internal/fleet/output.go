@@ -41,7 +41,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	ew.Printf("fleet: %d replicas, calls %s; %s measured per row after %s of warm-up, deadline %s\n",
 		c.Replicas, strings.Join(mix, ", "), seconds(c.DurationS), seconds(c.WarmupS), seconds(c.TimeoutS))
 	if r.Cgroup != "" {
-		ew.Printf("quotas: %s\n", r.Cgroup)
+		ew.Printf("cgroups: each replica in its own, on %s\n", r.Cgroup)
+	}
+	for _, n := range r.Notes {
+		ew.Printf("note: %s\n", n)
 	}
 	ew.Printf("\n")
 

@@ -51,9 +51,9 @@ type lineOrErr struct {
 	err  error
 }
 
-// startReplica starts a replica of spec, in a new cgroup of quotas if
-// spec has a CPU limit, and waits for its hello. On failure nothing is
-// left running or made.
+// startReplica starts a replica of spec, in a new cgroup of quotas
+// (limited to spec.cpuLimit, or unlimited) unless quotas is nil, and waits
+// for its hello. On failure nothing is left running or made.
 func startReplica(ctx context.Context, program string, quotas *bench.CPUQuotas, spec replicaSpec) (*replicaProc, error) {
 	name, args := program, []string{ReplicaCommand, "-reports", spec.reports}
 	if spec.batch {
@@ -61,16 +61,20 @@ func startReplica(ctx context.Context, program string, quotas *bench.CPUQuotas, 
 	}
 	r := &replicaProc{spec: spec, exited: make(chan struct{}),
 		lines: make(chan lineOrErr), quit: make(chan struct{})}
-	if spec.cpuLimit > 0 {
-		if quotas == nil {
-			return nil, errors.New("a CPU limit without cgroups")
+	if spec.cpuLimit > 0 && quotas == nil {
+		return nil, errors.New("a CPU limit without cgroups")
+	}
+	if quotas != nil {
+		var err error
+		if spec.cpuLimit > 0 {
+			r.quota, err = quotas.New(spec.cpuLimit)
+		} else {
+			r.quota, err = quotas.NewUnlimited()
 		}
-		q, err := quotas.New(spec.cpuLimit)
 		if err != nil {
 			return nil, err
 		}
-		r.quota = q
-		name, args = q.Wrap(name, args)
+		name, args = r.quota.Wrap(name, args)
 	}
 	r.cmd = exec.Command(name, args...)
 	childproc.DieWithParent(r.cmd)

@@ -13,9 +13,11 @@ import (
 // Report is a run's results, as the JSON file has them.
 type Report struct {
 	Config ReportConfig `json:"config"`
-	// Cgroup is the cgroup mount the quotas were made on ("" without the
-	// quota scenario).
+	// Cgroup is the cgroup mount the replicas' cgroups were made on; ""
+	// where none could be made.
 	Cgroup string `json:"cgroup,omitempty"`
+	// Notes say how the run differs from what was asked for.
+	Notes []string `json:"notes,omitempty"`
 	// Skipped lists the scenarios that could not run here, and why.
 	Skipped []Skipped `json:"skipped,omitempty"`
 	Results []Result  `json:"results"`
