@@ -67,3 +67,18 @@ func (q *CPUQuotas) NewUnlimited() (*CPUQuota, error) {
 	}
 	return &CPUQuota{g: g}, nil
 }
+
+// CPUStat is one reading of a cgroup's CFS bandwidth accounting.
+type CPUStat struct{ s cpuStat }
+
+// ReadStat reads the cgroup's cpu.stat.
+func (c *CPUQuota) ReadStat() (CPUStat, error) {
+	s, err := c.g.readStat()
+	return CPUStat{s}, err
+}
+
+// Since returns the accounting from earlier to s: the periods, throttled
+// periods and throttled time (its ServerCPUs is 0: no process is read).
+func (s CPUStat) Since(earlier CPUStat) CgroupCPUStat {
+	return *s.s.since(earlier.s, 0)
+}

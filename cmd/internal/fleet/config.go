@@ -66,7 +66,7 @@ const (
 	DefaultWeakCPU = 0.3
 	DefaultCPU     = 0.8
 
-	DefaultDuration = 20 * time.Second
+	DefaultDuration = 15 * time.Second
 	DefaultWarmup   = 3 * time.Second
 	// QuickDuration and QuickWarmup keep a -quick run of every scenario
 	// and policy under 60 s; the warm-up is still longer than the

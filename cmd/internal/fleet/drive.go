@@ -88,6 +88,7 @@ type methodRec struct {
 }
 
 type replicaRec struct {
+	hist          *hdrhistogram.Histogram
 	calls, errors int64
 	// reports counts the load reports read from the calls' trailers, and
 	// app and cpu sum their utilizations.
@@ -103,6 +104,9 @@ func newRecording(replicas int) *recording {
 	}
 	for i := range r.methods {
 		r.methods[i].hist = newHistogram()
+	}
+	for i := range r.replicas {
+		r.replicas[i].hist = newHistogram()
 	}
 	return r
 }
@@ -251,6 +255,7 @@ func (r *recording) record(m, replica int, latency time.Duration, err error, rep
 		return
 	}
 	rr := &r.replicas[replica]
+	_ = rr.hist.RecordValue(us)
 	rr.calls++
 	if err != nil {
 		rr.errors++

@@ -186,13 +186,23 @@ type snapshot struct {
 	system  *sysstat.System    // nil if unread
 	procs   []*sysstat.Process // nil entries if unread
 	replica []replicaStats
-	err     error // a replica did not answer
+	cgroups []*bench.CPUStat // nil entries without a cgroup, or unread
+	err     error            // a replica did not answer
 }
 
 // takeSnapshot reads the machine's and the replicas' CPU time and the
 // replicas' counters.
 func takeSnapshot(ctx context.Context, proc *sysstat.Reader, procs []*replicaProc) snapshot {
-	s := snapshot{taken: true, procs: make([]*sysstat.Process, len(procs)), replica: make([]replicaStats, len(procs))}
+	s := snapshot{taken: true, procs: make([]*sysstat.Process, len(procs)), replica: make([]replicaStats, len(procs)),
+		cgroups: make([]*bench.CPUStat, len(procs))}
+	for i, p := range procs {
+		if p.quota == nil {
+			continue
+		}
+		if st, err := p.quota.ReadStat(); err == nil {
+			s.cgroups[i] = &st
+		}
+	}
 	if proc != nil {
 		if sys, err := proc.Sample(); err == nil {
 			s.system = &sys
@@ -234,6 +244,12 @@ func (s snapshot) since(earlier snapshot, duration time.Duration) (window, error
 		}
 		w.cpuUsed = append(w.cpuUsed, used)
 		w.batchPasses = append(w.batchPasses, s.replica[i].BatchPasses-earlier.replica[i].BatchPasses)
+		var throttled *bench.CgroupCPUStat
+		if s.cgroups[i] != nil && earlier.cgroups[i] != nil {
+			t := s.cgroups[i].Since(*earlier.cgroups[i])
+			throttled = &t
+		}
+		w.throttled = append(w.throttled, throttled)
 	}
 	return w, nil
 }

@@ -111,6 +111,9 @@ func TestRunQuota(t *testing.T) {
 	if len(got) != 2 || got[0].CPULimit != DefaultWeakCPU || got[1].CPULimit != DefaultCPU {
 		t.Errorf("replicas %+v: want the limits %v and %v", got, DefaultWeakCPU, DefaultCPU)
 	}
+	if got[0].ThrottledPct == nil || got[0].ThrottledMs == nil {
+		t.Errorf("replica 0: throttled %v, %v ms: want its cgroup's accounting", got[0].ThrottledPct, got[0].ThrottledMs)
+	}
 	dir := rep.Cgroup[strings.LastIndexByte(rep.Cgroup, ' ')+1:] // "cgroup v1 /sys/fs/cgroup/cpu"
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {

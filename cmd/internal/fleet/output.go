@@ -64,8 +64,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	ew.Printf("(latencies in ms from each call's due time; errors: calls that failed, most past their deadline)\n\n")
 
-	replicas := report.NewTable("scenario", "policy", "replica", "cpu limit", "procs/workers", "batch", "share", "calls", "errors",
-		"cpu used", "reported app", "reported cpu", "batch passes/s")
+	replicas := report.NewTable("scenario", "policy", "replica", "cpu limit", "procs/workers", "batch", "share", "errors", "p50", "p99",
+		"cpu used", "throttled", "reported app", "reported cpu", "batch passes/s")
 	for _, res := range r.Results {
 		for _, rep := range res.Replicas {
 			limit, batch := "-", ""
@@ -77,14 +77,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 			}
 			replicas.Row(res.Scenario, res.Policy, strconv.Itoa(rep.ID), limit,
 				fmt.Sprintf("%d/%d", rep.GOMAXPROCS, rep.Workers), batch, report.Pct(100*rep.Share),
-				report.Num(float64(rep.Calls)), report.Num(float64(rep.Errors)),
-				num(rep.CPUUsed), num(rep.ReportedApp), num(rep.ReportedCPU), report.Num(math.Round(rep.BatchPassesPerS)))
+				report.Num(float64(rep.Errors)), num(rep.P50Ms), num(rep.P99Ms), num(rep.CPUUsed), pct(rep.ThrottledPct),
+				num(rep.ReportedApp), num(rep.ReportedCPU), report.Num(math.Round(rep.BatchPassesPerS)))
 		}
 	}
 	if err := replicas.Write(ew); err != nil {
 		return err
 	}
-	ew.Printf("(cpu used: CPUs over the window; reported: the mean utilizations of the load reports in its calls' trailers)\n")
+	ew.Printf("(cpu used: CPUs over the window; throttled: the quota's periods in which it ran out; reported: the mean utilizations of the load reports in its calls' trailers)\n")
 
 	for _, s := range r.Skipped {
 		ew.Printf("\nskipped: %s: %s", s.Scenario, s.Reason)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/cpusched/cpusched/cmd/internal/bench"
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
 
@@ -113,6 +114,14 @@ type ReplicaResult struct {
 	Calls  int64   `json:"calls"`
 	Errors int64   `json:"errors"`
 	Share  float64 `json:"share"`
+	// P50Ms and P99Ms are its calls' latencies (null without calls).
+	P50Ms *float64 `json:"p50_ms"`
+	P99Ms *float64 `json:"p99_ms"`
+	// ThrottledPct is the share of the CFS bandwidth periods in which its
+	// cgroup ran out of quota, in percent, and ThrottledMs the time it was
+	// stopped for that; null without a quota.
+	ThrottledPct *float64 `json:"throttled_pct"`
+	ThrottledMs  *float64 `json:"throttled_ms"`
 	// CPUUsed is the replica's CPU time over the window, in CPUs; null
 	// where /proc cannot be read.
 	CPUUsed *float64 `json:"cpu_used"`
@@ -135,6 +144,8 @@ type window struct {
 	cpuUsed []float64
 	// batchPasses is each replica's batch passes in the window.
 	batchPasses []int64
+	// throttled is each replica's cgroup accounting; nil without a quota.
+	throttled []*bench.CgroupCPUStat
 }
 
 // newResult computes a row's result from its calls and its window.
@@ -172,6 +183,15 @@ func newResult(scenario, policy string, rate float64, procs []*replicaProc, rec 
 		}
 		if picked > 0 {
 			r.Share = float64(rr.calls) / float64(picked)
+		}
+		p := percentiles(rr.hist)
+		r.P50Ms, r.P99Ms = optional(p[0]), optional(p[1])
+		if i < len(w.throttled) && w.throttled[i] != nil && pr.spec.cpuLimit > 0 {
+			t := w.throttled[i]
+			r.ThrottledMs = optional(t.ThrottledMs)
+			if t.Periods > 0 {
+				r.ThrottledPct = optional(100 * float64(t.Throttled) / float64(t.Periods))
+			}
 		}
 		if i < len(w.cpuUsed) {
 			r.CPUUsed = optional(w.cpuUsed[i])

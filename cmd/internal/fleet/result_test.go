@@ -61,6 +61,9 @@ func TestNewResult(t *testing.T) {
 	if r0.Share != 0.75 || r1.Share != 0.25 || r0.Errors != 3 || !r0.Batch || r1.Batch {
 		t.Errorf("replicas %+v, %+v: want shares 0.75 and 0.25, 3 errors and the batch job on the first", r0, r1)
 	}
+	if r0.P99Ms == nil || math.Abs(*r0.P99Ms-10) > 0.1 || r0.ThrottledPct != nil {
+		t.Errorf("replica 0: p99 %v, throttled %v: want about 10 ms, and null without a quota", r0.P99Ms, r0.ThrottledPct)
+	}
 	if r0.CPUUsed == nil || *r0.CPUUsed != 0.5 || r1.CPUUsed != nil {
 		t.Errorf("cpu used %v, %v: want 0.5 and null", r0.CPUUsed, r1.CPUUsed)
 	}
@@ -174,7 +177,7 @@ func TestWriteJSON(t *testing.T) {
 		}
 	}
 	replica := doc.Results[0]["replicas"].([]any)[0].(map[string]any)
-	for _, k := range []string{"share", "cpu_limit", "batch", "cpu_used"} {
+	for _, k := range []string{"share", "cpu_limit", "batch", "cpu_used", "p99_ms", "throttled_pct"} {
 		if _, ok := replica[k]; !ok {
 			t.Errorf("a replica lacks %q: %v", k, replica)
 		}
