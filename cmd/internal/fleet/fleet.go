@@ -184,6 +184,7 @@ func runRow(ctx context.Context, cfg Config, quotas *bench.CPUQuotas, proc *syss
 type snapshot struct {
 	taken   bool
 	system  *sysstat.System    // nil if unread
+	client  *sysstat.Process   // this process; nil if unread
 	procs   []*sysstat.Process // nil entries if unread
 	replica []replicaStats
 	cgroups []*bench.CPUStat // nil entries without a cgroup, or unread
@@ -206,6 +207,9 @@ func takeSnapshot(ctx context.Context, proc *sysstat.Reader, procs []*replicaPro
 	if proc != nil {
 		if sys, err := proc.Sample(); err == nil {
 			s.system = &sys
+		}
+		if self, err := proc.Self(); err == nil {
+			s.client = &self
 		}
 		for i, p := range procs {
 			if ps, err := proc.Process(p.hello.PID); err == nil {
@@ -233,9 +237,12 @@ func (s snapshot) since(earlier snapshot, duration time.Duration) (window, error
 	if !earlier.taken || !s.taken {
 		return window{}, errors.New("the measured window never started or ended (a rate too low for the duration?)")
 	}
-	w := window{seconds: duration.Seconds(), machineBusy: math.NaN()}
+	w := window{seconds: duration.Seconds(), machineBusy: math.NaN(), clientCPU: math.NaN()}
 	if s.system != nil && earlier.system != nil {
 		w.machineBusy = s.system.Since(*earlier.system).Busy
+	}
+	if s.client != nil && earlier.client != nil {
+		w.clientCPU = s.client.Since(*earlier.client).CPUPercent() / 100
 	}
 	for i := range s.replica {
 		used := math.NaN()

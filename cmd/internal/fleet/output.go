@@ -48,11 +48,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	ew.Printf("\n")
 
-	calls := report.NewTable("scenario", "policy", "method", "rate", "req/s", "p50", "p99", "p99.9", "max", "errors", "cpu busy")
+	calls := report.NewTable("scenario", "policy", "method", "rate", "req/s", "p50", "p99", "p99.9", "max", "errors", "cpu busy", "client cpu")
 	for _, res := range r.Results {
 		calls.Row(res.Scenario, res.Policy, "all", report.Num(res.Rate), report.Num(math.Round(res.ReqS)),
 			report.Ms(res.P50Ms), report.Ms(res.P99Ms), report.Ms(res.P999Ms), report.Ms(res.MaxMs),
-			report.Num(float64(res.Errors)), pct(res.MachineBusyPct))
+			report.Num(float64(res.Errors)), pct(res.MachineBusyPct), num(res.ClientCPU))
 		for _, m := range res.Methods {
 			calls.Row("", "", m.Method, "", report.Num(math.Round(m.ReqS)),
 				report.Ms(m.P50Ms), report.Ms(m.P99Ms), report.Ms(m.P999Ms), report.Ms(m.MaxMs),
@@ -62,7 +62,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := calls.Write(ew); err != nil {
 		return err
 	}
-	ew.Printf("(latencies in ms from each call's due time; errors: calls that failed, most past their deadline)\n\n")
+	ew.Printf("(latencies in ms from each call's due time; errors: calls that failed, most past their deadline;\n cpu busy: the whole machine's; client cpu: this process's, in CPUs)\n\n")
 
 	replicas := report.NewTable("scenario", "policy", "replica", "cpu limit", "procs/workers", "batch", "share", "errors", "p50", "p99",
 		"cpu used", "throttled", "reported app", "reported cpu", "batch passes/s")

@@ -85,6 +85,9 @@ type Result struct {
 	// percent of all its CPUs: what the client, the replicas and anything
 	// else running used. Null where /proc cannot be read.
 	MachineBusyPct *float64 `json:"machine_cpu_busy_pct"`
+	// ClientCPU is the client's CPU use over the window (this process's:
+	// the load and the balancer), in CPUs; null where /proc cannot be read.
+	ClientCPU *float64 `json:"client_cpu"`
 }
 
 // MethodResult is one method's calls of a row.
@@ -138,8 +141,9 @@ type ReplicaResult struct {
 // window is what was measured beside the calls over a row's window.
 type window struct {
 	seconds float64
-	// machineBusy is the machine's CPU use in percent; NaN if unknown.
-	machineBusy float64
+	// machineBusy is the machine's CPU use in percent, clientCPU this
+	// process's in CPUs; NaN if unknown.
+	machineBusy, clientCPU float64
 	// cpuUsed is each replica's CPU use in CPUs; NaN if unknown.
 	cpuUsed []float64
 	// batchPasses is each replica's batch passes in the window.
@@ -171,7 +175,7 @@ func newResult(scenario, policy string, rate float64, procs []*replicaProc, rec 
 	res.P50Ms, res.P99Ms, res.P999Ms, res.MaxMs = p[0], p[1], p[2], p[3]
 	res.Errors = failed
 	res.ReqS = perSecond(res.Calls-failed, secs)
-	res.MachineBusyPct = optional(w.machineBusy)
+	res.MachineBusyPct, res.ClientCPU = optional(w.machineBusy), optional(w.clientCPU)
 
 	picked := res.Calls - rec.unpicked
 	for i, pr := range procs {

@@ -37,7 +37,7 @@ func fakeRow(t *testing.T, scenario, policy string, latency time.Duration, share
 	if errors > 0 {
 		rec.record(fast, -1, time.Millisecond, status.Error(codes.Unavailable, "no replica"), nil)
 	}
-	return newResult(scenario, policy, 100, procs, rec, window{seconds: 2, machineBusy: 50, cpuUsed: []float64{0.5, math.NaN()}, batchPasses: []int64{1000, 0}})
+	return newResult(scenario, policy, 100, procs, rec, window{seconds: 2, machineBusy: 50, clientCPU: 0.25, cpuUsed: []float64{0.5, math.NaN()}, batchPasses: []int64{1000, 0}})
 }
 
 func TestNewResult(t *testing.T) {
@@ -70,15 +70,15 @@ func TestNewResult(t *testing.T) {
 	if r0.ReportedApp == nil || *r0.ReportedApp != 0.5 || *r0.ReportedCPU != 0.25 || r0.BatchPassesPerS != 500 {
 		t.Errorf("replica 0: reported %v/%v, batch passes/s %v", r0.ReportedApp, r0.ReportedCPU, r0.BatchPassesPerS)
 	}
-	if res.MachineBusyPct == nil || *res.MachineBusyPct != 50 {
-		t.Errorf("machine busy %v, want 50", res.MachineBusyPct)
+	if res.MachineBusyPct == nil || *res.MachineBusyPct != 50 || res.ClientCPU == nil || *res.ClientCPU != 0.25 {
+		t.Errorf("machine busy %v, client cpu %v: want 50 and 0.25", res.MachineBusyPct, res.ClientCPU)
 	}
 }
 
 // TestNewResultEmpty: a row without calls has null percentiles, not NaN
 // (which JSON cannot hold).
 func TestNewResultEmpty(t *testing.T) {
-	res := newResult(ScenarioBatch, PolicyWRR, 1, nil, newRecording(0), window{seconds: 1, machineBusy: math.NaN()})
+	res := newResult(ScenarioBatch, PolicyWRR, 1, nil, newRecording(0), window{seconds: 1, machineBusy: math.NaN(), clientCPU: math.NaN()})
 	if !math.IsNaN(res.P99Ms) || res.MachineBusyPct != nil {
 		t.Errorf("p99 %v, machine busy %v", res.P99Ms, res.MachineBusyPct)
 	}
