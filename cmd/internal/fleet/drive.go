@@ -27,6 +27,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/cpusched/cpusched/cmd/internal/load"
+	"github.com/cpusched/cpusched/internal/loadreport"
 )
 
 // The weighted policy's periods, shortened from grpc-go's defaults (a 10 s
@@ -94,6 +95,11 @@ type replicaRec struct {
 	// app and cpu sum their utilizations.
 	reports  int64
 	app, cpu float64
+	// heavyReports counts the heavy calls' reports, and heavyRun and
+	// heavyWait sum their request costs: the call's slot time and its
+	// wait for CPU, in ms.
+	heavyReports        int64
+	heavyRun, heavyWait float64
 }
 
 func newRecording(replicas int) *recording {
@@ -264,5 +270,10 @@ func (r *recording) record(m, replica int, latency time.Duration, err error, rep
 		rr.reports++
 		rr.app += report.GetApplicationUtilization()
 		rr.cpu += report.GetCpuUtilization()
+		if run, ok := report.GetRequestCost()[loadreport.RunCost]; ok && m == heavy {
+			rr.heavyReports++
+			rr.heavyRun += run
+			rr.heavyWait += report.GetRequestCost()[loadreport.QueueWaitCost]
+		}
 	}
 }

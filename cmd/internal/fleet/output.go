@@ -65,7 +65,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	ew.Printf("(latencies in ms from each call's due time; errors: calls that failed, most past their deadline;\n cpu busy: the whole machine's; client cpu: this process's, in CPUs)\n\n")
 
 	replicas := report.NewTable("scenario", "policy", "replica", "cpu limit", "procs/workers", "batch", "share", "errors", "p50", "p99",
-		"cpu used", "throttled", "reported app", "reported cpu", "batch passes/s")
+		"cpu used", "throttled", "reported app", "reported cpu", "heavy run", "heavy wait", "batch passes/s")
 	for _, res := range r.Results {
 		for _, rep := range res.Replicas {
 			limit, batch := "-", ""
@@ -78,13 +78,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 			replicas.Row(res.Scenario, res.Policy, strconv.Itoa(rep.ID), limit,
 				fmt.Sprintf("%d/%d", rep.GOMAXPROCS, rep.Workers), batch, report.Pct(100*rep.Share),
 				report.Num(float64(rep.Errors)), num(rep.P50Ms), num(rep.P99Ms), num(rep.CPUUsed), pct(rep.ThrottledPct),
-				num(rep.ReportedApp), num(rep.ReportedCPU), report.Num(math.Round(rep.BatchPassesPerS)))
+				num(rep.ReportedApp), num(rep.ReportedCPU), num(rep.HeavyRunMs), num(rep.HeavyQueueWaitMs),
+				report.Num(math.Round(rep.BatchPassesPerS)))
 		}
 	}
 	if err := replicas.Write(ew); err != nil {
 		return err
 	}
-	ew.Printf("(cpu used: CPUs over the window; throttled: the quota's periods in which it ran out; reported: the mean utilizations of the load reports in its calls' trailers)\n")
+	ew.Printf("(cpu used: CPUs over the window; throttled: the quota's periods in which it ran out; reported: the mean utilizations\n" +
+		" of the load reports in its calls' trailers; heavy run, wait: the heavy calls' mean slot time and wait for a slot, ms)\n")
 
 	for _, s := range r.Skipped {
 		ew.Printf("\nskipped: %s: %s", s.Scenario, s.Reason)

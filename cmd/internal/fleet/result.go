@@ -133,6 +133,12 @@ type ReplicaResult struct {
 	// calls carried (0 where a report left one out); null without reports.
 	ReportedApp *float64 `json:"reported_app_util"`
 	ReportedCPU *float64 `json:"reported_cpu_util"`
+	// HeavyRunMs and HeavyQueueWaitMs are the means of the heavy calls'
+	// request costs in their reports: the time each held its slot
+	// (cpusched_run_ms; against its CPU time, what the CPU contention cost)
+	// and its wait for one (cpusched_queue_wait_ms); null without reports.
+	HeavyRunMs       *float64 `json:"heavy_run_ms"`
+	HeavyQueueWaitMs *float64 `json:"heavy_queue_wait_ms"`
 	// BatchPassesPerS is the batch job's CRC32 passes per second over the
 	// window (0 without one).
 	BatchPassesPerS float64 `json:"batch_passes_per_s"`
@@ -203,6 +209,9 @@ func newResult(scenario, policy string, rate float64, procs []*replicaProc, rec 
 		if rr.reports > 0 {
 			r.ReportedApp = optional(rr.app / float64(rr.reports))
 			r.ReportedCPU = optional(rr.cpu / float64(rr.reports))
+		}
+		if n := float64(rr.heavyReports); n > 0 {
+			r.HeavyRunMs, r.HeavyQueueWaitMs = optional(rr.heavyRun/n), optional(rr.heavyWait/n)
 		}
 		if i < len(w.batchPasses) {
 			r.BatchPassesPerS = perSecond(w.batchPasses[i], secs)

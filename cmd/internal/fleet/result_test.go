@@ -14,6 +14,8 @@ import (
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cpusched/cpusched/internal/loadreport"
 )
 
 // fakeRow returns the result of a row whose calls all took latency and
@@ -31,7 +33,8 @@ func fakeRow(t *testing.T, scenario, policy string, latency time.Duration, share
 			if r == 0 && i < errors {
 				err = status.Error(codes.DeadlineExceeded, "late")
 			}
-			rec.record(mix[i%len(mix)], r, latency, err, &v3orcapb.OrcaLoadReport{ApplicationUtilization: 0.5, CpuUtilization: 0.25})
+			rec.record(mix[i%len(mix)], r, latency, err, &v3orcapb.OrcaLoadReport{ApplicationUtilization: 0.5, CpuUtilization: 0.25,
+				RequestCost: map[string]float64{loadreport.RunCost: 6, loadreport.QueueWaitCost: 1}})
 		}
 	}
 	if errors > 0 {
@@ -66,6 +69,9 @@ func TestNewResult(t *testing.T) {
 	}
 	if r0.CPUUsed == nil || *r0.CPUUsed != 0.5 || r1.CPUUsed != nil {
 		t.Errorf("cpu used %v, %v: want 0.5 and null", r0.CPUUsed, r1.CPUUsed)
+	}
+	if r0.HeavyRunMs == nil || *r0.HeavyRunMs != 6 || *r0.HeavyQueueWaitMs != 1 {
+		t.Errorf("replica 0: heavy run %v, wait %v; want 6 and 1", r0.HeavyRunMs, r0.HeavyQueueWaitMs)
 	}
 	if r0.ReportedApp == nil || *r0.ReportedApp != 0.5 || *r0.ReportedCPU != 0.25 || r0.BatchPassesPerS != 500 {
 		t.Errorf("replica 0: reported %v/%v, batch passes/s %v", r0.ReportedApp, r0.ReportedCPU, r0.BatchPassesPerS)
