@@ -44,7 +44,7 @@ func Scenarios() []string { return []string{ScenarioQuota, ScenarioBatch} }
 func Policies() []string { return []string{PolicyRoundRobin, PolicyWRR, PolicyWRRCPU} }
 
 // Defaults and limits of Config, as the flags quote them. Why the rates
-// and quotas are what they are: docs/grpc.md#replicas-behind-a-balancer-the-fleet-results.
+// and quotas are what they are: docs/grpc.md#what-it-runs.
 const (
 	DefaultReplicas = 3
 	MinReplicas     = 2
