@@ -6,9 +6,13 @@ replace github.com/cpusched/cpusched => ../
 
 replace github.com/cpusched/cpusched/promsched => ../promsched
 
+replace github.com/cpusched/cpusched/grpcsched => ../grpcsched
+
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
+	github.com/cncf/xds/go v0.0.0-20260202195803-dba9d589def2
 	github.com/cpusched/cpusched v0.0.0-00010101000000-000000000000
+	github.com/cpusched/cpusched/grpcsched v0.0.0-00010101000000-000000000000
 	github.com/cpusched/cpusched/promsched v0.0.0-00010101000000-000000000000
 	github.com/gin-gonic/gin v1.12.0
 	github.com/go-martini/martini v0.0.0-20170121215854-22fa46961aab
@@ -22,6 +26,8 @@ require (
 	golang.org/x/sys v0.50.0
 	golang.org/x/term v0.48.0
 	gonum.org/v1/plot v0.17.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -37,6 +43,7 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cloudwego/base64x v0.1.6 // indirect
 	github.com/codegangsta/inject v0.0.0-20150114235600-33e0aa1cb7c0 // indirect
+	github.com/envoyproxy/protoc-gen-validate v1.3.3 // indirect
 	github.com/gabriel-vasile/mimetype v1.4.12 // indirect
 	github.com/gin-contrib/sse v1.1.0 // indirect
 	github.com/go-playground/locales v0.14.1 // indirect
@@ -67,5 +74,5 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.62.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )

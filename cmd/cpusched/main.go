@@ -1,6 +1,7 @@
 // Command cpusched is the command-line face of the cpusched library: the demo
 // server (serve), the HTTP load generator (load), the mixed-workload benchmark
-// (bench) and the scheduling experiments (lab).
+// (bench), the scheduling experiments (lab) and gRPC replicas behind a
+// balancer (fleet).
 //
 // main.go is only the command table and the one place where errors become
 // exit codes; each subcommand lives in its own file as runXxx(ctx, args,
@@ -19,6 +20,7 @@ import (
 	"syscall"
 
 	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/fleet"
 	"github.com/cpusched/cpusched/cmd/internal/idlehog"
 	"github.com/cpusched/cpusched/cmd/internal/lab"
 )
@@ -37,8 +39,10 @@ var commands = []command{
 	{"bench", "measure the demo server's 1 ms endpoint under CPU load, mode beside mode", runBench},
 	{"soak", "drive the demo server with a hostile mix for a long time and check it does not leak", runSoak},
 	{"lab", "reproduce the scheduling experiments behind cpusched", runLab},
+	{"fleet", "run gRPC replicas behind grpc-go's balancers, with and without cpusched's load reports", runFleet},
 	{lab.ChildCommand, "(internal) one measured workload of a lab experiment", runLabChild},
 	{idlehog.Command, "(internal) the CPU load of bench's floor mode, in a SCHED_IDLE process", runIdleHog},
+	{fleet.ReplicaCommand, "(internal) one replica of fleet's gRPC demo service", runFleetReplica},
 }
 
 func main() {

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/cpusched/cpusched/cmd/internal/bench"
+	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/fleet"
+	"github.com/cpusched/cpusched/cmd/internal/report"
+)
+
+// runFleet is `cpusched fleet`: replicas of a gRPC demo service, each a
+// child process, behind grpc-go's round_robin and weighted_round_robin
+// balancers, fed by cpusched's load reports or by the CPU alone, in the
+// quota and batch scenarios; it prints the tables (and JSON and plots on
+// request). On SIGINT it stops the replicas, prints the rows measured so
+// far and returns the interruption as an error.
+func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := cli.NewFlagSet("fleet", stderr)
+	replicas := fs.Int("replicas", fleet.DefaultReplicas, fmt.Sprintf("replicas per row, each a child process (%d..%d)", fleet.MinReplicas, fleet.MaxReplicas))
+	scenarios := fs.String("scenarios", strings.Join(fleet.Scenarios(), ","), "comma-separated scenarios, in order: "+fleet.ScenarioQuota+" (the first replica under a smaller CPU quota; needs cgroups) and "+fleet.ScenarioBatch+" (the first replica runs a batch job at ClassIdle)")
+	policies := fs.String("policies", strings.Join(fleet.Policies(), ","), "comma-separated client balancing policies, in order")
+	quotaRate := fs.Float64("quota-rate", fleet.DefaultQuotaRate, fmt.Sprintf("open-loop rate of the quota scenario, calls/s (%d..%d)", fleet.MinRate, fleet.MaxRate))
+	batchRate := fs.Float64("batch-rate", fleet.DefaultBatchRate, fmt.Sprintf("open-loop rate of the batch scenario, calls/s (%d..%d)", fleet.MinRate, fleet.MaxRate))
+	weakCPU := fs.Float64("weak-cpu", fleet.DefaultWeakCPU, fmt.Sprintf("the quota scenario's CPU limit of the first replica, CPUs (%g..%d)", bench.MinCPUQuota, runtime.NumCPU()))
+	cpu := fs.Float64("cpu", fleet.DefaultCPU, fmt.Sprintf("the quota scenario's CPU limit of the other replicas, CPUs (%g..%d)", bench.MinCPUQuota, runtime.NumCPU()))
+	duration := fs.Duration("duration", fleet.DefaultDuration, fmt.Sprintf("measured time of each row (%v..%v); default %v, or %v with -quick", fleet.MinDuration, fleet.MaxDuration, fleet.DefaultDuration, fleet.QuickDuration))
+	warmup := fs.Duration("warmup", fleet.DefaultWarmup, fmt.Sprintf("unmeasured load before each row's measured time (0..%v); default %v, or %v with -quick", fleet.MaxWarmup, fleet.DefaultWarmup, fleet.QuickWarmup))
+	timeout := fs.Duration("timeout", fleet.DefaultTimeout, fmt.Sprintf("each call's deadline from its due time (%v..%v)", fleet.MinTimeout, fleet.MaxTimeout))
+	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the tables)")
+	outDir := fs.String("out", "", "also write DIR/"+fleet.JSONFile+", DIR/"+fleet.P99Plot+" (p99s) and DIR/"+fleet.SharePlot+" (the replicas' shares)")
+	quick := fs.Bool("quick", false, "short rows for CI: the whole run takes under 60 s")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: cpusched fleet [flags]")
+		fs.PrintDefaults()
+	}
+	if err := cli.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return cli.Usagef("unexpected argument %q (fleet takes only flags)", fs.Arg(0))
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this program to start the replicas: %w", err)
+	}
+	cfg := fleet.DefaultConfig(exe)
+	cfg.Replicas = *replicas
+	cfg.Scenarios, cfg.Policies = cli.SplitList(*scenarios), cli.SplitList(*policies)
+	cfg.QuotaRate, cfg.BatchRate = *quotaRate, *batchRate
+	cfg.WeakCPU, cfg.CPU = *weakCPU, *cpu
+	cfg.Duration, cfg.Warmup, cfg.Timeout = *duration, *warmup, *timeout
+	if *quick {
+		if !cli.Given(fs, "duration") {
+			cfg.Duration = fleet.QuickDuration
+		}
+		if !cli.Given(fs, "warmup") {
+			cfg.Warmup = fleet.QuickWarmup
+		}
+	}
+	cfg.JSONPath, cfg.OutDir = *jsonPath, *outDir
+	if err := cfg.Validate(); err != nil {
+		return cli.Usagef("%s", strings.TrimPrefix(err.Error(), "fleet: "))
+	}
+	cfg.Stdout, cfg.Progress = stdout, report.NewProgress(stderr)
+
+	runErr := fleetRun(ctx, cfg)
+	switch {
+	case errors.Is(runErr, fleet.ErrNothingToRun):
+		// Found before anything started: the flags cannot work here.
+		return cli.Usagef("-scenarios %s: %s", *scenarios, strings.TrimPrefix(runErr.Error(), "fleet: "))
+	case runErr != nil && ctx.Err() != nil:
+		return errors.New("interrupted")
+	case runErr != nil:
+		return errors.New(strings.TrimPrefix(runErr.Error(), "fleet: ")) // main already says "cpusched fleet:"
+	}
+	return nil
+}
+
+// fleetRun is fleet.Run; tests replace it.
+var fleetRun = fleet.Run
+
+// runFleetReplica is the hidden command that fleet starts for each
+// replica: `cpusched fleet-replica`, talking with fleet on its stdin and
+// stdout.
+func runFleetReplica(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return fleet.ReplicaMain(ctx, args, os.Stdin, stdout, stderr)
+}

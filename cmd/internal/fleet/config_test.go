@@ -1,0 +1,115 @@
+package fleet
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultConfigIsValid(t *testing.T) {
+	if err := DefaultConfig("cpusched").Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig("cpusched")
+	cfg.Duration, cfg.Warmup = QuickDuration, QuickWarmup
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the -quick config: %v", err)
+	}
+}
+
+// TestValidate: each bad field gets an error naming its flag and, for a
+// number, the valid range.
+func TestValidate(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(*Config)
+		want   string
+	}{
+		{"no program", func(c *Config) { c.Program = "" }, "Program"},
+		{"one replica", func(c *Config) { c.Replicas = 1 }, "-replicas) must be in 2..8, got 1"},
+		{"many replicas", func(c *Config) { c.Replicas = MaxReplicas + 1 }, "-replicas) must be in 2..8"},
+		{"no scenario", func(c *Config) { c.Scenarios = nil }, "-scenarios): no scenario given (valid: quota, batch)"},
+		{"unknown scenario", func(c *Config) { c.Scenarios = []string{"batch", "burst"} }, `-scenarios): unknown scenario "burst"`},
+		{"scenario twice", func(c *Config) { c.Scenarios = []string{"batch", "batch"} }, `-scenarios): scenario "batch" given twice`},
+		{"unknown policy", func(c *Config) { c.Policies = []string{"pick_first"} }, `-policies): unknown policy "pick_first" (valid: round_robin, weighted_round_robin, weighted_round_robin_cpu)`},
+		{"policy twice", func(c *Config) { c.Policies = []string{PolicyWRR, PolicyWRR} }, "given twice"},
+		{"zero quota rate", func(c *Config) { c.QuotaRate = 0 }, "-quota-rate) must be in 1..5000 calls/s, got 0"},
+		{"NaN batch rate", func(c *Config) { c.BatchRate = math.NaN() }, "-batch-rate) must be in 1..5000 calls/s, got NaN"},
+		{"huge batch rate", func(c *Config) { c.BatchRate = 1e9 }, "-batch-rate) must be in 1..5000"},
+		{"weak cpu too small", func(c *Config) { c.WeakCPU = 0.01 }, "-weak-cpu) must be in 0.1.."},
+		{"cpu +Inf", func(c *Config) { c.CPU = math.Inf(1) }, "-cpu) must be in 0.1.."},
+		{"short duration", func(c *Config) { c.Duration = time.Millisecond }, "-duration) must be in 500ms..10m0s, got 1ms"},
+		{"long warmup", func(c *Config) { c.Warmup = time.Hour }, "-warmup) must be in 0..1m0s, got 1h0m0s"},
+		{"negative warmup", func(c *Config) { c.Warmup = -time.Second }, "-warmup) must be in 0..1m0s"},
+		{"no timeout", func(c *Config) { c.Timeout = 0 }, "-timeout) must be in 10ms..1m0s, got 0s"},
+		{"no call in the window", func(c *Config) { c.BatchRate, c.Duration = 1, 600*time.Millisecond }, "batch scenario's rate 1 calls/s over Duration (-duration) 600ms makes no call"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig("cpusched")
+			tt.change(&cfg)
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "fleet: ") {
+				t.Fatalf("Validate: %v, want an error starting \"fleet: \" with %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestReplicaSpecs: the first replica is the odd one; the CPU-fed policy
+// turns application_utilization off on every replica.
+func TestReplicaSpecs(t *testing.T) {
+	cfg := DefaultConfig("cpusched")
+	q := cfg.replicas(ScenarioQuota, PolicyWRR)
+	if len(q) != DefaultReplicas || q[0].cpuLimit != DefaultWeakCPU || q[1].cpuLimit != DefaultCPU || q[0].batch || q[0].gomaxprocs != 0 {
+		t.Errorf("quota: %+v", q)
+	}
+	b := cfg.replicas(ScenarioBatch, PolicyWRRCPU)
+	if !b[0].batch || b[1].batch || b[0].cpuLimit != 0 || b[1].gomaxprocs != batchGOMAXPROCS {
+		t.Errorf("batch: %+v", b)
+	}
+	for _, s := range b {
+		if s.reports != ReportCPU {
+			t.Errorf("batch under %s: reports %q, want %q", PolicyWRRCPU, s.reports, ReportCPU)
+		}
+	}
+	if r := cfg.replicas(ScenarioBatch, PolicyRoundRobin); r[0].reports != ReportCpusched {
+		t.Errorf("batch under %s: reports %q, want %q", PolicyRoundRobin, r[0].reports, ReportCpusched)
+	}
+}
+
+// TestServiceConfig: each policy's service config is one grpc-go accepts,
+// with the shortened periods for the weighted ones.
+func TestServiceConfig(t *testing.T) {
+	for _, p := range Policies() {
+		sc := serviceConfig(p)
+		wantName := p
+		if p == PolicyWRRCPU {
+			wantName = PolicyWRR
+		}
+		if !strings.Contains(sc, `"`+wantName+`"`) {
+			t.Errorf("%s: %s does not name %s", p, sc, wantName)
+		}
+		conn, err := dial([]string{"127.0.0.1:1"}, p) // never used: the dial is lazy
+		if err != nil {
+			t.Fatalf("%s: %s: %v", p, sc, err)
+		}
+		conn.Close()
+	}
+}
+
+func TestCheckLoopback(t *testing.T) {
+	for _, a := range []string{"127.0.0.1:80", "[::1]:80", "127.0.0.2:1"} {
+		if err := checkLoopback(a); err != nil {
+			t.Errorf("checkLoopback(%q): %v", a, err)
+		}
+	}
+	for _, a := range []string{"10.0.0.1:80", "example.com:80", "localhost:80", "127.0.0.1", ""} {
+		if err := checkLoopback(a); err == nil {
+			t.Errorf("checkLoopback(%q): no error", a)
+		}
+	}
+	if _, err := dial([]string{"127.0.0.1:1", "192.0.2.1:80"}, PolicyRoundRobin); err == nil {
+		t.Error("dial with a non-loopback address: no error")
+	}
+}

@@ -1,0 +1,262 @@
+// Package fleet is `cpusched fleet`: replicas of a gRPC demo service, each
+// its own child process behind grpcsched, driven open loop by one grpc-go
+// client through grpc-go's own balancer, to show what cpusched's load
+// reports (docs/grpc.md) do to a fleet against round robin and against a
+// balancer fed by the CPU alone.
+//
+// Each row is a scenario under a policy, on fresh replicas: the quota
+// scenario gives the first replica a smaller cgroup CPU quota than the
+// others; the batch scenario runs equal replicas, the first of which also
+// runs a batch job at ClassIdle through its own scheduler. The policies
+// are round_robin, weighted_round_robin on the replicas' reports as
+// grpcsched makes them, and weighted_round_robin on reports without
+// application_utilization (cpu_utilization and qps alone). The replicas
+// schedule their calls through cpusched in every row: only the reports
+// differ, so that the rows compare what the balancer is told.
+//
+// Everything stays on the machine: the replicas listen on 127.0.0.1, the
+// client dials loopback addresses only, a row stops by itself after its
+// warm-up, measured time and the last call's deadline, and the replicas
+// die with the process (childproc.DieWithParent) and are stopped, and
+// their cgroups removed, at the end of each row.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cpusched/cpusched/cmd/internal/bench"
+	"github.com/cpusched/cpusched/cmd/internal/sysstat"
+)
+
+// ErrNothingToRun is wrapped by Run's error when no scenario it was asked
+// for can run here (the quota scenario without cgroups): it starts nothing.
+var ErrNothingToRun = errors.New("no scenario can run here")
+
+// Run validates cfg, measures every scenario under every policy, and
+// writes the tables, the JSON and the plots as cfg asks. If ctx ends (or a
+// row fails) it writes the rows measured so far and returns the error.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err // before the cgroup check makes one
+	}
+	rep := &Report{Config: cfg.reportConfig()}
+	// Every replica runs in a cgroup of its own where cgroups can be made,
+	// as in a container: the quota scenario's with their CPU limits, the
+	// batch scenario's without one, so that the kernel shares the CPU
+	// between the replicas by their cgroups' equal weights. Without that,
+	// the batch job's SCHED_IDLE thread would share CPU time equally with
+	// the other replicas' calls, which ospriority runs on SCHED_IDLE
+	// threads too: replicas on different machines do not slow each other.
+	quotas, err := bench.OpenCPUQuotas(min(cfg.WeakCPU, cfg.CPU))
+	if err == nil {
+		rep.Cgroup = quotas.String()
+	} else {
+		if slices.Contains(cfg.Scenarios, ScenarioQuota) {
+			rep.Skipped = append(rep.Skipped, Skipped{ScenarioQuota, err.Error()})
+		}
+		if slices.Contains(cfg.Scenarios, ScenarioBatch) {
+			rep.Notes = append(rep.Notes, "batch: the replicas run without cgroups of their own, so its batch job takes CPU time from the other replicas' calls: "+err.Error())
+		}
+	}
+	if len(rep.Skipped) == len(cfg.Scenarios) {
+		var reasons []string
+		for _, s := range rep.Skipped {
+			reasons = append(reasons, s.Scenario+": "+s.Reason)
+		}
+		return fmt.Errorf("fleet: %w: %s", ErrNothingToRun, strings.Join(reasons, "; "))
+	}
+	proc, _ := sysstat.NewReader("") // nil where /proc cannot be read: no CPU figures
+
+	var runErr error
+rows:
+	for _, scenario := range cfg.Scenarios {
+		if scenario == ScenarioQuota && quotas == nil {
+			continue
+		}
+		for _, policy := range cfg.Policies {
+			cfg.Progress.Set("fleet: %s under %s (row %d of %d)", scenario, policy, len(rep.Results)+1, cfg.rows(len(rep.Skipped)))
+			res, err := runRow(ctx, cfg, quotas, proc, scenario, policy)
+			if err != nil {
+				runErr = fmt.Errorf("fleet: %s under %s: %w", scenario, policy, err)
+				if ctx.Err() != nil {
+					runErr = ctx.Err()
+				}
+				break rows
+			}
+			rep.Results = append(rep.Results, res)
+		}
+	}
+	cfg.Progress.Done()
+	rep.Targets = targets(rep.Results)
+	if runErr != nil && len(rep.Results) == 0 {
+		return runErr
+	}
+	if err := writeOutputs(cfg, rep); err != nil {
+		return err
+	}
+	return runErr
+}
+
+// rows is how many rows a run measures with skipped scenarios left out.
+func (c Config) rows(skipped int) int { return (len(c.Scenarios) - skipped) * len(c.Policies) }
+
+// reportConfig is the Report's copy of cfg.
+func (c Config) reportConfig() ReportConfig {
+	rc := ReportConfig{
+		Replicas: c.Replicas, QuotaRate: c.QuotaRate, BatchRate: c.BatchRate, WeakCPU: c.WeakCPU, CPU: c.CPU,
+		DurationS: c.Duration.Seconds(), WarmupS: c.Warmup.Seconds(), TimeoutS: c.Timeout.Seconds(),
+		BatchGOMAXPROCS: batchGOMAXPROCS, ServiceConfigs: map[string]string{},
+		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Started: time.Now().UTC().Truncate(time.Second),
+	}
+	for i, m := range methods {
+		n := 0
+		for _, k := range mix {
+			if k == i {
+				n++
+			}
+		}
+		rc.Mix = append(rc.Mix, MixItem{Method: m.name, Share: float64(n) / float64(len(mix)), Passes: m.passes})
+	}
+	for _, p := range c.Policies {
+		rc.ServiceConfigs[p] = serviceConfig(p)
+	}
+	return rc
+}
+
+// runRow measures one scenario under one policy, on replicas it starts and
+// stops.
+func runRow(ctx context.Context, cfg Config, quotas *bench.CPUQuotas, proc *sysstat.Reader, scenario, policy string) (res Result, err error) {
+	specs := cfg.replicas(scenario, policy)
+	procs := make([]*replicaProc, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		wg.Go(func() { procs[i], errs[i] = startReplica(ctx, cfg.Program, quotas, spec) })
+	}
+	wg.Wait()
+	started := slices.DeleteFunc(slices.Clone(procs), func(p *replicaProc) bool { return p == nil })
+	defer func() { err = errors.Join(err, stopAll(started)) }() // a replica that failed says why as it exits
+	if err := errors.Join(errs...); err != nil {
+		return Result{}, err
+	}
+
+	addrs := make([]string, len(procs))
+	for i, p := range procs {
+		addrs[i] = p.hello.Addr
+	}
+	var snaps [2]snapshot
+	var snapping sync.WaitGroup
+	rec, err := drive(ctx, driveSpec{
+		addrs: addrs, policy: policy, rate: cfg.rate(scenario),
+		warmup: cfg.Warmup, duration: cfg.Duration, timeout: cfg.Timeout,
+		window: func(start bool) {
+			// Off the pacer's goroutine, which must not be late.
+			i := 1
+			if start {
+				i = 0
+			}
+			snapping.Go(func() { snaps[i] = takeSnapshot(ctx, proc, procs) })
+		},
+	})
+	snapping.Wait()
+	if err != nil {
+		return Result{}, err
+	}
+	w, err := snaps[1].since(snaps[0], cfg.Duration)
+	if err != nil {
+		return Result{}, err
+	}
+	return newResult(scenario, policy, cfg.rate(scenario), procs, rec, w), nil
+}
+
+// snapshot is what was read at one end of a row's window.
+type snapshot struct {
+	taken   bool
+	system  *sysstat.System    // nil if unread
+	client  *sysstat.Process   // this process; nil if unread
+	procs   []*sysstat.Process // nil entries if unread
+	replica []replicaStats
+	cgroups []*bench.CPUStat // nil entries without a cgroup, or unread
+	err     error            // a replica did not answer
+}
+
+// takeSnapshot reads the machine's and the replicas' CPU time and the
+// replicas' counters.
+func takeSnapshot(ctx context.Context, proc *sysstat.Reader, procs []*replicaProc) snapshot {
+	s := snapshot{taken: true, procs: make([]*sysstat.Process, len(procs)), replica: make([]replicaStats, len(procs)),
+		cgroups: make([]*bench.CPUStat, len(procs))}
+	for i, p := range procs {
+		if p.quota == nil {
+			continue
+		}
+		if st, err := p.quota.ReadStat(); err == nil {
+			s.cgroups[i] = &st
+		}
+	}
+	if proc != nil {
+		if sys, err := proc.Sample(); err == nil {
+			s.system = &sys
+		}
+		if self, err := proc.Self(); err == nil {
+			s.client = &self
+		}
+		for i, p := range procs {
+			if ps, err := proc.Process(p.hello.PID); err == nil {
+				s.procs[i] = &ps
+			}
+		}
+	}
+	for i, p := range procs {
+		st, err := p.stats(ctx)
+		if err != nil {
+			s.err = err
+			return s
+		}
+		s.replica[i] = st
+	}
+	return s
+}
+
+// since returns the window from earlier to s; duration is its length as
+// planned, used where a snapshot is missing.
+func (s snapshot) since(earlier snapshot, duration time.Duration) (window, error) {
+	if err := errors.Join(earlier.err, s.err); err != nil {
+		return window{}, err
+	}
+	if !earlier.taken || !s.taken {
+		return window{}, errors.New("the measured window never started or ended (a rate too low for the duration?)")
+	}
+	w := window{seconds: duration.Seconds(), machineBusy: math.NaN(), clientCPU: math.NaN()}
+	if s.system != nil && earlier.system != nil {
+		w.machineBusy = s.system.Since(*earlier.system).Busy
+	}
+	if s.client != nil && earlier.client != nil {
+		w.clientCPU = s.client.Since(*earlier.client).CPUPercent() / 100
+	}
+	for i := range s.replica {
+		used := math.NaN()
+		if s.procs[i] != nil && earlier.procs[i] != nil {
+			used = s.procs[i].Since(*earlier.procs[i]).CPUPercent() / 100
+		}
+		w.cpuUsed = append(w.cpuUsed, used)
+		w.batchPasses = append(w.batchPasses, s.replica[i].BatchPasses-earlier.replica[i].BatchPasses)
+		var throttled *bench.CgroupCPUStat
+		if s.cgroups[i] != nil && earlier.cgroups[i] != nil {
+			t := s.cgroups[i].Since(*earlier.cgroups[i])
+			throttled = &t
+		}
+		w.throttled = append(w.throttled, throttled)
+	}
+	return w, nil
+}

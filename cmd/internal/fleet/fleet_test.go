@@ -1,0 +1,170 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cpusched/cpusched/cmd/internal/bench"
+	"github.com/cpusched/cpusched/cmd/internal/report"
+)
+
+// TestDrive drives two in-process replicas: every measured call is
+// recorded, round robin splits them evenly, and the window opens before
+// it closes.
+func TestDrive(t *testing.T) {
+	var addrs []string
+	for range 2 {
+		h, _, end := inProcessReplica(t)
+		defer func() {
+			if err := end(); err != nil {
+				t.Errorf("a replica's error: %v", err)
+			}
+		}()
+		addrs = append(addrs, h.Addr)
+	}
+	var events []bool
+	rec, err := drive(context.Background(), driveSpec{
+		addrs: addrs, policy: PolicyRoundRobin, rate: 100,
+		warmup: 200 * time.Millisecond, duration: 500 * time.Millisecond, timeout: 5 * time.Second,
+		window: func(start bool) { events = append(events, start) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 2 || !events[0] || events[1] {
+		t.Errorf("window events %v, want [true false]", events)
+	}
+	var calls int64
+	for _, m := range rec.methods {
+		calls += m.calls
+		if m.errors != 0 {
+			t.Errorf("%d errors", m.errors)
+		}
+	}
+	if calls != 50 {
+		t.Errorf("%d calls measured, want 50 (100/s over 0.5 s)", calls)
+	}
+	if rec.replicas[0].calls != 25 || rec.replicas[1].calls != 25 {
+		t.Errorf("round robin gave %d and %d calls, want 25 each", rec.replicas[0].calls, rec.replicas[1].calls)
+	}
+	if rec.replicas[0].reports != 25 {
+		t.Errorf("%d load reports from 25 calls", rec.replicas[0].reports)
+	}
+}
+
+// TestDriveCancelled: a cancelled run returns its context's error at once.
+func TestDriveCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := drive(ctx, driveSpec{addrs: []string{"127.0.0.1:1"}, policy: PolicyWRR, rate: 10, duration: time.Second, timeout: time.Second,
+		window: func(bool) {}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("drive with a cancelled context: %v", err)
+	}
+}
+
+func testConfig(t *testing.T) Config {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig(exe)
+	cfg.Replicas, cfg.QuotaRate, cfg.BatchRate = 2, 40, 40
+	cfg.Warmup, cfg.Duration, cfg.Timeout = 300*time.Millisecond, MinDuration, 5*time.Second
+	cfg.Policies = []string{PolicyRoundRobin}
+	return cfg
+}
+
+// TestRunQuota runs the quota scenario's round-robin row for real, where
+// this process may make cgroups: each replica's scheduler reads its
+// limit, and no cgroup is left behind.
+func TestRunQuota(t *testing.T) {
+	if _, err := bench.OpenCPUQuotas(DefaultWeakCPU); err != nil {
+		t.Skipf("no CPU quotas here: %v", err)
+	}
+	cfg := testConfig(t)
+	cfg.Scenarios = []string{ScenarioQuota}
+	cfg.JSONPath = filepath.Join(t.TempDir(), "fleet.json")
+	if err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(cfg.JSONPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 1 || rep.Cgroup == "" {
+		t.Fatalf("results %+v, cgroup %q", rep.Results, rep.Cgroup)
+	}
+	got := rep.Results[0].Replicas
+	if len(got) != 2 || got[0].CPULimit != DefaultWeakCPU || got[1].CPULimit != DefaultCPU {
+		t.Errorf("replicas %+v: want the limits %v and %v", got, DefaultWeakCPU, DefaultCPU)
+	}
+	if got[0].ThrottledPct == nil || got[0].ThrottledMs == nil {
+		t.Errorf("replica 0: throttled %v, %v ms: want its cgroup's accounting", got[0].ThrottledPct, got[0].ThrottledMs)
+	}
+	dir := rep.Cgroup[strings.LastIndexByte(rep.Cgroup, ' ')+1:] // "cgroup v1 /sys/fs/cgroup/cpu"
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "cpusched-bench-") && strings.Contains(e.Name(), "-"+strconv.Itoa(os.Getpid())+"-") {
+			t.Errorf("cgroup %s left behind", filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+// TestRunInterrupted: a run whose context ends as its second row starts
+// writes the first row and returns the context's error, leaving no
+// replica running (goleak checks this process's side).
+func TestRunInterrupted(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Scenarios = []string{ScenarioBatch}
+	cfg.Policies = []string{PolicyRoundRobin, PolicyWRR}
+	var out bytes.Buffer
+	cfg.Stdout = &out
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg.Progress = report.ForceProgress(writerFunc(func(p []byte) {
+		if bytes.Contains(p, []byte("row 2 of 2")) {
+			cancel()
+		}
+	}))
+	err := Run(ctx, cfg)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v, want the context's cancellation", err)
+	}
+	if !strings.Contains(out.String(), "batch     round_robin") || strings.Contains(out.String(), "batch     weighted_round_robin") {
+		t.Errorf("want the first row only:\n%s", out.String())
+	}
+}
+
+// writerFunc is an io.Writer that hands each write to a function.
+type writerFunc func(p []byte)
+
+func (f writerFunc) Write(p []byte) (int, error) {
+	f(p)
+	return len(p), nil
+}
+
+// TestRunNothingToRun: the quota scenario alone, where it cannot run, is
+// ErrNothingToRun before anything starts.
+func TestRunNothingToRun(t *testing.T) {
+	if _, err := bench.OpenCPUQuotas(DefaultWeakCPU); err == nil {
+		t.Skip("CPU quotas work here")
+	}
+	cfg := testConfig(t)
+	cfg.Scenarios = []string{ScenarioQuota}
+	if err := Run(context.Background(), cfg); !errors.Is(err, ErrNothingToRun) {
+		t.Fatalf("Run: %v, want ErrNothingToRun", err)
+	}
+}
