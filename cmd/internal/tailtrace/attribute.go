@@ -105,7 +105,13 @@ func (a *analysis) follow(p *probe) (Request, bool) {
 			}
 		}
 	}
-	for _, iv := range h.iv {
+	// A keep-alive connection's goroutine serves every request of its
+	// connection, thousands in a closed loop: only the intervals of this
+	// span are looked at.
+	for _, iv := range h.iv[h.from(start):] {
+		if iv.start >= end {
+			break
+		}
 		s, e := iv.clip(start, end)
 		if s >= e {
 			continue

@@ -297,6 +297,12 @@ func (a *analysis) goTransition(ev *xtrace.Event, st xtrace.StateTransition) {
 	tg.iv = append(tg.iv, interval{start: t, state: to, reason: st.Reason, proc: ev.Proc(), ranOn: xtrace.NoProc})
 }
 
+// from returns the index of g's first interval that has not ended by t
+// (len(g.iv) if none).
+func (g *gor) from(t xtrace.Time) int {
+	return sort.Search(len(g.iv), func(i int) bool { return g.iv[i].end == 0 || g.iv[i].end > t })
+}
+
 // at returns the index of g's interval that contains t, or -1.
 func (g *gor) at(t xtrace.Time) int {
 	i := sort.Search(len(g.iv), func(i int) bool { return g.iv[i].start > t }) - 1

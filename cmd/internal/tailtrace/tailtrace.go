@@ -26,6 +26,7 @@ package tailtrace
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"time"
 
@@ -177,12 +178,13 @@ func Analyze(r io.Reader, cfg Config) (*Breakdown, error) {
 		}
 		p.slow = c.Latency > cfg.Threshold
 		a.trackG(p.g)
-		for _, c := range a.children[p.g] {
-			if c.at >= p.begin && c.at <= p.end {
-				p.sleeper = c.g
-				a.trackG(c.g)
-				break
-			}
+		// The first goroutine the handler started within its task is the
+		// sleeper; a connection's goroutine starts one per request, so
+		// its creations (in time order) are searched, not scanned.
+		kids := a.children[p.g]
+		if i := sort.Search(len(kids), func(i int) bool { return kids[i].at >= p.begin }); i < len(kids) && kids[i].at <= p.end {
+			p.sleeper = kids[i].g
+			a.trackG(kids[i].g)
 		}
 	}
 	a.procs = map[xtrace.ProcID]*procLine{}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	xtrace "golang.org/x/exp/trace"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -166,5 +167,22 @@ func TestCauseString(t *testing.T) {
 	}
 	if got := Cause(-1).String(); got != "Cause(-1)" {
 		t.Errorf("Cause(-1).String() = %q", got)
+	}
+}
+
+// TestGorFrom: from finds the first interval not ended by t, the open last
+// one included, as follow's search of a connection's long history needs.
+func TestGorFrom(t *testing.T) {
+	g := &gor{iv: []interval{{start: 10, end: 20}, {start: 20, end: 30}, {start: 30}}}
+	for _, c := range []struct {
+		t    xtrace.Time
+		want int
+	}{{0, 0}, {10, 0}, {19, 0}, {20, 1}, {29, 1}, {30, 2}, {1000, 2}} {
+		if got := g.from(c.t); got != c.want {
+			t.Errorf("from(%d) = %d, want %d", c.t, got, c.want)
+		}
+	}
+	if got := (&gor{}).from(5); got != 0 {
+		t.Errorf("from on no intervals = %d, want 0", got)
 	}
 }
