@@ -39,6 +39,9 @@ func (a *analysis) breakdown() *Breakdown {
 			fallthrough
 		default:
 			b.Followed++
+			if req.ReadyBeforeSend {
+				b.ReadyBeforeSend++
+			}
 			for c, d := range req.Parts {
 				b.AllParts[c] += d
 			}
@@ -81,6 +84,15 @@ func (a *analysis) follow(p *probe) (Request, bool) {
 	}
 	if end == 0 {
 		end = p.end
+	}
+	if a.clock != nil && !c.Sent.IsZero() {
+		// A keep-alive connection's goroutine is woken at the end of
+		// the previous response (its background read ends); if it gets
+		// to read only after the next request has come, it never waits
+		// for it, and the time before the send is no part of this one.
+		if sent := a.traceTime(c.Sent); sent > start && sent < end {
+			start, req.ReadyBeforeSend = sent, true
+		}
 	}
 	req.Span = time.Duration(end - start)
 	if a.clock != nil && !c.Sent.IsZero() {

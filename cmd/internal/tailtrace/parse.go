@@ -119,6 +119,11 @@ func (a *analysis) wall(t xtrace.Time) time.Time {
 	return a.clock.Wall.Add(time.Duration(t - a.clock.Trace))
 }
 
+// traceTime converts a wall-clock time to the trace's clock.
+func (a *analysis) traceTime(t time.Time) xtrace.Time {
+	return a.clock.Trace + xtrace.Time(t.Sub(a.clock.Wall))
+}
+
 // trackG makes the second pass record g's states.
 func (a *analysis) trackG(g xtrace.GoID) {
 	if a.track[g] == nil {

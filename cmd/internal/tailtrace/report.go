@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/cpusched/cpusched/cmd/internal/report"
@@ -31,6 +32,9 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 		b.TraceSpan.Seconds(), b.Traced, b.Matched, b.Followed, b.Slow, ms(b.Config.Threshold), b.Incomplete)
 	ew.Printf("cpusched worker goroutines seen: %d; GC cycles begun: %d; stop-the-world pauses: %d (longest %.3f ms)\n",
 		b.Workers, b.GCs, b.STWs, ms(b.STWMax))
+	if b.ReadyBeforeSend > 0 {
+		ew.Printf("%d followed requests found their handler ready before they were sent: their span starts at the send\n", b.ReadyBeforeSend)
+	}
 	if len(b.Requests) == 0 {
 		return ew.Err()
 	}
@@ -48,7 +52,7 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 		if c != CauseSleep && delay > 0 {
 			share = fmt.Sprintf("%.1f%%", 100*float64(sum[c])/float64(delay))
 		}
-		ew.Printf("%-62s %9.1f %7s %8d %9.3f %9.3f\n", c, ms(sum[c]), share, main[c], ms(sum[c])/n, ms(b.AllParts[c])/float64(max(1, b.Followed)))
+		ew.Printf("%-62s %9.1f %7s %8d %9.3f %9.3f\n", b.name(c), ms(sum[c]), share, main[c], ms(sum[c])/n, ms(b.AllParts[c])/float64(max(1, b.Followed)))
 	}
 
 	// Runnable waits, grouped by who waited and what held the Ps.
@@ -114,6 +118,29 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 		ew.Printf("\n")
 	}
 	return ew.Err()
+}
+
+// name is c's name in this breakdown's report: the client's part and the
+// sleep are named by what the Config says they are.
+func (b *Breakdown) name(c Cause) string {
+	switch {
+	case c == CauseClientLate && b.Config.ClosedLoop:
+		return "client: before the request was sent (closed loop)"
+	case c == CauseSleep && b.Config.Sleep > 0:
+		return "the " + durationWords(b.Config.Sleep) + " sleep itself"
+	}
+	return c.String()
+}
+
+// durationWords writes d as the reports do: "1 ms", "500 us".
+func durationWords(d time.Duration) string {
+	switch {
+	case d%time.Millisecond == 0:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + " ms"
+	case d%time.Microsecond == 0:
+		return strconv.FormatInt(int64(d/time.Microsecond), 10) + " us"
+	}
+	return d.String()
 }
 
 // shortNames are the causes' names in the per-request lines.

@@ -10,10 +10,12 @@
 // can be found in the trace.
 //
 // A request's server span runs from the moment its connection goroutine
-// became runnable (the network poller saw the request) to the moment that
-// goroutine waited on the network again (the response written). Along the
-// span, Analyze follows the goroutine the request waits for: the handler,
-// or the sleeper while the handler waits for it. Each stretch of time is
+// became runnable (the network poller saw the request), or from the send
+// if it was ready before (a keep-alive connection that did not wait for
+// the next request), to the moment that goroutine waited again (the
+// response written). Along the span, Analyze follows the goroutine the
+// request waits for: the handler, or the sleeper while the handler waits
+// for it. Each stretch of time is
 // charged to one Cause by that goroutine's state: running, runnable (and
 // then by what held the Ps), in a system call, waiting for its timer (the
 // sleep itself, then the timer's lateness), or blocked otherwise. Time
@@ -38,7 +40,7 @@ type Cause int
 
 // The causes, in the order reports list them.
 const (
-	CauseClientLate      Cause = iota // the client sent the request after its due time
+	CauseClientLate      Cause = iota // the client sent the request after its due time (closed loop: its own delay before the send)
 	CauseInbound                      // sent until the server's poller made the handler runnable
 	CauseOutbound                     // response written until the client had read it
 	CauseOutside                      // client and loopback, when the trace has no clock snapshot
@@ -73,7 +75,7 @@ var causeNames = [numCauses]string{
 	CauseRunning:         "running (handler, sleeper)",
 	CauseSyscall:         "system call",
 	CauseBlocked:         "blocked (other)",
-	CauseSleep:           "the 1 ms sleep itself",
+	CauseSleep:           "the handler's own sleep",
 }
 
 func (c Cause) String() string {
@@ -100,6 +102,10 @@ type Config struct {
 	TaskType, SeqCategory string
 	// Sleep is what the probe handler sleeps (1 ms for /delay1ms).
 	Sleep time.Duration
+	// ClosedLoop says that each client latency counts from the request's
+	// send, not from a due time: what CauseClientLate then holds is the
+	// load generator's own delay before the send, and reports name it so.
+	ClosedLoop bool
 	// Threshold: a request whose client latency is above it is slow.
 	Threshold time.Duration
 	// Client is the client's view of each request, by sequence number.
@@ -130,11 +136,14 @@ type Wait struct {
 // Request is one slow request's breakdown.
 type Request struct {
 	Seq     uint64
-	Latency time.Duration            // as the client measured it
-	Span    time.Duration            // the server span
-	Parts   [numCauses]time.Duration // where the latency went
-	Main    Cause                    // the largest part other than the sleep
-	Waits   []Wait                   // runnable stretches longer than 50 us
+	Latency time.Duration // as the client measured it
+	Span    time.Duration // the server span
+	// ReadyBeforeSend: the handler was runnable or running before the
+	// client sent the request, so its span starts at the send.
+	ReadyBeforeSend bool
+	Parts           [numCauses]time.Duration // where the latency went
+	Main            Cause                    // the largest part other than the sleep
+	Waits           []Wait                   // runnable stretches longer than 50 us
 }
 
 // Breakdown is Analyze's result.
@@ -154,6 +163,9 @@ type Breakdown struct {
 	// and AllParts the sum of their parts: the baseline for the slow ones.
 	Followed int
 	AllParts [numCauses]time.Duration
+	// ReadyBeforeSend is how many followed requests' handler was ready
+	// before the request was sent (Request.ReadyBeforeSend).
+	ReadyBeforeSend int
 }
 
 // Analyze reads a runtime/trace and breaks down every probe request slower
