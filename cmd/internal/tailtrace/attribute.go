@@ -45,6 +45,9 @@ func (a *analysis) breakdown() *Breakdown {
 			for c, d := range req.Parts {
 				b.AllParts[c] += d
 			}
+			for sub, d := range req.Subs {
+				b.AllSubs[sub] += d
+			}
 		}
 	}
 	slices.SortFunc(b.Requests, func(x, y Request) int { return int(y.Latency - x.Latency) })
@@ -98,6 +101,9 @@ func (a *analysis) follow(p *probe) (Request, bool) {
 	if a.clock != nil && !c.Sent.IsZero() {
 		req.Parts[CauseClientLate] = max(0, c.Latency-c.Done.Sub(c.Sent))
 		req.Parts[CauseInbound] = max(0, a.wall(start).Sub(c.Sent))
+		if sent := a.traceTime(c.Sent); sent < start && a.noIdleP(sent+(start-sent)/2) {
+			req.Subs[SubInboundNoIdleP] = req.Parts[CauseInbound]
+		}
 		req.Parts[CauseOutbound] = max(0, c.Done.Sub(a.wall(end)))
 	} else if out := req.Latency - req.Span; out > 0 {
 		req.Parts[CauseOutside] = out
@@ -180,6 +186,9 @@ func (a *analysis) chargeInterval(req *Request, g *gor, who string, iv interval,
 		w := a.census(iv, who)
 		w.Dur = d
 		req.Parts[w.Cause] += d
+		if w.Cause == CauseRunnableBusy && w.Workers > 0 {
+			req.Subs[SubBusyWorkers] += d
+		}
 		if d > 50*time.Microsecond {
 			req.Waits = append(req.Waits, w)
 		}
@@ -192,13 +201,16 @@ func (a *analysis) chargeInterval(req *Request, g *gor, who string, iv interval,
 		// late, charged by what held the timer's P at the due time.
 		onTime := min(e, max(s, sleepDue)) - s
 		req.Parts[CauseSleep] += min(d, time.Duration(onTime))
-		late := CauseTimerLate
+		late, lateBy := CauseTimerLate, max(0, d-time.Duration(onTime))
 		if l := a.procs[a.timerP]; l != nil {
-			if h := a.holder(l, sleepDue); h == "worker" || h == "handoff" {
+			switch a.holder(l, sleepDue) {
+			case "worker", "handoff":
 				late = CauseTimerOnWkr
+			case "nothing":
+				req.Subs[SubTimerIdleP] += lateBy
 			}
 		}
-		req.Parts[late] += max(0, d-time.Duration(onTime))
+		req.Parts[late] += lateBy
 	default:
 		req.Parts[CauseBlocked] += d
 	}
@@ -219,6 +231,17 @@ func (a *analysis) holder(l *procLine, t xtrace.Time) string {
 		return "worker"
 	}
 	return "other"
+}
+
+// noIdleP reports whether every P ran a goroutine or was being handed
+// to a worker's thread at t.
+func (a *analysis) noIdleP(t xtrace.Time) bool {
+	for _, l := range a.procs {
+		if a.holder(l, t) == "nothing" {
+			return false
+		}
+	}
+	return len(a.procs) > 0
 }
 
 // census says what held the Ps halfway through runnable stretch iv.

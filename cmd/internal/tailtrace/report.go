@@ -22,9 +22,20 @@ func (b *Breakdown) Totals() (sum [numCauses]time.Duration, main [numCauses]int)
 	return sum, main
 }
 
+// SubTotals sums the slow requests' subs.
+func (b *Breakdown) SubTotals() (sum [numSubs]time.Duration) {
+	for _, r := range b.Requests {
+		for s, d := range r.Subs {
+			sum[s] += d
+		}
+	}
+	return sum
+}
+
 // WriteText writes the breakdown for people: the counts, a table of causes
-// with their share of the slow requests' delay (the sleep excluded), the
-// runnable waits by what held the Ps, and the slowest requests.
+// (each followed by its subs) with their share of the slow requests' delay
+// (the sleep excluded), the runnable waits by what held the Ps, and the
+// slowest requests.
 func (b *Breakdown) WriteText(w io.Writer) error {
 	ew := report.NewErrWriter(w)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -45,14 +56,26 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 			delay += d
 		}
 	}
-	n := float64(len(b.Requests))
+	subs := b.SubTotals()
+	n, all := float64(len(b.Requests)), float64(max(1, b.Followed))
+	share := func(d time.Duration) string {
+		if delay <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(d)/float64(delay))
+	}
 	ew.Printf("\n%-62s %9s %7s %8s %9s %9s\n", "cause", "slow: ms", "share", "main in", "mean slow", "mean all")
 	for _, c := range Causes() {
-		share := "-"
-		if c != CauseSleep && delay > 0 {
-			share = fmt.Sprintf("%.1f%%", 100*float64(sum[c])/float64(delay))
+		sh := share(sum[c])
+		if c == CauseSleep {
+			sh = "-"
 		}
-		ew.Printf("%-62s %9.1f %7s %8d %9.3f %9.3f\n", b.name(c), ms(sum[c]), share, main[c], ms(sum[c])/n, ms(b.AllParts[c])/float64(max(1, b.Followed)))
+		ew.Printf("%-62s %9.1f %7s %8d %9.3f %9.3f\n", b.name(c), ms(sum[c]), sh, main[c], ms(sum[c])/n, ms(b.AllParts[c])/all)
+		for s := range numSubs {
+			if s.Parent() == c {
+				ew.Printf("  %-60s %9.1f %7s %8s %9.3f %9.3f\n", s, ms(subs[s]), share(subs[s]), "-", ms(subs[s])/n, ms(b.AllSubs[s])/all)
+			}
+		}
 	}
 
 	// Runnable waits, grouped by who waited and what held the Ps.

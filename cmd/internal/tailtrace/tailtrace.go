@@ -15,14 +15,16 @@
 // the next request), to the moment that goroutine waited again (the
 // response written). Along the span, Analyze follows the goroutine the
 // request waits for: the handler, or the sleeper while the handler waits
-// for it. Each stretch of time is
-// charged to one Cause by that goroutine's state: running, runnable (and
-// then by what held the Ps), in a system call, waiting for its timer (the
-// sleep itself, then the timer's lateness), or blocked otherwise. Time
-// inside a stop-the-world pause goes to CauseGCStop, running time inside a
-// mark assist to CauseGCAssist. What the client measured beyond the span is
-// CauseOutside: the client itself, the loopback and the time before the
-// network poller noticed the request.
+// for it. Each stretch of time is charged to one Cause by that goroutine's
+// state: running, runnable (and then by what held the Ps), in a system
+// call, waiting for its timer (the sleep itself, then the timer's
+// lateness), or blocked otherwise. Time inside a stop-the-world pause goes
+// to CauseGCStop, running time inside a mark assist to CauseGCAssist. What
+// the client measured beyond the span is CauseOutside: the client itself,
+// the loopback and the time before the network poller noticed the request;
+// with a clock snapshot in the trace it is split into the client's part,
+// inbound and outbound. Some causes have parts of their own (Sub): inbound
+// while no thread could wait in the network poller, and the like.
 package tailtrace
 
 import (
@@ -85,6 +87,51 @@ func (c Cause) String() string {
 	return causeNames[c]
 }
 
+// Sub is a part of one Cause's time that reports show under it. The subs
+// ask of the causes what the busy case's question does (the network
+// poller, Ps left to the rest of the program) without changing what each
+// cause holds.
+type Sub int
+
+const (
+	// SubInboundNoIdleP is CauseInbound while no P was idle halfway
+	// through it, so that no thread waited in the network poller: the
+	// request was seen when a P ran out of work or sysmon polled.
+	SubInboundNoIdleP Sub = iota
+	// SubBusyWorkers is CauseRunnableBusy while cpusched workers held
+	// some of the Ps: the rest of the program queued for fewer of them.
+	SubBusyWorkers
+	// SubTimerIdleP is CauseTimerLate with its P idle at the due time:
+	// the timer waited for a thread in the network poller, whose timeout
+	// is in whole milliseconds, or for a thread to wake.
+	SubTimerIdleP
+	numSubs
+)
+
+// subParents and subNames are each Sub's cause and its name under it.
+var (
+	subParents = [numSubs]Cause{
+		SubInboundNoIdleP: CauseInbound,
+		SubBusyWorkers:    CauseRunnableBusy,
+		SubTimerIdleP:     CauseTimerLate,
+	}
+	subNames = [numSubs]string{
+		SubInboundNoIdleP: "of which no P idle halfway (none in the network poller)",
+		SubBusyWorkers:    "of which cpusched workers held some of the Ps",
+		SubTimerIdleP:     "of which its P idle at the due time (poller, wake-up)",
+	}
+)
+
+func (s Sub) String() string {
+	if s < 0 || s >= numSubs {
+		return "Sub(" + strconv.Itoa(int(s)) + ")"
+	}
+	return subNames[s]
+}
+
+// Parent returns the Cause whose time s is part of.
+func (s Sub) Parent() Cause { return subParents[s] }
+
 // Causes returns every Cause in report order.
 func Causes() []Cause {
 	out := make([]Cause, numCauses)
@@ -142,6 +189,7 @@ type Request struct {
 	// client sent the request, so its span starts at the send.
 	ReadyBeforeSend bool
 	Parts           [numCauses]time.Duration // where the latency went
+	Subs            [numSubs]time.Duration   // parts of some Parts (Sub)
 	Main            Cause                    // the largest part other than the sleep
 	Waits           []Wait                   // runnable stretches longer than 50 us
 }
@@ -163,6 +211,7 @@ type Breakdown struct {
 	// and AllParts the sum of their parts: the baseline for the slow ones.
 	Followed int
 	AllParts [numCauses]time.Duration
+	AllSubs  [numSubs]time.Duration
 	// ReadyBeforeSend is how many followed requests' handler was ready
 	// before the request was sent (Request.ReadyBeforeSend).
 	ReadyBeforeSend int
