@@ -136,7 +136,13 @@ func (a *analysis) follow(p *probe) (Request, bool) {
 		}
 		if iv.state == xtrace.GoWaiting && sl != nil {
 			// The handler waits for the sleeper: follow the sleeper.
+			// If it waits in the collector instead, what that charges
+			// as blocked (the sleeper gone) was the collector's.
+			blocked := req.Parts[CauseBlocked]
 			a.charge(&req, sl, "sleeper", s, e, sleepDue)
+			if iv.gcWait {
+				req.Subs[SubBlockedGC] += req.Parts[CauseBlocked] - blocked
+			}
 			continue
 		}
 		a.chargeInterval(&req, h, "handler", iv, s, e, 0)
@@ -195,6 +201,9 @@ func (a *analysis) chargeInterval(req *Request, g *gor, who string, iv interval,
 	case xtrace.GoWaiting:
 		if sleepDue == 0 {
 			req.Parts[CauseBlocked] += d
+			if iv.gcWait {
+				req.Subs[SubBlockedGC] += d
+			}
 			return
 		}
 		// Before the due time it is the sleep; after it, the timer is

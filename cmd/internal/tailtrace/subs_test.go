@@ -56,19 +56,35 @@ func TestSubsOfTimerLate(t *testing.T) {
 	}
 }
 
-// TestSubsOfRunnableBusy: a runnable wait with every P busy counts under
-// SubBusyWorkers only when a worker held one of them.
-func TestSubsOfRunnableBusy(t *testing.T) {
+// TestSubsOfIntervals: a runnable wait with every P busy counts under
+// SubBusyWorkers only when a worker held one of them; the handler's own
+// wait is blocked, and under SubBlockedGC when it waits in the collector.
+func TestSubsOfIntervals(t *testing.T) {
 	runnable := interval{start: 800, end: 1200, state: xtrace.GoRunnable, proc: 1, ranOn: 1}
-	for _, worker := range []bool{false, true} {
+	waiting := interval{start: 800, end: 1200, state: xtrace.GoWaiting}
+	gcWaiting := waiting
+	gcWaiting.gcWait = true
+	for _, c := range []struct {
+		name  string
+		a     *analysis
+		iv    interval
+		cause Cause
+		sub   Sub
+		inSub bool
+	}{
+		{"busy, no worker", subsAnalysis(false, false), runnable, CauseRunnableBusy, SubBusyWorkers, false},
+		{"busy, a worker", subsAnalysis(true, false), runnable, CauseRunnableBusy, SubBusyWorkers, true},
+		{"blocked", subsAnalysis(false, false), waiting, CauseBlocked, SubBlockedGC, false},
+		{"blocked in the GC", subsAnalysis(false, false), gcWaiting, CauseBlocked, SubBlockedGC, true},
+	} {
 		var req Request
-		subsAnalysis(worker, false).chargeInterval(&req, &gor{}, "handler", runnable, runnable.start, runnable.end, 0)
+		c.a.chargeInterval(&req, &gor{}, "handler", c.iv, c.iv.start, c.iv.end, 0)
 		want := time.Duration(0)
-		if worker {
+		if c.inSub {
 			want = 400
 		}
-		if req.Parts[CauseRunnableBusy] != 400 || req.Subs[SubBusyWorkers] != want {
-			t.Errorf("worker on P0 %v: busy %v, %v %v; want 400ns and %v", worker, req.Parts[CauseRunnableBusy], SubBusyWorkers, req.Subs[SubBusyWorkers], want)
+		if req.Parts[c.cause] != 400 || req.Subs[c.sub] != want {
+			t.Errorf("%s: %v %v, %v %v; want 400ns and %v", c.name, c.cause, req.Parts[c.cause], c.sub, req.Subs[c.sub], want)
 		}
 	}
 }
@@ -133,5 +149,17 @@ func TestSubString(t *testing.T) {
 	}
 	if got := Sub(-1).String(); got != "Sub(-1)" {
 		t.Errorf("Sub(-1).String() = %q", got)
+	}
+}
+
+// TestIsGCWait: a parked assist is known by its reason; a wait with no
+// stack and another reason is not the collector's.
+func TestIsGCWait(t *testing.T) {
+	a := &analysis{gcStacks: map[xtrace.Stack]bool{}}
+	if !a.isGCWait(gcWaitReason, xtrace.NoStack) {
+		t.Errorf("%q: not a GC wait", gcWaitReason)
+	}
+	if a.isGCWait("sync", xtrace.NoStack) || a.isGCWait("chan receive", xtrace.NoStack) {
+		t.Error("a wait with no stack taken for the collector's")
 	}
 }

@@ -105,6 +105,10 @@ const (
 	// the timer waited for a thread in the network poller, whose timeout
 	// is in whole milliseconds, or for a thread to wake.
 	SubTimerIdleP
+	// SubBlockedGC is CauseBlocked while the handler waited in the
+	// collector: an assist parked for work, or an assist that finished
+	// the mark waiting for its termination, which stops the world.
+	SubBlockedGC
 	numSubs
 )
 
@@ -114,11 +118,13 @@ var (
 		SubInboundNoIdleP: CauseInbound,
 		SubBusyWorkers:    CauseRunnableBusy,
 		SubTimerIdleP:     CauseTimerLate,
+		SubBlockedGC:      CauseBlocked,
 	}
 	subNames = [numSubs]string{
 		SubInboundNoIdleP: "of which no P idle halfway (none in the network poller)",
 		SubBusyWorkers:    "of which cpusched workers held some of the Ps",
 		SubTimerIdleP:     "of which its P idle at the due time (poller, wake-up)",
+		SubBlockedGC:      "of which the handler waiting in the GC (assist, mark end)",
 	}
 )
 
@@ -224,7 +230,7 @@ func Analyze(r io.Reader, cfg Config) (*Breakdown, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tailtrace: reading the trace: %w", err)
 	}
-	a := &analysis{cfg: cfg, workers: map[xtrace.GoID]bool{}, probes: map[xtrace.TaskID]*probe{}, children: map[xtrace.GoID][]child{}, stacks: map[xtrace.Stack]bool{}}
+	a := &analysis{cfg: cfg, workers: map[xtrace.GoID]bool{}, probes: map[xtrace.TaskID]*probe{}, children: map[xtrace.GoID][]child{}, stacks: map[xtrace.Stack]bool{}, gcStacks: map[xtrace.Stack]bool{}}
 	if err := a.scan(data, a.firstPass); err != nil {
 		return nil, err
 	}
