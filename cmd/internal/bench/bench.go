@@ -90,6 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	prog := newTracker(cfg, total)
 	defer cfg.Progress.Done()
+	floorIOP99 := 0.0 // io-heavy's attribution threshold, once the floor has run
 	for mi, mode := range modes {
 		if err := ctx.Err(); err != nil {
 			// Cancelled before this mode: start no server for it.
@@ -98,7 +99,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		steps := StepsOf(mode)
 		prog.set("%s (mode %d/%d): starting the server", mode, mi+1, len(modes))
-		rows, srvInfo, err := runMode(ctx, cfg, cgroups, mode, func(step string, si int, phase string) {
+		rows, srvInfo, err := runMode(ctx, cfg, cgroups, mode, floorIOP99, func(step string, si int, phase string) {
 			prog.set("%s (mode %d/%d) %s (step %d/%d): %s", mode, mi+1, len(modes), step, si+1, len(steps), phase)
 		}, prog.stepDone)
 		var skip *skipError
@@ -110,6 +111,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			continue
 		}
 		rep.Results = append(rep.Results, rows...)
+		if mode == ModeFloor {
+			floorIOP99 = ioHeavyP99(rows)
+		}
 		if srvInfo != "" {
 			rep.Servers = append(rep.Servers, srvInfo)
 		}
@@ -160,11 +164,22 @@ func (t *tracker) stepDone() {
 	t.mu.Unlock()
 }
 
+// ioHeavyP99 returns the io-heavy row's p99 (ms) among rows, or 0.
+func ioHeavyP99(rows []Result) float64 {
+	for _, r := range rows {
+		if r.Step == StepIOHeavy && r.Probe != nil {
+			return r.Probe.P99Ms
+		}
+	}
+	return 0
+}
+
 // runMode measures every step of one mode (a Config.Modes item) on a fresh
-// server, in a new cgroup of cgroups unless that is nil. It returns the rows
+// server, in a new cgroup of cgroups unless that is nil; floorIOP99 is the
+// floor's io-heavy p99 measured before it, or 0. It returns the rows
 // measured, the server's description ("mode: ...") and the first error; a
 // *skipError if the mode cannot be measured here.
-func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, phase func(step string, i int, what string), stepDone func()) (rows []Result, info string, err error) {
+func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, floorIOP99 float64, phase func(step string, i int, what string), stepDone func()) (rows []Result, info string, err error) {
 	mode, workers, _ := parseModeSpec(spec) // Validate has checked it
 	var cg *cpuCgroup
 	if cgroups != nil {
@@ -196,7 +211,7 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, ph
 	info = spec + ": " + srv.banner
 
 	m := newMeter(cfg, srv.url, cg, srv.cmd.Process.Pid)
-	m.spec, m.floorHog = spec, hog
+	m.spec, m.floorHog, m.floorIOP99 = spec, hog, floorIOP99
 	defer m.close()
 	for i, step := range StepsOf(mode) {
 		r, err := m.step(ctx, spec, step, func(what string) { phase(step, i, what) })

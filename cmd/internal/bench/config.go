@@ -161,16 +161,18 @@ type Config struct {
 	// Warmup for a quick run (QuickStep, QuickWarmup).
 	Quick bool
 	// TraceDir, when set, records a runtime/trace of each server over the
-	// measured windows of the hog-sched and hog-sched+small steps (through
-	// its /debug/pprof/trace) and attributes every probe request slower
-	// than twice the idle step's p99 to its causes (package tailtrace):
-	// DIR/MODE-STEP.trace and DIR/MODE-STEP.txt. The tracing itself costs
-	// the server some CPU and latency.
+	// measured windows of the hog-sched, hog-sched+small and io-heavy steps
+	// (through its /debug/pprof/trace) and attributes every probe request
+	// slower than twice the idle step's p99, and every io-heavy request
+	// slower than twice the floor's io-heavy p99 (meter.threshold), to its
+	// causes (package tailtrace): DIR/MODE-STEP.trace and
+	// DIR/MODE-STEP.txt. The tracing itself costs the server some CPU and
+	// latency.
 	TraceDir string
 	// TraceAbove, when non-zero, is the client latency above which a traced
-	// probe request is attributed, instead of twice the idle step's p99
-	// (MinTraceAbove..MaxTraceAbove): to look at the band just above a
-	// target, say 1.5x idle. It needs TraceDir.
+	// request is attributed, in every traced step, instead of the defaults
+	// of TraceDir (MinTraceAbove..MaxTraceAbove): to look at the band just
+	// above a target, say 1.5x idle. It needs TraceDir.
 	TraceAbove time.Duration
 	// Progress shows what runs now; nil shows nothing.
 	Progress *report.Progress

@@ -26,9 +26,17 @@ const (
 	pathSmall       = "/checksum?n=10&sched=1"
 	pathSmallDirect = "/checksum?n=10&sched=0"
 	pathStats       = "/stats"
-	// pathIO is io-heavy's fast route: a 500 us sleep, as the /ping of
-	// issue 21's wrk check.
+	// pathIO is io-heavy's fast route: a 500 us sleep (ioSleep), as the
+	// /ping of issue 21's wrk check.
 	pathIO = "/delay?d=500us"
+)
+
+// The sleeps of the probe's and io-heavy's handlers, for the attribution
+// of their traced requests (TestTracedSleeps checks them against the
+// paths).
+const (
+	probeSleep = time.Millisecond
+	ioSleep    = 500 * time.Microsecond
 )
 
 // meter runs the steps of one mode against one server.
@@ -43,6 +51,9 @@ type meter struct {
 	serverPID                           int
 	spec                                string  // the Config.Modes item measured
 	idleP99                             float64 // the idle step's probe p99, ms
+	// floorIOP99 is the floor's io-heavy p99 (ms) measured earlier in the
+	// run, or 0: io-heavy's attribution threshold.
+	floorIOP99 float64
 	// floorHog, in the floor mode, is the process that runs the CPU-heavy
 	// work in the server's stead; nil otherwise.
 	floorHog *idlehog.Process
@@ -249,15 +260,16 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 		small[0].OnResponse = w.waited.record // the scheduled ones
 	}
 	var tr *tracing
-	if m.cfg.TraceDir != "" && (step == StepHogSched || step == StepHogSchedSm) {
+	if m.cfg.TraceDir != "" && tracedStep(step) {
 		tr = m.startTrace(ctx, step, &probe)
 	}
 	if w.probe, w.small, err = runProbeAndSmall(ctx, probe, small, m.cfg.Step); err != nil {
 		return w, err
 	}
 	if tr != nil {
-		phase("attributing the slow probe requests")
-		if w.attribution, err = m.attribute(tr); err != nil {
+		phase("attributing the slow requests")
+		threshold, why := m.threshold(step, latencyResult(w.probe).P99Ms)
+		if w.attribution, err = tr.finish(threshold, why); err != nil {
 			return w, err
 		}
 	}
@@ -265,15 +277,31 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 	return w, err
 }
 
-// attribute analyzes a traced window and returns the file of its slow
-// probe requests' attribution: those above twice the idle step's p99, or
-// above Config.TraceAbove.
-func (m *meter) attribute(tr *tracing) (string, error) {
-	threshold, why := 2*m.idleP99, "twice the idle step's p99"
-	if m.cfg.TraceAbove > 0 {
-		threshold, why = float64(m.cfg.TraceAbove)/1e6, "-trace-above"
+// tracedStep reports whether Config.TraceDir traces step: those with the
+// CPU-heavy load through the scheduler beside the probe, and io-heavy.
+func tracedStep(step string) bool {
+	return step == StepHogSched || step == StepHogSchedSm || step == StepIOHeavy
+}
+
+// threshold returns the client latency (ms) above which a traced request
+// of step, whose own p99 was p99, is attributed, and where it comes from.
+// Config.TraceAbove overrides it. The probe's is twice the idle step's
+// p99. io-heavy's is twice the floor's io-heavy p99 in this run (in the
+// floor, its own step's), so that every mode's slow requests are the same
+// band above the reference the targets are set against; a mode with no
+// floor measured before it takes its own p99, its slowest 1%.
+func (m *meter) threshold(step string, p99 float64) (float64, string) {
+	switch {
+	case m.cfg.TraceAbove > 0:
+		return float64(m.cfg.TraceAbove) / 1e6, "-trace-above"
+	case step != StepIOHeavy:
+		return 2 * m.idleP99, "twice the idle step's p99"
+	case m.spec == ModeFloor:
+		return 2 * p99, "twice the floor's io-heavy p99, this step's"
+	case m.floorIOP99 > 0:
+		return 2 * m.floorIOP99, "twice the floor's io-heavy p99 in this run"
 	}
-	return tr.finish(threshold, why)
+	return p99, "this step's own p99: no floor measured before this mode"
 }
 
 // record fills the row res of step from its loads' window, and keeps the

@@ -92,8 +92,8 @@ type Result struct {
 	// CgroupCPU is the server cgroup's throttling over the measured window;
 	// absent without a CPU quota.
 	CgroupCPU *CgroupCPUStat `json:"cgroup_cpu_stat,omitempty"`
-	// Attribution is the file with the slow probe requests' causes, with
-	// Config.TraceDir (hog-sched only).
+	// Attribution is the file with the slow requests' causes, with
+	// Config.TraceDir (the steps tracedStep names).
 	Attribution string `json:"attribution,omitempty"`
 	// VsFloor compares the row with the floor's step it compares with in
 	// the same run; nil for the floor's own rows, steps with no floor

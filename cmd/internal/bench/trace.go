@@ -19,26 +19,34 @@ import (
 )
 
 // tracing is one recording of a server's runtime/trace over a measured
-// window, with the probe's latency of every request the server numbered.
+// window, with the probe's latency of every request the server numbered
+// (io-heavy's closed loop, in that step: its requests are numbered the
+// same way, and its latencies count from each send).
 type tracing struct {
-	base     string // DIR/MODE-STEP
-	sleep    time.Duration
-	mu       sync.Mutex
-	client   map[uint64]tailtrace.Client
-	done     chan struct{}
-	fetchErr error
+	base       string // DIR/MODE-STEP
+	sleep      time.Duration
+	closedLoop bool
+	mu         sync.Mutex
+	client     map[uint64]tailtrace.Client
+	done       chan struct{}
+	fetchErr   error
 }
 
 // startTrace asks the server for a trace as long as the measured window
-// of step (/debug/pprof/trace) and makes probe record its latencies by the
-// server's sequence numbers.
+// of step (/debug/pprof/trace) and makes probe (the step's probe: /delay1ms,
+// or io-heavy's /delay?d=500us) record its latencies by the server's
+// sequence numbers.
 func (m *meter) startTrace(ctx context.Context, step string, probe *load.Config) *tracing {
 	name := strings.NewReplacer(":", "-w", "/", "_", "+", "-").Replace(m.spec + "-" + step)
 	tr := &tracing{
-		base:   filepath.Join(m.cfg.TraceDir, name),
-		sleep:  time.Millisecond, // the probe is /delay1ms
-		client: map[uint64]tailtrace.Client{},
-		done:   make(chan struct{}),
+		base:       filepath.Join(m.cfg.TraceDir, name),
+		sleep:      probeSleep,
+		closedLoop: probe.Rate == 0,
+		client:     map[uint64]tailtrace.Client{},
+		done:       make(chan struct{}),
+	}
+	if step == StepIOHeavy {
+		tr.sleep = ioSleep
 	}
 	probe.OnResponse = tr.record
 	url := m.base + "/debug/pprof/trace?seconds=" + strconv.FormatFloat(m.cfg.Step.Seconds(), 'f', -1, 64)
@@ -75,7 +83,7 @@ func (tr *tracing) finish(threshold float64, why string) (string, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	b, err := tailtrace.Analyze(f, tailtrace.Config{
-		TaskType: demo.ProbeTaskType, SeqCategory: demo.ProbeSeqCategory, Sleep: tr.sleep,
+		TaskType: demo.ProbeTaskType, SeqCategory: demo.ProbeSeqCategory, Sleep: tr.sleep, ClosedLoop: tr.closedLoop,
 		Threshold: time.Duration(threshold * 1e6), Client: tr.client,
 	})
 	if err != nil {
@@ -83,6 +91,9 @@ func (tr *tracing) finish(threshold float64, why string) (string, error) {
 	}
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "slow: client latency above %.3f ms (%s)\n", threshold, why)
+	if tr.closedLoop {
+		fmt.Fprintf(&buf, "closed loop: each latency counts from the request's send\n")
+	}
 	if err := b.WriteText(&buf); err != nil {
 		return "", err
 	}

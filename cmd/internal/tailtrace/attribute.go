@@ -39,8 +39,14 @@ func (a *analysis) breakdown() *Breakdown {
 			fallthrough
 		default:
 			b.Followed++
+			if req.ReadyBeforeSend {
+				b.ReadyBeforeSend++
+			}
 			for c, d := range req.Parts {
 				b.AllParts[c] += d
+			}
+			for sub, d := range req.Subs {
+				b.AllSubs[sub] += d
 			}
 		}
 	}
@@ -82,10 +88,22 @@ func (a *analysis) follow(p *probe) (Request, bool) {
 	if end == 0 {
 		end = p.end
 	}
+	if a.clock != nil && !c.Sent.IsZero() {
+		// A keep-alive connection's goroutine is woken at the end of
+		// the previous response (its background read ends); if it gets
+		// to read only after the next request has come, it never waits
+		// for it, and the time before the send is no part of this one.
+		if sent := a.traceTime(c.Sent); sent > start && sent < end {
+			start, req.ReadyBeforeSend = sent, true
+		}
+	}
 	req.Span = time.Duration(end - start)
 	if a.clock != nil && !c.Sent.IsZero() {
 		req.Parts[CauseClientLate] = max(0, c.Latency-c.Done.Sub(c.Sent))
 		req.Parts[CauseInbound] = max(0, a.wall(start).Sub(c.Sent))
+		if sent := a.traceTime(c.Sent); sent < start && a.noIdleP(sent+(start-sent)/2) {
+			req.Subs[SubInboundNoIdleP] = req.Parts[CauseInbound]
+		}
 		req.Parts[CauseOutbound] = max(0, c.Done.Sub(a.wall(end)))
 	} else if out := req.Latency - req.Span; out > 0 {
 		req.Parts[CauseOutside] = out
@@ -105,14 +123,26 @@ func (a *analysis) follow(p *probe) (Request, bool) {
 			}
 		}
 	}
-	for _, iv := range h.iv {
+	// A keep-alive connection's goroutine serves every request of its
+	// connection, thousands in a closed loop: only the intervals of this
+	// span are looked at.
+	for _, iv := range h.iv[h.from(start):] {
+		if iv.start >= end {
+			break
+		}
 		s, e := iv.clip(start, end)
 		if s >= e {
 			continue
 		}
 		if iv.state == xtrace.GoWaiting && sl != nil {
 			// The handler waits for the sleeper: follow the sleeper.
+			// If it waits in the collector instead, what that charges
+			// as blocked (the sleeper gone) was the collector's.
+			blocked := req.Parts[CauseBlocked]
 			a.charge(&req, sl, "sleeper", s, e, sleepDue)
+			if iv.gcWait {
+				req.Subs[SubBlockedGC] += req.Parts[CauseBlocked] - blocked
+			}
 			continue
 		}
 		a.chargeInterval(&req, h, "handler", iv, s, e, 0)
@@ -162,25 +192,34 @@ func (a *analysis) chargeInterval(req *Request, g *gor, who string, iv interval,
 		w := a.census(iv, who)
 		w.Dur = d
 		req.Parts[w.Cause] += d
+		if w.Cause == CauseRunnableBusy && w.Workers > 0 {
+			req.Subs[SubBusyWorkers] += d
+		}
 		if d > 50*time.Microsecond {
 			req.Waits = append(req.Waits, w)
 		}
 	case xtrace.GoWaiting:
 		if sleepDue == 0 {
 			req.Parts[CauseBlocked] += d
+			if iv.gcWait {
+				req.Subs[SubBlockedGC] += d
+			}
 			return
 		}
 		// Before the due time it is the sleep; after it, the timer is
 		// late, charged by what held the timer's P at the due time.
 		onTime := min(e, max(s, sleepDue)) - s
 		req.Parts[CauseSleep] += min(d, time.Duration(onTime))
-		late := CauseTimerLate
+		late, lateBy := CauseTimerLate, max(0, d-time.Duration(onTime))
 		if l := a.procs[a.timerP]; l != nil {
-			if h := a.holder(l, sleepDue); h == "worker" || h == "handoff" {
+			switch a.holder(l, sleepDue) {
+			case "worker", "handoff":
 				late = CauseTimerOnWkr
+			case "nothing":
+				req.Subs[SubTimerIdleP] += lateBy
 			}
 		}
-		req.Parts[late] += max(0, d-time.Duration(onTime))
+		req.Parts[late] += lateBy
 	default:
 		req.Parts[CauseBlocked] += d
 	}
@@ -201,6 +240,17 @@ func (a *analysis) holder(l *procLine, t xtrace.Time) string {
 		return "worker"
 	}
 	return "other"
+}
+
+// noIdleP reports whether every P ran a goroutine or was being handed
+// to a worker's thread at t.
+func (a *analysis) noIdleP(t xtrace.Time) bool {
+	for _, l := range a.procs {
+		if a.holder(l, t) == "nothing" {
+			return false
+		}
+	}
+	return len(a.procs) > 0
 }
 
 // census says what held the Ps halfway through runnable stretch iv.

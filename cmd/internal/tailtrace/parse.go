@@ -39,6 +39,7 @@ type interval struct {
 	reason     string
 	proc       xtrace.ProcID // the P of the transition into it: for Runnable, the P it was queued on; for Running, the P it ran on
 	ranOn      xtrace.ProcID // for Runnable: the P it then ran on
+	gcWait     bool          // for Waiting: inside the collector (isGCWait)
 }
 
 // clip returns the part of iv within [s, e); an interval still open at the
@@ -100,6 +101,7 @@ type analysis struct {
 	probes   map[xtrace.TaskID]*probe
 	children map[xtrace.GoID][]child
 	stacks   map[xtrace.Stack]bool // isWorkerStack's answers
+	gcStacks map[xtrace.Stack]bool // isGCWait's answers
 	track    map[xtrace.GoID]*gor
 	procs    map[xtrace.ProcID]*procLine
 	// workerThreads are the threads that ran worker goroutines (locked
@@ -117,6 +119,11 @@ type analysis struct {
 // wall converts a trace time to the wall clock.
 func (a *analysis) wall(t xtrace.Time) time.Time {
 	return a.clock.Wall.Add(time.Duration(t - a.clock.Trace))
+}
+
+// traceTime converts a wall-clock time to the trace's clock.
+func (a *analysis) traceTime(t time.Time) xtrace.Time {
+	return a.clock.Trace + xtrace.Time(t.Sub(a.clock.Wall))
 }
 
 // trackG makes the second pass record g's states.
@@ -159,6 +166,34 @@ func (a *analysis) isWorkerStack(s xtrace.Stack) bool {
 			}
 		}
 		a.stacks[s] = is
+	}
+	return is
+}
+
+// gcWaitReason is the reason a trace gives for an assist parked until
+// there is marking to do.
+const gcWaitReason = "GC mark assist wait for work"
+
+// isGCWait reports whether a goroutine that began to wait for reason with
+// stack s waits inside the collector: parked in an assist, or an assist or
+// an allocation waiting for the collector's phase to change (in the trace
+// a plain "sync" wait, known by its stack).
+func (a *analysis) isGCWait(reason string, s xtrace.Stack) bool {
+	if reason == gcWaitReason {
+		return true
+	}
+	if s == xtrace.NoStack {
+		return false
+	}
+	is, ok := a.gcStacks[s]
+	if !ok {
+		for f := range s.Frames() {
+			if f.Func == "runtime.gcAssistAlloc" || f.Func == "runtime.gcStart" {
+				is = true
+				break
+			}
+		}
+		a.gcStacks[s] = is
 	}
 	return is
 }
@@ -294,7 +329,14 @@ func (a *analysis) goTransition(ev *xtrace.Event, st xtrace.StateTransition) {
 			last.ranOn = ev.Proc()
 		}
 	}
-	tg.iv = append(tg.iv, interval{start: t, state: to, reason: st.Reason, proc: ev.Proc(), ranOn: xtrace.NoProc})
+	tg.iv = append(tg.iv, interval{start: t, state: to, reason: st.Reason, proc: ev.Proc(), ranOn: xtrace.NoProc,
+		gcWait: to == xtrace.GoWaiting && a.isGCWait(st.Reason, st.Stack)})
+}
+
+// from returns the index of g's first interval that has not ended by t
+// (len(g.iv) if none).
+func (g *gor) from(t xtrace.Time) int {
+	return sort.Search(len(g.iv), func(i int) bool { return g.iv[i].end == 0 || g.iv[i].end > t })
 }
 
 // at returns the index of g's interval that contains t, or -1.

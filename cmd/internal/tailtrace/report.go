@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/cpusched/cpusched/cmd/internal/report"
@@ -21,9 +22,20 @@ func (b *Breakdown) Totals() (sum [numCauses]time.Duration, main [numCauses]int)
 	return sum, main
 }
 
+// SubTotals sums the slow requests' subs.
+func (b *Breakdown) SubTotals() (sum [numSubs]time.Duration) {
+	for _, r := range b.Requests {
+		for s, d := range r.Subs {
+			sum[s] += d
+		}
+	}
+	return sum
+}
+
 // WriteText writes the breakdown for people: the counts, a table of causes
-// with their share of the slow requests' delay (the sleep excluded), the
-// runnable waits by what held the Ps, and the slowest requests.
+// (each followed by its subs) with their share of the slow requests' delay
+// (the sleep excluded), the runnable waits by what held the Ps, and the
+// slowest requests.
 func (b *Breakdown) WriteText(w io.Writer) error {
 	ew := report.NewErrWriter(w)
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
@@ -31,6 +43,9 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 		b.TraceSpan.Seconds(), b.Traced, b.Matched, b.Followed, b.Slow, ms(b.Config.Threshold), b.Incomplete)
 	ew.Printf("cpusched worker goroutines seen: %d; GC cycles begun: %d; stop-the-world pauses: %d (longest %.3f ms)\n",
 		b.Workers, b.GCs, b.STWs, ms(b.STWMax))
+	if b.ReadyBeforeSend > 0 {
+		ew.Printf("%d followed requests found their handler ready before they were sent: their span starts at the send\n", b.ReadyBeforeSend)
+	}
 	if len(b.Requests) == 0 {
 		return ew.Err()
 	}
@@ -41,14 +56,26 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 			delay += d
 		}
 	}
-	n := float64(len(b.Requests))
+	subs := b.SubTotals()
+	n, all := float64(len(b.Requests)), float64(max(1, b.Followed))
+	share := func(d time.Duration) string {
+		if delay <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%%", 100*float64(d)/float64(delay))
+	}
 	ew.Printf("\n%-62s %9s %7s %8s %9s %9s\n", "cause", "slow: ms", "share", "main in", "mean slow", "mean all")
 	for _, c := range Causes() {
-		share := "-"
-		if c != CauseSleep && delay > 0 {
-			share = fmt.Sprintf("%.1f%%", 100*float64(sum[c])/float64(delay))
+		sh := share(sum[c])
+		if c == CauseSleep {
+			sh = "-"
 		}
-		ew.Printf("%-62s %9.1f %7s %8d %9.3f %9.3f\n", c, ms(sum[c]), share, main[c], ms(sum[c])/n, ms(b.AllParts[c])/float64(max(1, b.Followed)))
+		ew.Printf("%-62s %9.1f %7s %8d %9.3f %9.3f\n", b.name(c), ms(sum[c]), sh, main[c], ms(sum[c])/n, ms(b.AllParts[c])/all)
+		for s := range numSubs {
+			if s.Parent() == c {
+				ew.Printf("  %-60s %9.1f %7s %8s %9.3f %9.3f\n", s, ms(subs[s]), share(subs[s]), "-", ms(subs[s])/n, ms(b.AllSubs[s])/all)
+			}
+		}
 	}
 
 	// Runnable waits, grouped by who waited and what held the Ps.
@@ -114,6 +141,29 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 		ew.Printf("\n")
 	}
 	return ew.Err()
+}
+
+// name is c's name in this breakdown's report: the client's part and the
+// sleep are named by what the Config says they are.
+func (b *Breakdown) name(c Cause) string {
+	switch {
+	case c == CauseClientLate && b.Config.ClosedLoop:
+		return "client: before the request was sent (closed loop)"
+	case c == CauseSleep && b.Config.Sleep > 0:
+		return "the " + durationWords(b.Config.Sleep) + " sleep itself"
+	}
+	return c.String()
+}
+
+// durationWords writes d as the reports do: "1 ms", "500 us".
+func durationWords(d time.Duration) string {
+	switch {
+	case d%time.Millisecond == 0:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + " ms"
+	case d%time.Microsecond == 0:
+		return strconv.FormatInt(int64(d/time.Microsecond), 10) + " us"
+	}
+	return d.String()
 }
 
 // shortNames are the causes' names in the per-request lines.

@@ -10,22 +10,27 @@
 // can be found in the trace.
 //
 // A request's server span runs from the moment its connection goroutine
-// became runnable (the network poller saw the request) to the moment that
-// goroutine waited on the network again (the response written). Along the
-// span, Analyze follows the goroutine the request waits for: the handler,
-// or the sleeper while the handler waits for it. Each stretch of time is
-// charged to one Cause by that goroutine's state: running, runnable (and
-// then by what held the Ps), in a system call, waiting for its timer (the
-// sleep itself, then the timer's lateness), or blocked otherwise. Time
-// inside a stop-the-world pause goes to CauseGCStop, running time inside a
-// mark assist to CauseGCAssist. What the client measured beyond the span is
-// CauseOutside: the client itself, the loopback and the time before the
-// network poller noticed the request.
+// became runnable (the network poller saw the request), or from the send
+// if it was ready before (a keep-alive connection that did not wait for
+// the next request), to the moment that goroutine waited again (the
+// response written). Along the span, Analyze follows the goroutine the
+// request waits for: the handler, or the sleeper while the handler waits
+// for it. Each stretch of time is charged to one Cause by that goroutine's
+// state: running, runnable (and then by what held the Ps), in a system
+// call, waiting for its timer (the sleep itself, then the timer's
+// lateness), or blocked otherwise. Time inside a stop-the-world pause goes
+// to CauseGCStop, running time inside a mark assist to CauseGCAssist. What
+// the client measured beyond the span is CauseOutside: the client itself,
+// the loopback and the time before the network poller noticed the request;
+// with a clock snapshot in the trace it is split into the client's part,
+// inbound and outbound. Some causes have parts of their own (Sub): inbound
+// while no thread could wait in the network poller, and the like.
 package tailtrace
 
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"time"
 
@@ -37,7 +42,7 @@ type Cause int
 
 // The causes, in the order reports list them.
 const (
-	CauseClientLate      Cause = iota // the client sent the request after its due time
+	CauseClientLate      Cause = iota // the client sent the request after its due time (closed loop: its own delay before the send)
 	CauseInbound                      // sent until the server's poller made the handler runnable
 	CauseOutbound                     // response written until the client had read it
 	CauseOutside                      // client and loopback, when the trace has no clock snapshot
@@ -72,7 +77,7 @@ var causeNames = [numCauses]string{
 	CauseRunning:         "running (handler, sleeper)",
 	CauseSyscall:         "system call",
 	CauseBlocked:         "blocked (other)",
-	CauseSleep:           "the 1 ms sleep itself",
+	CauseSleep:           "the handler's own sleep",
 }
 
 func (c Cause) String() string {
@@ -81,6 +86,57 @@ func (c Cause) String() string {
 	}
 	return causeNames[c]
 }
+
+// Sub is a part of one Cause's time that reports show under it. The subs
+// ask of the causes what the busy case's question does (the network
+// poller, Ps left to the rest of the program) without changing what each
+// cause holds.
+type Sub int
+
+const (
+	// SubInboundNoIdleP is CauseInbound while no P was idle halfway
+	// through it, so that no thread waited in the network poller: the
+	// request was seen when a P ran out of work or sysmon polled.
+	SubInboundNoIdleP Sub = iota
+	// SubBusyWorkers is CauseRunnableBusy while cpusched workers held
+	// some of the Ps: the rest of the program queued for fewer of them.
+	SubBusyWorkers
+	// SubTimerIdleP is CauseTimerLate with its P idle at the due time:
+	// the timer waited for a thread in the network poller, whose timeout
+	// is in whole milliseconds, or for a thread to wake.
+	SubTimerIdleP
+	// SubBlockedGC is CauseBlocked while the handler waited in the
+	// collector: an assist parked for work, or an assist that finished
+	// the mark waiting for its termination, which stops the world.
+	SubBlockedGC
+	numSubs
+)
+
+// subParents and subNames are each Sub's cause and its name under it.
+var (
+	subParents = [numSubs]Cause{
+		SubInboundNoIdleP: CauseInbound,
+		SubBusyWorkers:    CauseRunnableBusy,
+		SubTimerIdleP:     CauseTimerLate,
+		SubBlockedGC:      CauseBlocked,
+	}
+	subNames = [numSubs]string{
+		SubInboundNoIdleP: "of which no P idle halfway (none in the network poller)",
+		SubBusyWorkers:    "of which cpusched workers held some of the Ps",
+		SubTimerIdleP:     "of which its P idle at the due time (poller, wake-up)",
+		SubBlockedGC:      "of which the handler waiting in the GC (assist, mark end)",
+	}
+)
+
+func (s Sub) String() string {
+	if s < 0 || s >= numSubs {
+		return "Sub(" + strconv.Itoa(int(s)) + ")"
+	}
+	return subNames[s]
+}
+
+// Parent returns the Cause whose time s is part of.
+func (s Sub) Parent() Cause { return subParents[s] }
 
 // Causes returns every Cause in report order.
 func Causes() []Cause {
@@ -99,6 +155,10 @@ type Config struct {
 	TaskType, SeqCategory string
 	// Sleep is what the probe handler sleeps (1 ms for /delay1ms).
 	Sleep time.Duration
+	// ClosedLoop says that each client latency counts from the request's
+	// send, not from a due time: what CauseClientLate then holds is the
+	// load generator's own delay before the send, and reports name it so.
+	ClosedLoop bool
 	// Threshold: a request whose client latency is above it is slow.
 	Threshold time.Duration
 	// Client is the client's view of each request, by sequence number.
@@ -129,11 +189,15 @@ type Wait struct {
 // Request is one slow request's breakdown.
 type Request struct {
 	Seq     uint64
-	Latency time.Duration            // as the client measured it
-	Span    time.Duration            // the server span
-	Parts   [numCauses]time.Duration // where the latency went
-	Main    Cause                    // the largest part other than the sleep
-	Waits   []Wait                   // runnable stretches longer than 50 us
+	Latency time.Duration // as the client measured it
+	Span    time.Duration // the server span
+	// ReadyBeforeSend: the handler was runnable or running before the
+	// client sent the request, so its span starts at the send.
+	ReadyBeforeSend bool
+	Parts           [numCauses]time.Duration // where the latency went
+	Subs            [numSubs]time.Duration   // parts of some Parts (Sub)
+	Main            Cause                    // the largest part other than the sleep
+	Waits           []Wait                   // runnable stretches longer than 50 us
 }
 
 // Breakdown is Analyze's result.
@@ -153,6 +217,10 @@ type Breakdown struct {
 	// and AllParts the sum of their parts: the baseline for the slow ones.
 	Followed int
 	AllParts [numCauses]time.Duration
+	AllSubs  [numSubs]time.Duration
+	// ReadyBeforeSend is how many followed requests' handler was ready
+	// before the request was sent (Request.ReadyBeforeSend).
+	ReadyBeforeSend int
 }
 
 // Analyze reads a runtime/trace and breaks down every probe request slower
@@ -162,7 +230,7 @@ func Analyze(r io.Reader, cfg Config) (*Breakdown, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tailtrace: reading the trace: %w", err)
 	}
-	a := &analysis{cfg: cfg, workers: map[xtrace.GoID]bool{}, probes: map[xtrace.TaskID]*probe{}, children: map[xtrace.GoID][]child{}, stacks: map[xtrace.Stack]bool{}}
+	a := &analysis{cfg: cfg, workers: map[xtrace.GoID]bool{}, probes: map[xtrace.TaskID]*probe{}, children: map[xtrace.GoID][]child{}, stacks: map[xtrace.Stack]bool{}, gcStacks: map[xtrace.Stack]bool{}}
 	if err := a.scan(data, a.firstPass); err != nil {
 		return nil, err
 	}
@@ -177,12 +245,13 @@ func Analyze(r io.Reader, cfg Config) (*Breakdown, error) {
 		}
 		p.slow = c.Latency > cfg.Threshold
 		a.trackG(p.g)
-		for _, c := range a.children[p.g] {
-			if c.at >= p.begin && c.at <= p.end {
-				p.sleeper = c.g
-				a.trackG(c.g)
-				break
-			}
+		// The first goroutine the handler started within its task is the
+		// sleeper; a connection's goroutine starts one per request, so
+		// its creations (in time order) are searched, not scanned.
+		kids := a.children[p.g]
+		if i := sort.Search(len(kids), func(i int) bool { return kids[i].at >= p.begin }); i < len(kids) && kids[i].at <= p.end {
+			p.sleeper = kids[i].g
+			a.trackG(kids[i].g)
 		}
 	}
 	a.procs = map[xtrace.ProcID]*procLine{}

@@ -3,6 +3,7 @@ package tailtrace
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"runtime/trace"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	xtrace "golang.org/x/exp/trace"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -24,9 +26,10 @@ const (
 // serves /delay1ms: a goroutine that waits for its request, begins a task
 // that logs its sequence number, starts a sleeper on a 1 ms timer and waits
 // for it. It returns the trace and each request's client view (latency from
-// the release to the answer, on the wall clock). A request 0 goes first,
-// unrecorded: the goroutine may not yet wait when it is sent, and a request
-// that did not wait cannot be followed.
+// the send, just before the goroutine is released, to the answer, on the
+// wall clock). A request 0 goes first, unrecorded: the goroutine may not
+// yet wait when it is sent, and a request that did not wait cannot be
+// followed.
 func probeTrace(t *testing.T, n int) ([]byte, map[uint64]Client) {
 	t.Helper()
 	var buf bytes.Buffer
@@ -35,13 +38,17 @@ func probeTrace(t *testing.T, n int) ([]byte, map[uint64]Client) {
 	}
 	clients := map[uint64]Client{}
 	var mu sync.Mutex
-	requests := make(chan uint64)
+	type request struct {
+		seq  uint64
+		sent time.Time
+	}
+	requests := make(chan request)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // the connection goroutine
 		defer wg.Done()
-		for seq := range requests {
-			sent := time.Now()
+		for r := range requests {
+			seq, sent := r.seq, r.sent
 			ctx, task := trace.NewTask(context.Background(), testTaskType)
 			trace.Log(ctx, testSeqCat, strconv.FormatUint(seq, 10))
 			woke := make(chan struct{})
@@ -60,7 +67,7 @@ func probeTrace(t *testing.T, n int) ([]byte, map[uint64]Client) {
 		}
 	}()
 	for seq := uint64(0); seq <= uint64(n); seq++ {
-		requests <- seq
+		requests <- request{seq, time.Now()}
 		time.Sleep(2 * time.Millisecond) // the goroutine waits between requests
 	}
 	close(requests)
@@ -100,18 +107,7 @@ func TestAnalyzeCountsAndAccounting(t *testing.T) {
 		if r.Main != CauseClientLate {
 			t.Errorf("#%d: main cause %v, want %v", r.Seq, r.Main, CauseClientLate)
 		}
-		// The server parts add up to the span.
-		var server time.Duration
-		for c, d := range r.Parts {
-			switch Cause(c) {
-			case CauseClientLate, CauseInbound, CauseOutbound, CauseOutside:
-			default:
-				server += d
-			}
-		}
-		if diff := server - r.Span; diff < -time.Microsecond || diff > time.Microsecond {
-			t.Errorf("#%d: server parts sum to %v, span is %v", r.Seq, server, r.Span)
-		}
+		checkSpanSum(t, r)
 		if r.Parts[CauseSleep] <= 0 || r.Parts[CauseSleep] > time.Millisecond {
 			t.Errorf("#%d: sleep part %v, want in (0, 1ms]", r.Seq, r.Parts[CauseSleep])
 		}
@@ -124,6 +120,22 @@ func TestAnalyzeCountsAndAccounting(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// checkSpanSum checks that r's server parts add up to its span.
+func checkSpanSum(t *testing.T, r Request) {
+	t.Helper()
+	var server time.Duration
+	for c, d := range r.Parts {
+		switch Cause(c) {
+		case CauseClientLate, CauseInbound, CauseOutbound, CauseOutside:
+		default:
+			server += d
+		}
+	}
+	if diff := server - r.Span; diff < -time.Microsecond || diff > time.Microsecond {
+		t.Errorf("#%d: server parts sum to %v, span is %v", r.Seq, server, r.Span)
 	}
 }
 
@@ -166,5 +178,107 @@ func TestCauseString(t *testing.T) {
 	}
 	if got := Cause(-1).String(); got != "Cause(-1)" {
 		t.Errorf("Cause(-1).String() = %q", got)
+	}
+}
+
+// TestGorFrom: from finds the first interval not ended by t, the open last
+// one included, as follow's search of a connection's long history needs.
+func TestGorFrom(t *testing.T) {
+	g := &gor{iv: []interval{{start: 10, end: 20}, {start: 20, end: 30}, {start: 30}}}
+	for _, c := range []struct {
+		t    xtrace.Time
+		want int
+	}{{0, 0}, {10, 0}, {19, 0}, {20, 1}, {29, 1}, {30, 2}, {1000, 2}} {
+		if got := g.from(c.t); got != c.want {
+			t.Errorf("from(%d) = %d, want %d", c.t, got, c.want)
+		}
+	}
+	if got := (&gor{}).from(5); got != 0 {
+		t.Errorf("from on no intervals = %d, want 0", got)
+	}
+}
+
+// TestAnalyzeSpanStartsAtSend: a request sent after its handler was
+// already runnable (as a keep-alive connection's goroutine is, woken when
+// the previous response's background read ends) is charged only from its
+// send: no inbound part, a shorter span, the parts still adding up to it.
+func TestAnalyzeSpanStartsAtSend(t *testing.T) {
+	data, clients := probeTrace(t, 5)
+	cfg := Config{TaskType: testTaskType, SeqCategory: testSeqCat, Sleep: time.Millisecond, Client: clients}
+	before, err := Analyze(bytes.NewReader(data), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each request is sent before its goroutine is released, but on a
+	// busy machine the goroutine may come to it late, without waiting:
+	// take one that waited for its send.
+	var was Request
+	for _, x := range before.Requests { // every request is slow at threshold 0
+		if !x.ReadyBeforeSend {
+			was = x
+		}
+	}
+	if was.Seq == 0 {
+		t.Skip("every request found its goroutine ready before its send: a machine too busy for this test")
+	}
+	// That request, as if sent halfway through its sleep.
+	seq := was.Seq
+	c := clients[seq]
+	c.Sent = c.Done.Add(-c.Latency / 2)
+	c.Latency = c.Done.Sub(c.Sent)
+	clients[seq] = c
+	cfg.Threshold = c.Latency - time.Microsecond
+	b, err := Analyze(bytes.NewReader(data), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.ReadyBeforeSend != before.ReadyBeforeSend+1 {
+		t.Fatalf("ready before the send: %d, want one more than the %d before", b.ReadyBeforeSend, before.ReadyBeforeSend)
+	}
+	var r Request
+	for _, x := range b.Requests {
+		if x.Seq == seq {
+			r = x
+		}
+	}
+	if !r.ReadyBeforeSend || r.Parts[CauseInbound] != 0 {
+		t.Fatalf("#%d: ready before send %v, inbound %v; want true and 0", seq, r.ReadyBeforeSend, r.Parts[CauseInbound])
+	}
+	// The span ends as the goroutine waits again, after the client's
+	// Done.
+	if r.Span >= was.Span || r.Span < c.Latency-10*time.Microsecond {
+		t.Errorf("#%d: span %v, want shorter than the %v before and at least the %v from its send", seq, r.Span, was.Span, c.Latency)
+	}
+	checkSpanSum(t, r)
+	var out strings.Builder
+	if err := b.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("%d followed requests found their handler ready before they were sent", b.ReadyBeforeSend)) {
+		t.Errorf("report does not count the request ready before its send:\n%s", out.String())
+	}
+}
+
+// TestReportNames: the client's row and the sleep's are named by what the
+// Config says the load and the handler were.
+func TestReportNames(t *testing.T) {
+	open := &Breakdown{Config: Config{Sleep: time.Millisecond}}
+	closed := &Breakdown{Config: Config{Sleep: 500 * time.Microsecond, ClosedLoop: true}}
+	for _, c := range []struct {
+		b     *Breakdown
+		cause Cause
+		want  string
+	}{
+		{open, CauseClientLate, CauseClientLate.String()},
+		{open, CauseSleep, "the 1 ms sleep itself"},
+		{closed, CauseClientLate, "client: before the request was sent (closed loop)"},
+		{closed, CauseSleep, "the 500 us sleep itself"},
+		{&Breakdown{}, CauseSleep, CauseSleep.String()},
+		{&Breakdown{Config: Config{Sleep: 1500 * time.Nanosecond}}, CauseSleep, "the 1.5µs sleep itself"},
+		{closed, CauseInbound, CauseInbound.String()},
+	} {
+		if got := c.b.name(c.cause); got != c.want {
+			t.Errorf("%+v: name(%d) = %q, want %q", c.b.Config, int(c.cause), got, c.want)
+		}
 	}
 }
