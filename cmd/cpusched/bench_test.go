@@ -41,7 +41,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"quota NaN", []string{"-cpu-quota", "NaN"}, "got NaN"},
 		{"quota not a number", []string{"-cpu-quota", "half"}, `invalid value "half" for flag -cpu-quota`},
 		{"trace-above without -trace", []string{"-trace-above", "3ms"}, "TraceAbove (-trace-above) 3ms needs TraceDir (-trace DIR)"},
-		{"trace-above negative", []string{"-trace", "t", "-trace-above", "-1ms"}, "TraceAbove (-trace-above) must be 0 (twice the idle p99) or in 1µs..1m0s, got -1ms"},
+		{"trace-above negative", []string{"-trace", "t", "-trace-above", "-1ms"}, "TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in 1µs..1m0s, got -1ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

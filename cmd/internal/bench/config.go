@@ -226,7 +226,7 @@ func (c Config) Validate() error {
 	case c.CPUQuota != 0 && !(c.CPUQuota >= MinCPUQuota && c.CPUQuota <= float64(runtime.NumCPU())):
 		return fmt.Errorf("bench: CPUQuota (-cpu-quota) must be 0 (no quota) or in %g..%d CPUs, got %g", MinCPUQuota, runtime.NumCPU(), c.CPUQuota)
 	case c.TraceAbove != 0 && (c.TraceAbove < MinTraceAbove || c.TraceAbove > MaxTraceAbove):
-		return fmt.Errorf("bench: TraceAbove (-trace-above) must be 0 (twice the idle p99) or in %v..%v, got %v", MinTraceAbove, MaxTraceAbove, c.TraceAbove)
+		return fmt.Errorf("bench: TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in %v..%v, got %v", MinTraceAbove, MaxTraceAbove, c.TraceAbove)
 	case c.TraceAbove != 0 && c.TraceDir == "":
 		return fmt.Errorf("bench: TraceAbove (-trace-above) %v needs TraceDir (-trace DIR): only traced requests are attributed", c.TraceAbove)
 	}

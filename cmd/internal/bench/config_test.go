@@ -54,7 +54,7 @@ func TestValidate(t *testing.T) {
 		{"quota NaN", func(c *Config) { c.CPUQuota = math.NaN() }, "got NaN"},
 		{"trace above", func(c *Config) { c.TraceDir, c.TraceAbove = "t", 3*time.Millisecond }, ""},
 		{"trace above without trace", func(c *Config) { c.TraceAbove = 3 * time.Millisecond }, "TraceAbove (-trace-above) 3ms needs TraceDir (-trace DIR)"},
-		{"trace above negative", func(c *Config) { c.TraceDir, c.TraceAbove = "t", -time.Millisecond }, "TraceAbove (-trace-above) must be 0 (twice the idle p99) or in 1µs..1m0s, got -1ms"},
+		{"trace above negative", func(c *Config) { c.TraceDir, c.TraceAbove = "t", -time.Millisecond }, "TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in 1µs..1m0s, got -1ms"},
 		{"trace above too long", func(c *Config) { c.TraceDir, c.TraceAbove = "t", time.Hour }, "in 1µs..1m0s, got 1h0m0s"},
 	}
 	for _, tt := range tests {
