@@ -23,7 +23,7 @@ import (
 	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
-// orcaServer returns the server options of the wiring: the ORCA
+// orcaServer returns the server options of the documented wiring (docs/grpc.md#wiring): the ORCA
 // option first, then the interceptors of s with opts.
 func orcaServer(s *cpusched.Scheduler, opts ...Option) []grpc.ServerOption {
 	return append([]grpc.ServerOption{orca.CallMetricsServerOption(ServerMetricsProvider(s))}, scheduled(s, opts...)...)

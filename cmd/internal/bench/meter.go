@@ -27,7 +27,7 @@ const (
 	pathSmallDirect = "/checksum?n=10&sched=0"
 	pathStats       = "/stats"
 	// pathIO is io-heavy's fast route: a 500 us sleep (ioSleep), as the
-	// /ping of issue 21's wrk check.
+	// /ping of the wrk check in docs/bench.md#the-busy-case.
 	pathIO = "/delay?d=500us"
 )
 

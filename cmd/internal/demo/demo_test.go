@@ -263,7 +263,7 @@ func TestStats(t *testing.T) {
 	if code != http.StatusOK || h.Get("Content-Type") != "application/json" {
 		t.Fatalf("got %d %q, want 200 application/json", code, h.Get("Content-Type"))
 	}
-	// Every field named in the issue is present.
+	// Every field docs/bench.md names is present.
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(body), &raw); err != nil {
 		t.Fatalf("/stats is not JSON: %v\n%s", err, body)

@@ -62,7 +62,7 @@ const (
 	MaxRate          = 5000
 
 	// DefaultWeakCPU and DefaultCPU are the quota scenario's CPU limits:
-	// the 0.3 against 0.8, which fit beside the client on 2 cores.
+	// 0.3 against 0.8 CPUs, which fit beside the client on 2 cores.
 	DefaultWeakCPU = 0.3
 	DefaultCPU     = 0.8
 

@@ -22,7 +22,8 @@ type Report struct {
 	// Skipped lists the scenarios that could not run here, and why.
 	Skipped []Skipped `json:"skipped,omitempty"`
 	Results []Result  `json:"results"`
-	// Targets are the issue's targets, checked on the results.
+	// Targets are the balancing targets docs/grpc.md states, checked on
+	// the results.
 	Targets []Target `json:"targets"`
 }
 
@@ -248,7 +249,8 @@ func optional(v float64) *float64 {
 	return &v
 }
 
-// Target is one of the issue's targets, checked on a run's rows.
+// Target is one of the balancing targets docs/grpc.md states, checked on
+// a run's rows.
 type Target struct {
 	Scenario string `json:"scenario"`
 	Target   string `json:"target"`
@@ -257,7 +259,7 @@ type Target struct {
 	Detail string `json:"detail"`
 }
 
-// targets checks the issue's targets on the rows that they compare; a
+// targets checks those targets on the rows that they compare; a
 // target whose rows were not measured is left out.
 func targets(results []Result) []Target {
 	find := func(scenario, policy string) *Result {

@@ -161,7 +161,7 @@ type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
-// TestWriteJSON: the fields the issue names are there, under its names.
+// TestWriteJSON: the fields docs/grpc.md names are there, under those names.
 func TestWriteJSON(t *testing.T) {
 	var out bytes.Buffer
 	if err := testReport(t).WriteJSON(&out); err != nil {
