@@ -5,7 +5,11 @@ package cpusched
 // system appears to allow. They set config fields that newConfig
 // otherwise fills with the defaults.
 
-import "github.com/cpusched/cpusched/internal/osprio"
+import (
+	"time"
+
+	"github.com/cpusched/cpusched/internal/osprio"
+)
 
 // withClock replaces the clock (tests).
 func withClock(c clock) Option {
@@ -23,6 +27,18 @@ func withLaneShare(share float64) Option {
 // benchmarks of that fallback).
 func withOSHandoff() Option {
 	return optionFunc(func(cfg *config) error { cfg.osHandoff = true; return nil })
+}
+
+// withoutLending stops IsolationOSPriority from lending slots to the rest
+// of the program (lend.go), for tests that count on every slot.
+func withoutLending() Option {
+	return optionFunc(func(cfg *config) error { cfg.noLending = true; return nil })
+}
+
+// withLendSample replaces the lender's reading of the runtime's goroutine
+// counts (lend.go) and samples every tick instead of every lendTick.
+func withLendSample(tick time.Duration, f func() (running, runnable uint64, ok bool)) Option {
+	return optionFunc(func(cfg *config) error { cfg.lendSample, cfg.lendTick = f, tick; return nil })
 }
 
 // withoutMonitor stops New from starting the slice monitor (tests that end

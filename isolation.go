@@ -49,6 +49,17 @@ const (
 	// costs a thread wake-up each way unless the hand-off thread is still
 	// spinning after a short task (docs/performance.md#hand-off).
 	//
+	// With every slot taken the rest of the program has one P. While it
+	// keeps that P busy with goroutines waiting for more, the scheduler
+	// lends it a slot: it runs one task fewer at once (the first task to
+	// come to a Checkpoint gives its slot up), down to one, and gives the
+	// slot back once the rest of the program leaves a P idle again. A
+	// server whose own work needs more than one CPU then has about the Ps
+	// it would have with the CPU-heavy work in another process, and the
+	// tasks get less of the CPU while it is that busy. A quiet program
+	// loses nothing to it. Stats.Lent and Stats.Lends count it
+	// (docs/performance.md#lending-slots).
+	//
 	// Under a cgroup CPU limit (a container's) that set GOMAXPROCS, it
 	// runs one worker fewer than the limit rounded up, at least 1: the
 	// kernel throttles the whole cgroup once the quota is spent,

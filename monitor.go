@@ -1,7 +1,8 @@
 package cpusched
 
 // The slice monitor: the one goroutine New starts, which ends slices while
-// tasks wait, and lowers long tasks' threads in IsolationOSPriority.
+// tasks wait, and in IsolationOSPriority lowers long tasks' threads and
+// samples the rest of the program's use of Ps for lending (lend.go).
 
 import (
 	"math"
@@ -37,7 +38,9 @@ func (s *Scheduler) kickMonitor() {
 // every osLowerAfter while tasks run, and until lowerIdle after the last
 // start. Its timer runs late while the P that set it runs a task, so tasks
 // also check for themselves at their Checkpoints (lowerSelf); the monitor
-// is what lowers a task that makes none.
+// is what lowers a task that makes none. In IsolationOSPriority it also
+// wakes every lendTick while tasks run or wait, to sample for lending
+// (lendLocked), and starts the tasks a slot given back lets run.
 func (s *Scheduler) monitor() {
 	defer close(s.monitorDone)
 	timer := time.NewTimer(time.Hour)
@@ -62,12 +65,19 @@ func (s *Scheduler) monitor() {
 				d, lowering = s.lowerLongLocked(now)
 				next = min(next, d)
 			}
-			if !slices && !lowering {
+			d, started := s.lendLocked(now)
+			if d > 0 {
+				next = min(next, d)
+			}
+			if !slices && !lowering && d == 0 {
 				s.watching = false
 				s.mu.Unlock()
 				break
 			}
 			s.mu.Unlock()
+			for _, st := range started {
+				s.resume(st.t, st.first)
+			}
 			timer.Reset(time.Duration(next))
 			select {
 			case <-s.monitorStop:

@@ -17,6 +17,8 @@ package cpusched
 //	               lowered once the task has computed for osLowerAfter
 //	handoff.go     the hand-off threads: a pool of goroutines locked to
 //	               lowered threads for good, which run the handed-off tasks
+//	lend.go        fewer tasks at once while the rest of the program keeps
+//	               busy every P the tasks leave it
 //
 // Own goroutines, lowered late. Where a lowered thread can be raised back
 // (CAP_SYS_NICE, or an RLIMIT_NICE that allows the setting it came from;

@@ -107,9 +107,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 		s.stats.failed++
 	}
 	s.endLocked(t)
-	if next = s.rq.pick(now); next != nil {
-		first = s.startLocked(next, now)
-	}
+	next, first = s.pickLocked(now)
 	s.mu.Unlock()
 	if tc := t.taskCtx.Load(); tc != nil {
 		tc.stop()

@@ -25,12 +25,14 @@ import (
 //	                        Blocking) and asked back (preemption)
 //	           run.go       fn is called, and the task ended
 //	           cancel.go    the one cancel path, and the context watches
-//	           monitor.go   the goroutine that ends slices
+//	           monitor.go   the goroutine that ends slices (and samples
+//	                        for lend.go)
 //	           close.go     Close and the release of what New started
-//	           ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go
+//	           ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go, lend.go
 //	                        IsolationOSPriority: the CPU budget and GOMAXPROCS,
 //	                        which tasks are handed off, lowering a task's own
-//	                        thread, the hand-off threads (ospriority.go maps them)
+//	                        thread, the hand-off threads, lending slots to the
+//	                        rest of the program (ospriority.go maps them)
 //	           groups.go    SetGroupWeight and the group counters
 //	API        options.go, isolation.go, class.go, taskoptions.go,
 //	           task.go (Task, Handle), stats.go, observe.go, errors.go
@@ -171,8 +173,13 @@ type Scheduler struct {
 	// whose threads are lowered once long (lowering.go); false where every task
 	// is handed to a hand-off thread. lastStart is when a task last got a
 	// slot, for the monitor.
-	osOwn           bool
-	lastStart       int64
+	osOwn     bool
+	lastStart int64
+	// lent is how many slots IsolationOSPriority lends to the rest of the
+	// program now; lender is the monitor's state for it (lend.go), nil in
+	// the other modes.
+	lent            int
+	lender          *lender
 	lengths         [lengthSlots]atomic.Int32 // task lengths by function (dispatch)
 	idleThreads     []*handoffThread
 	threadsStopping bool
@@ -196,6 +203,7 @@ type counters struct {
 	submitted, completed, failed, canceled, panicked, rejected, preempted uint64
 	queueWait, maxQueueWait, runTime                                      int64
 	laneRunTime                                                           int64 // slot time the small-task lane gave
+	lends                                                                 uint64
 	classSubmitted                                                        [numClasses]uint64
 	classRunTime                                                          [numClasses]int64
 	classWaits, classRuns                                                 [numClasses]Histogram
@@ -264,6 +272,12 @@ func New(opts ...Option) (*Scheduler, error) {
 	if cfg.isolation == IsolationOSPriority {
 		s.osMode = true
 		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
+		if !cfg.noLending {
+			s.lender = &lender{sample: cfg.lendSample}
+			if s.lender.sample == nil {
+				s.lender.sample = readGoroutineCounts()
+			}
+		}
 		switch {
 		case cfg.osHandoff:
 			logger.Info("cpusched: IsolationOSPriority hands every task to a hand-off thread", "why", "the test option")

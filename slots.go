@@ -32,6 +32,10 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.state = stateRunning
 	t.runIdx = int32(len(s.running))
 	s.running = append(s.running, t)
+	if s.osMode {
+		osRunning.Add(1)
+		s.watchLocked() // the lender samples while tasks run (lend.go)
+	}
 	t.since = now
 	t.sliceEnd = now + s.rq.sliceLeft(t)
 	t.preempt.And(preemptCancel)
@@ -61,6 +65,9 @@ func (s *Scheduler) releaseSlotLocked(t *Task) {
 	s.running[last] = nil
 	s.running = s.running[:last]
 	t.runIdx = -1
+	if s.osMode {
+		osRunning.Add(-1)
+	}
 	t.laneRun = false
 }
 
@@ -96,6 +103,21 @@ func (s *Scheduler) yield(t *Task) {
 	if sliceOver {
 		t.sliceEnd = now + s.rq.sliceLeft(t)
 	}
+	if len(s.running) > s.slotsLocked() {
+		// A slot was lent (lend.go): t gives up its own, and nobody
+		// takes it.
+		s.rq.add(t)
+		s.parkLocked(t)
+		s.mu.Unlock()
+		s.waitForSlot(t)
+		return
+	}
+	if asked&^preemptLend == 0 && !sliceOver {
+		// Asked only to make room for a lent slot, which another task
+		// has made: go on.
+		s.mu.Unlock()
+		return
+	}
 	if s.rq.nwaiting == 0 || asked == preemptLane && !sliceOver && s.rq.lanePeek(now) == nil {
 		// Nobody waits, or only to make room for a lane task that another
 		// slot has taken (or whose lane has closed): go on.
@@ -108,15 +130,26 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
-	s.releaseSlotLocked(t)
-	t.state = stateParked
+	s.parkLocked(t)
 	s.stats.preempted++
 	first := s.startLocked(next, now)
+	s.mu.Unlock()
+	s.resume(next, first)
+	s.waitForSlot(t)
+}
+
+// parkLocked takes the slot of t, which waits in the run queue now.
+func (s *Scheduler) parkLocked(t *Task) {
+	s.releaseSlotLocked(t)
+	t.state = stateParked
 	if t.wake == nil {
 		t.wake = make(chan struct{}, 1)
 	}
-	s.mu.Unlock()
-	s.resume(next, first)
+}
+
+// waitForSlot is yield's wait, after parkLocked, until t is given a slot
+// again.
+func (s *Scheduler) waitForSlot(t *Task) {
 	t.traceEndRegion()
 	unlocked := s.unlockThreadToWait(t)
 	<-t.wake
@@ -202,6 +235,9 @@ func (s *Scheduler) giveUpSlotLocked(t *Task, now int64) {
 // pickLocked gives a free slot to the task the policy picks, if any; the
 // caller must resume it after unlocking.
 func (s *Scheduler) pickLocked(now int64) (next *Task, first bool) {
+	if len(s.running) >= s.slotsLocked() {
+		return nil, false // the free slot is lent (lend.go)
+	}
 	if next = s.rq.pick(now); next != nil {
 		first = s.startLocked(next, now)
 	}
@@ -306,7 +342,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 		t.qidx = qExit
 	}
 	s.rq.activate(t, false)
-	if s.killing || len(s.running) < s.workers && s.rq.nwaiting == 0 {
+	if s.killing || len(s.running) < s.slotsLocked() && s.rq.nwaiting == 0 {
 		// Once Close gave up, a task back from Blocking gets a slot at
 		// once, even past Workers, to return (startLocked cancels it).
 		s.startLocked(t, now)

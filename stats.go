@@ -26,9 +26,11 @@ type Stats struct {
 	Queued  int // accepted, not yet started
 	Started int // started, not yet ended
 
-	Running int // tasks holding a slot now: at most Workers, except after a Close that gave up (cancelled tasks get a slot at once to unwind)
-	Blocked int // tasks inside Blocking now
-	Workers int // worker slots
+	Running int    // tasks holding a slot now: at most Workers, except after a Close that gave up (cancelled tasks get a slot at once to unwind)
+	Blocked int    // tasks inside Blocking now
+	Workers int    // worker slots
+	Lent    int    // slots IsolationOSPriority lends to the rest of the program now, which keeps its Ps busy (lend.go): at most Workers-1
+	Lends   uint64 // times it lent one
 
 	Isolation Isolation // the mode in effect
 
@@ -130,6 +132,8 @@ func (s *Scheduler) Stats() Stats {
 		Running:      len(s.running),
 		Blocked:      s.blocked,
 		Workers:      s.workers,
+		Lent:         s.lent,
+		Lends:        c.lends,
 		Isolation:    s.cfg.isolation,
 		QueueWait:    time.Duration(c.queueWait),
 		MaxQueueWait: time.Duration(c.maxQueueWait),

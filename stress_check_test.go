@@ -19,6 +19,9 @@ func (r *stressRound) checkStats(prev Stats) Stats {
 	// Once Close gives up, parked tasks and tasks back from Blocking get a
 	// slot at once to return, even past Workers.
 	overbooked := st.Running > st.Workers && !r.killable.Load()
+	if st.Lent < 0 || st.Lent > max(st.Workers-1, 0) || st.Lends < prev.Lends {
+		r.errorf("Stats: Lent %d, Lends %d (before %d), want 0 <= Lent <= Workers-1 (%d) and Lends not going back", st.Lent, st.Lends, prev.Lends, st.Workers-1)
+	}
 	if st.Workers != r.workers || overbooked || st.Queued < 0 || st.Queued > r.queueLimit || st.Running < 0 || st.Blocked < 0 || st.Running+st.Blocked > st.Started {
 		r.errorf("Stats: %s, want Workers %d, Running <= Workers (until a Close gives up), 0 <= Queued <= %d, Running+Blocked <= Started", stressStatsString(st), r.workers, r.queueLimit)
 	}

@@ -68,6 +68,9 @@ func (m *stressMode) newRound(index, size int) *stressRound {
 	if m.handoff {
 		opts = append(opts, withOSHandoff())
 	}
+	if m.lending {
+		opts = append(opts, withLendSample(50*time.Microsecond, stressLoad(rand.New(rand.NewPCG(rng.Uint64(), 0)))))
+	}
 	slice := "default"
 	if d := []time.Duration{0, minSlice, 200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond}[rng.IntN(5)]; d != 0 {
 		opts = append(opts, WithSlice(d))
@@ -259,5 +262,22 @@ func (r *stressRound) closeEarly() {
 		if err := <-second; err != nil {
 			r.errorf("second Close(context.Background()) = %v, want nil", err)
 		}
+	}
+}
+
+// stressLoad is a lendSampler (lend.go) whose rest of the program keeps
+// every P busy and then none, by turns of 10 to 300 samples, so that the
+// lender lends slots and takes them back all through a round. Only the
+// monitor calls it.
+func stressLoad(rng *rand.Rand) func() (running, runnable uint64, ok bool) {
+	busy, left := false, 0
+	return func() (uint64, uint64, bool) {
+		if left--; left <= 0 {
+			busy, left = !busy, 10+rng.IntN(291)
+		}
+		if busy {
+			return uint64(runtime.GOMAXPROCS(0)), uint64(rng.IntN(8)), true
+		}
+		return uint64(max(osRunning.Load(), 0)), 0, true
 	}
 }

@@ -80,12 +80,14 @@ func TestStress(t *testing.T) {
 		name    string
 		mode    Isolation
 		handoff bool
+		lending bool
 	}
 	var modes []stressVariant
 	for _, mode := range IsolationModes() {
-		modes = append(modes, stressVariant{mode.String(), mode, false})
+		modes = append(modes, stressVariant{mode.String(), mode, false, false})
 	}
-	modes = append(modes, stressVariant{"ospriority-handoff", IsolationOSPriority, true})
+	modes = append(modes, stressVariant{"ospriority-handoff", IsolationOSPriority, true, false},
+		stressVariant{"ospriority-lending", IsolationOSPriority, false, true})
 	for i, v := range modes {
 		t.Run(v.name, func(t *testing.T) {
 			m := &stressMode{
@@ -93,6 +95,7 @@ func TestStress(t *testing.T) {
 				name:    v.name,
 				mode:    v.mode,
 				handoff: v.handoff,
+				lending: v.lending,
 				seed:    seed,
 				tasks:   tasks,
 				rng:     rand.New(rand.NewPCG(seed, uint64(i))),
@@ -138,6 +141,7 @@ type stressMode struct {
 	name    string // the mode's, or "ospriority-handoff"
 	mode    Isolation
 	handoff bool // IsolationOSPriority hands tasks to hand-off threads (withOSHandoff)
+	lending bool // the lender sees the rest of the program busy and quiet by turns (stressLoad)
 	seed    uint64
 	tasks   int
 	rng     *rand.Rand // the rounds' choices; each goroutine gets its own from it

@@ -204,7 +204,7 @@ func (s *Scheduler) reject() {
 func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	if s.closed || (len(s.running) >= s.workers || s.rq.nwaiting > 0) && s.queued >= s.cfg.queueLimit {
+	if s.closed || (len(s.running) >= s.slotsLocked() || s.rq.nwaiting > 0) && s.queued >= s.cfg.queueLimit {
 		err := ErrQueueFull
 		if s.closed {
 			err = ErrClosed
@@ -214,7 +214,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		t.endTrace()
 		return false, err
 	}
-	free := len(s.running) < s.workers && s.rq.nwaiting == 0
+	free := len(s.running) < s.slotsLocked() && s.rq.nwaiting == 0
 	s.stats.submitted++
 	s.stats.classSubmitted[t.classID]++
 	t.gstats = s.groupStatsLocked(t.groupName)

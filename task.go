@@ -18,6 +18,7 @@ const (
 	preemptUrgent             // a task of a more urgent class waits
 	preemptCancel             // the task's context ended, or Close gave up waiting
 	preemptLane               // a lane task waits: hand it the slot if no other slot has (see runqueue.go)
+	preemptLend               // a slot was lent to the rest of the program: the first task to come gives its slot up (lend.go)
 )
 
 // taskState is where a task is in its lifecycle; the lifecycle comment at

@@ -25,6 +25,8 @@
 //	cpusched_tasks_running                 gauge               tasks holding a slot (Running)
 //	cpusched_tasks_blocked                 gauge               tasks inside Blocking (Blocked)
 //	cpusched_workers                       gauge               worker slots (Workers)
+//	cpusched_slots_lent                    gauge               slots lent to the rest of the program (Lent)
+//	cpusched_slot_lends_total              counter             times a slot was lent (Lends)
 //	cpusched_isolation_info                gauge      mode     1, labelled with the isolation mode in effect (Isolation)
 //	cpusched_queue_wait_seconds_total      counter             time tasks waited for their first slot (QueueWait)
 //	cpusched_queue_wait_max_seconds        gauge               the longest such wait (MaxQueueWait)
@@ -108,7 +110,7 @@ type collector struct {
 	meter *loadreport.Meter // s's, shared with its other adapters
 
 	submitted, ended, rejected, preemptions                  *prometheus.Desc
-	queued, started, running, blocked, workers               *prometheus.Desc
+	queued, started, running, blocked, workers, lent, lends  *prometheus.Desc
 	isolation, queueWait, queueWaitMax, runTime, laneRunTime *prometheus.Desc
 
 	classSubmitted, classRunTime, classQueueWaits, classRunTimes *prometheus.Desc
@@ -144,6 +146,8 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		running:      desc("tasks_running", "Tasks holding a worker slot."),
 		blocked:      desc("tasks_blocked", "Tasks inside Blocking."),
 		workers:      desc("workers", "Worker slots."),
+		lent:         desc("slots_lent", "Slots IsolationOSPriority lends to the rest of the program, which keeps its Ps busy."),
+		lends:        desc("slot_lends_total", "Times IsolationOSPriority lent a slot to the rest of the program."),
 		isolation:    desc("isolation_info", "Always 1; the mode label is the isolation mode in effect.", "mode"),
 		queueWait:    desc("queue_wait_seconds_total", "Time tasks waited for their first slot."),
 		queueWaitMax: desc("queue_wait_max_seconds", "The longest time a task waited for its first slot."),
@@ -175,7 +179,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.submitted, c.ended, c.rejected, c.preemptions,
-		c.queued, c.started, c.running, c.blocked, c.workers,
+		c.queued, c.started, c.running, c.blocked, c.workers, c.lent, c.lends,
 		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime,
 		c.classSubmitted, c.classRunTime, c.classQueueWaits, c.classRunTimes,
 		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes,
@@ -212,6 +216,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.running, float64(st.Running))
 	gauge(c.blocked, float64(st.Blocked))
 	gauge(c.workers, float64(st.Workers))
+	gauge(c.lent, float64(st.Lent))
+	counter(c.lends, float64(st.Lends))
 	gauge(c.isolation, 1, st.Isolation.String())
 	counter(c.queueWait, st.QueueWait.Seconds())
 	gauge(c.queueWaitMax, st.MaxQueueWait.Seconds())

@@ -114,6 +114,12 @@ cpusched_tasks_blocked 0
 # HELP cpusched_workers Worker slots.
 # TYPE cpusched_workers gauge
 cpusched_workers 1
+# HELP cpusched_slots_lent Slots IsolationOSPriority lends to the rest of the program, which keeps its Ps busy.
+# TYPE cpusched_slots_lent gauge
+cpusched_slots_lent 0
+# HELP cpusched_slot_lends_total Times IsolationOSPriority lent a slot to the rest of the program.
+# TYPE cpusched_slot_lends_total counter
+cpusched_slot_lends_total 0
 # HELP cpusched_isolation_info Always 1; the mode label is the isolation mode in effect.
 # TYPE cpusched_isolation_info gauge
 cpusched_isolation_info{mode="none"} 1
@@ -142,7 +148,7 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 	names := []string{
 		"cpusched_tasks_submitted_total", "cpusched_tasks_ended_total", "cpusched_tasks_rejected_total",
 		"cpusched_preemptions_total", "cpusched_tasks_queued", "cpusched_tasks_started",
-		"cpusched_tasks_running", "cpusched_tasks_blocked", "cpusched_workers", "cpusched_isolation_info",
+		"cpusched_tasks_running", "cpusched_tasks_blocked", "cpusched_workers", "cpusched_slots_lent", "cpusched_slot_lends_total", "cpusched_isolation_info",
 		"cpusched_class_tasks_submitted_total", "cpusched_group_weight",
 		"cpusched_group_tasks_submitted_total", "cpusched_group_tasks_ended_total",
 	}

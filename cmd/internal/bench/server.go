@@ -248,9 +248,13 @@ func parseListening(line string) (url, banner string, ok bool) {
 // serverStats is the part of the demo server's /stats that the benchmark
 // reads.
 type serverStats struct {
-	Uptime float64 `json:"uptime_s"`
-	Passes int64   `json:"passes"`
-	GC     struct {
+	Uptime    float64 `json:"uptime_s"`
+	Passes    int64   `json:"passes"`
+	Scheduler struct {
+		Isolation string `json:"isolation"`
+		Lends     uint64 `json:"lends"`
+	} `json:"scheduler"`
+	GC struct {
 		Total struct {
 			Count uint64  `json:"count"`
 			MaxMS float64 `json:"max_ms"`

@@ -51,6 +51,8 @@ type SchedulerStats struct {
 	Running        int                   `json:"running"`
 	Blocked        int                   `json:"blocked"`
 	Workers        int                   `json:"workers"`
+	Lent           int                   `json:"lent"`  // slots lent to the rest of the program now
+	Lends          uint64                `json:"lends"` // times a slot was lent
 	Isolation      string                `json:"isolation"`
 	QueueWaitMS    float64               `json:"queue_wait_ms"`
 	MaxQueueWaitMS float64               `json:"max_queue_wait_ms"`
@@ -167,6 +169,8 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 		Running:        c.Running,
 		Blocked:        c.Blocked,
 		Workers:        c.Workers,
+		Lent:           c.Lent,
+		Lends:          c.Lends,
 		Isolation:      c.Isolation.String(),
 		QueueWaitMS:    ms(c.QueueWait),
 		MaxQueueWaitMS: ms(c.MaxQueueWait),

@@ -1,0 +1,181 @@
+package cpusched
+
+// Lending slots: in IsolationOSPriority, while the rest of the program
+// keeps busy every P the tasks leave it, the scheduler runs fewer tasks at
+// once, so that the rest has more Ps.
+//
+// Why. GOMAXPROCS is the worker count plus spareProcs, so with every slot
+// taken the rest of the program has one P. The kernel runs its threads
+// ahead of the tasks' lowered ones, but the Go runtime runs a goroutine
+// only on a P, and a task's thread holds its P while the kernel leaves it
+// waiting. A server whose own work needs more than one CPU then queues for
+// that one P, while the tasks' threads, which the kernel hardly runs, hold
+// the others; every stop-the-world waits for those threads as well. With
+// the same work in a separate SCHED_IDLE process the server has every P
+// (docs/tail-attribution.md#the-busy-fast-path-io-heavy).
+//
+// How. While tasks run, the monitor samples every lendTick how many
+// goroutines outside the tasks and itself run or wait for a P
+// (runtime/metrics' /sched/goroutines/running and
+// /sched/goroutines/runnable, less the tasks holding slots in this mode,
+// osRunning), against the Ps the tasks leave. When over a lendWindow the rest of the program kept busy as many
+// Ps as it had, one slot is lent: no task gets it, and the first task to
+// come to a Checkpoint past the count gives its slot up (yield); a task
+// that makes no Checkpoint keeps its slot until it ends. A lent slot comes
+// back once the rest of the program, for returnWindows windows in a row,
+// kept busy fewer Ps than it had less one, with returnSlack to spare:
+// then it would still have a P idle without it. At least one slot always
+// runs, so the tasks keep what CPU the kernel leaves them. Lending changes
+// no GOMAXPROCS (each change stops the world) and costs the tasks nothing
+// while the program is quiet; what it measured is in
+// docs/performance.md#lending-slots.
+
+import (
+	"runtime"
+	"runtime/metrics"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// lendTick is how often the monitor samples the runtime's goroutine
+	// counts while tasks run (config.lendTick; the tests shorten it).
+	lendTick = 5 * time.Millisecond
+	// lendWindow is how many samples make one decision: 100 ms.
+	lendWindow = 20
+	// returnWindows is how many windows in a row the rest of the program
+	// must have had a P to spare before a lent slot comes back.
+	returnWindows = 5
+	// returnSlack is how much of a P the rest of the program must have
+	// left idle, on average, after a slot came back.
+	returnSlack = 0.5
+)
+
+// osRunning counts the tasks that hold slots in IsolationOSPriority, in
+// every Scheduler: the goroutines that hold Ps for the tasks.
+var osRunning atomic.Int64
+
+// lendSampler reads the runtime's counts of running and runnable
+// goroutines; ok is false where the runtime does not have them. The
+// package's tests replace it (config.lendSample).
+type lendSampler func() (running, runnable uint64, ok bool)
+
+// readGoroutineCounts is the real lendSampler.
+func readGoroutineCounts() lendSampler {
+	samples := []metrics.Sample{
+		{Name: "/sched/goroutines/running:goroutines"},
+		{Name: "/sched/goroutines/runnable:goroutines"},
+	}
+	return func() (uint64, uint64, bool) {
+		metrics.Read(samples)
+		if samples[0].Value.Kind() != metrics.KindUint64 || samples[1].Value.Kind() != metrics.KindUint64 {
+			return 0, 0, false
+		}
+		return samples[0].Value.Uint64(), samples[1].Value.Uint64(), true
+	}
+}
+
+// lender is the monitor's state for lending; only the monitor uses it.
+type lender struct {
+	sample lendSampler
+	next   int64   // when to sample next
+	n      int     // samples in this window
+	busy   float64 // sum over the window of the rest's busy Ps and waiting goroutines
+	ps     float64 // sum over the window of the Ps the tasks left
+	quiet  int     // windows in a row with a P to spare
+	off    bool    // the runtime has no goroutine counts
+}
+
+// take records one sample; it returns true when a window is complete.
+func (l *lender) take() bool {
+	running, runnable, ok := l.sample()
+	if !ok {
+		l.off = true
+		return false
+	}
+	tasks := int(osRunning.Load())
+	procs := runtime.GOMAXPROCS(0)
+	tasks = min(max(tasks, 0), procs)
+	// The tasks' goroutines hold Ps while their threads run them, and the
+	// monitor, which is sampling, holds one; a task goroutine waiting for
+	// its thread counts as the rest's (runnable), a brief overcount.
+	l.busy += float64(max(int(running)-tasks-1, 0)) + float64(runnable)
+	l.ps += float64(procs - tasks)
+	l.n++
+	return l.n >= lendWindow
+}
+
+// decide ends a window: +1 to lend one more slot, -1 to take one back, 0
+// to keep things as they are. slots is how many slots run now.
+func (l *lender) decide(slots, lent int) int {
+	busy, ps := l.busy/float64(l.n), l.ps/float64(l.n)
+	l.n, l.busy, l.ps = 0, 0, 0
+	spare := busy <= ps-1-returnSlack
+	if spare {
+		l.quiet++
+	} else {
+		l.quiet = 0
+	}
+	switch {
+	case busy >= ps && slots > 1:
+		return +1
+	case lent > 0 && l.quiet >= returnWindows:
+		l.quiet = 0
+		return -1
+	}
+	return 0
+}
+
+// slotsLocked is how many tasks may hold slots now: the workers less the
+// slots lent to the rest of the program.
+func (s *Scheduler) slotsLocked() int { return s.workers - s.lent }
+
+// lendLocked runs the lender's part of a monitor pass at now: it samples
+// when due and, at a window's end, lends a slot or takes one back. It
+// returns how long until the next sample (0 when the lender has nothing
+// to watch) and the tasks given a returned slot, which the caller resumes
+// after unlocking.
+func (s *Scheduler) lendLocked(now int64) (next int64, start []startedTask) {
+	l := s.lender
+	if l == nil || l.off || len(s.running) == 0 && s.rq.nwaiting == 0 {
+		// Nothing runs: nothing to lend, and the next task starts on
+		// every slot again.
+		s.lent = 0
+		if l != nil {
+			*l = lender{sample: l.sample, off: l.off}
+		}
+		return 0, nil
+	}
+	if now < l.next {
+		return l.next - now, nil
+	}
+	tick := int64(s.cfg.lendTick)
+	l.next = now + tick
+	if !l.take() {
+		return tick, nil
+	}
+	switch l.decide(s.slotsLocked(), s.lent) {
+	case +1:
+		s.lent++
+		s.stats.lends++
+		for _, r := range s.running {
+			r.preempt.Or(preemptLend) // the first to come gives its slot up
+		}
+	case -1:
+		s.lent--
+		for len(s.running) < s.slotsLocked() {
+			t := s.rq.pick(now)
+			if t == nil {
+				break
+			}
+			start = append(start, startedTask{t, s.startLocked(t, now)})
+		}
+	}
+	return tick, start
+}
+
+// startedTask is a task given a slot, to resume (Scheduler.resume).
+type startedTask struct {
+	t     *Task
+	first bool
+}
