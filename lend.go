@@ -130,6 +130,18 @@ func (l *lender) decide(slots, lent int) int {
 // slots lent to the rest of the program.
 func (s *Scheduler) slotsLocked() int { return s.workers - s.lent }
 
+// setLentLocked sets how many slots are lent, at now, and counts the slot
+// time lent so far (Stats.LentTime).
+func (s *Scheduler) setLentLocked(n int, now int64) {
+	s.stats.lentTime = s.lentTimeLocked(now)
+	s.lent, s.lentSince = n, now
+}
+
+// lentTimeLocked is the slot time lent up to now.
+func (s *Scheduler) lentTimeLocked(now int64) int64 {
+	return s.stats.lentTime + int64(s.lent)*max(now-s.lentSince, 0)
+}
+
 // lendLocked runs the lender's part of a monitor pass at now: it samples
 // when due and, at a window's end, lends a slot or takes one back. It
 // returns how long until the next sample (0 when the lender has nothing
@@ -140,7 +152,9 @@ func (s *Scheduler) lendLocked(now int64) (next int64, start []startedTask) {
 	if l == nil || l.off || len(s.running) == 0 && s.rq.nwaiting == 0 {
 		// Nothing runs: nothing to lend, and the next task starts on
 		// every slot again.
-		s.lent = 0
+		if s.lent > 0 {
+			s.setLentLocked(0, now)
+		}
 		if l != nil {
 			*l = lender{sample: l.sample, off: l.off}
 		}
@@ -156,13 +170,13 @@ func (s *Scheduler) lendLocked(now int64) (next int64, start []startedTask) {
 	}
 	switch l.decide(s.slotsLocked(), s.lent) {
 	case +1:
-		s.lent++
+		s.setLentLocked(s.lent+1, now)
 		s.stats.lends++
 		for _, r := range s.running {
 			r.preempt.Or(preemptLend) // the first to come gives its slot up
 		}
 	case -1:
-		s.lent--
+		s.setLentLocked(s.lent-1, now)
 		for len(s.running) < s.slotsLocked() {
 			t := s.rq.pick(now)
 			if t == nil {

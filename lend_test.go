@@ -149,6 +149,14 @@ func TestOSPriorityLendsSlots(t *testing.T) {
 	if st := s.Stats(); st.Lends < 1 || st.Workers != 2 {
 		t.Errorf("Lends %d Workers %d, want >= 1 and 2", st.Lends, st.Workers)
 	}
+	// LentTime grows by the time a slot stays lent.
+	lentBefore, at := s.Stats().LentTime, time.Now()
+	time.Sleep(20 * time.Millisecond)
+	if st := s.Stats(); st.Lent == 1 {
+		if grew, slept := st.LentTime-lentBefore, time.Since(at); grew < 10*time.Millisecond || grew > slept+time.Millisecond {
+			t.Errorf("LentTime grew by %v over %v with one slot lent", grew, slept)
+		}
+	}
 	// Both still make progress, taking turns on the one slot.
 	before := [2]int64{passes[0].Load(), passes[1].Load()}
 	if !within(10*time.Second, func() bool { return passes[0].Load() > before[0] && passes[1].Load() > before[1] }) {
@@ -159,6 +167,11 @@ func TestOSPriorityLendsSlots(t *testing.T) {
 	if !within(10*time.Second, func() bool { st := s.Stats(); return st.Lent == 0 && st.Running == 2 }) {
 		st := s.Stats()
 		t.Fatalf("rest quiet: Lent %d Running %d after 10 s, want 0 and 2", st.Lent, st.Running)
+	}
+	lentBefore = s.Stats().LentTime
+	time.Sleep(5 * time.Millisecond)
+	if st := s.Stats(); st.Lent == 0 && st.LentTime != lentBefore {
+		t.Errorf("LentTime went from %v to %v with nothing lent", lentBefore, st.LentTime)
 	}
 	stop.Store(true)
 	wg.Wait()

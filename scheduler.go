@@ -179,6 +179,7 @@ type Scheduler struct {
 	// program now; lender is the monitor's state for it (lend.go), nil in
 	// the other modes.
 	lent            int
+	lentSince       int64 // when lent last changed
 	lender          *lender
 	lengths         [lengthSlots]atomic.Int32 // task lengths by function (dispatch)
 	idleThreads     []*handoffThread
@@ -204,6 +205,7 @@ type counters struct {
 	queueWait, maxQueueWait, runTime                                      int64
 	laneRunTime                                                           int64 // slot time the small-task lane gave
 	lends                                                                 uint64
+	lentTime                                                              int64 // slot time lent, up to lentSince
 	classSubmitted                                                        [numClasses]uint64
 	classRunTime                                                          [numClasses]int64
 	classWaits, classRuns                                                 [numClasses]Histogram

@@ -38,6 +38,7 @@ type Stats struct {
 	MaxQueueWait time.Duration // the longest such wait
 	RunTime      time.Duration // total slot time used by tasks
 	LaneRunTime  time.Duration // the part of RunTime the small-task lane gave: small tasks run ahead of their turn (runqueue.go), within a share of each period
+	LentTime     time.Duration // slot time lent to the rest of the program (Lent summed over time): over an interval, its growth divided by the interval is the average number of slots lent
 
 	Classes [numClasses]ClassStats // indexed by Class
 	// Groups has the tracked groups: the default group "" and every group
@@ -139,6 +140,7 @@ func (s *Scheduler) Stats() Stats {
 		MaxQueueWait: time.Duration(c.maxQueueWait),
 		RunTime:      time.Duration(c.runTime),
 		LaneRunTime:  time.Duration(c.laneRunTime),
+		LentTime:     time.Duration(s.lentTimeLocked(s.clock.Now())),
 		Groups:       make(map[string]GroupStats, len(s.groups)),
 	}
 	for i := range st.Classes {

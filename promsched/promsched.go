@@ -27,6 +27,7 @@
 //	cpusched_workers                       gauge               worker slots (Workers)
 //	cpusched_slots_lent                    gauge               slots lent to the rest of the program (Lent)
 //	cpusched_slot_lends_total              counter             times a slot was lent (Lends)
+//	cpusched_lent_slot_seconds_total       counter             slot time lent (LentTime)
 //	cpusched_isolation_info                gauge      mode     1, labelled with the isolation mode in effect (Isolation)
 //	cpusched_queue_wait_seconds_total      counter             time tasks waited for their first slot (QueueWait)
 //	cpusched_queue_wait_max_seconds        gauge               the longest such wait (MaxQueueWait)
@@ -111,6 +112,7 @@ type collector struct {
 
 	submitted, ended, rejected, preemptions                  *prometheus.Desc
 	queued, started, running, blocked, workers, lent, lends  *prometheus.Desc
+	lentTime                                                 *prometheus.Desc
 	isolation, queueWait, queueWaitMax, runTime, laneRunTime *prometheus.Desc
 
 	classSubmitted, classRunTime, classQueueWaits, classRunTimes *prometheus.Desc
@@ -148,6 +150,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		workers:      desc("workers", "Worker slots."),
 		lent:         desc("slots_lent", "Slots IsolationOSPriority lends to the rest of the program, which keeps its Ps busy."),
 		lends:        desc("slot_lends_total", "Times IsolationOSPriority lent a slot to the rest of the program."),
+		lentTime:     desc("lent_slot_seconds_total", "Slot time IsolationOSPriority lent to the rest of the program."),
 		isolation:    desc("isolation_info", "Always 1; the mode label is the isolation mode in effect.", "mode"),
 		queueWait:    desc("queue_wait_seconds_total", "Time tasks waited for their first slot."),
 		queueWaitMax: desc("queue_wait_max_seconds", "The longest time a task waited for its first slot."),
@@ -179,7 +182,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.submitted, c.ended, c.rejected, c.preemptions,
-		c.queued, c.started, c.running, c.blocked, c.workers, c.lent, c.lends,
+		c.queued, c.started, c.running, c.blocked, c.workers, c.lent, c.lends, c.lentTime,
 		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime,
 		c.classSubmitted, c.classRunTime, c.classQueueWaits, c.classRunTimes,
 		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes,
@@ -218,6 +221,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.workers, float64(st.Workers))
 	gauge(c.lent, float64(st.Lent))
 	counter(c.lends, float64(st.Lends))
+	counter(c.lentTime, st.LentTime.Seconds())
 	gauge(c.isolation, 1, st.Isolation.String())
 	counter(c.queueWait, st.QueueWait.Seconds())
 	gauge(c.queueWaitMax, st.MaxQueueWait.Seconds())

@@ -120,6 +120,9 @@ cpusched_slots_lent 0
 # HELP cpusched_slot_lends_total Times IsolationOSPriority lent a slot to the rest of the program.
 # TYPE cpusched_slot_lends_total counter
 cpusched_slot_lends_total 0
+# HELP cpusched_lent_slot_seconds_total Slot time IsolationOSPriority lent to the rest of the program.
+# TYPE cpusched_lent_slot_seconds_total counter
+cpusched_lent_slot_seconds_total 0
 # HELP cpusched_isolation_info Always 1; the mode label is the isolation mode in effect.
 # TYPE cpusched_isolation_info gauge
 cpusched_isolation_info{mode="none"} 1
@@ -148,7 +151,7 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 	names := []string{
 		"cpusched_tasks_submitted_total", "cpusched_tasks_ended_total", "cpusched_tasks_rejected_total",
 		"cpusched_preemptions_total", "cpusched_tasks_queued", "cpusched_tasks_started",
-		"cpusched_tasks_running", "cpusched_tasks_blocked", "cpusched_workers", "cpusched_slots_lent", "cpusched_slot_lends_total", "cpusched_isolation_info",
+		"cpusched_tasks_running", "cpusched_tasks_blocked", "cpusched_workers", "cpusched_slots_lent", "cpusched_slot_lends_total", "cpusched_lent_slot_seconds_total", "cpusched_isolation_info",
 		"cpusched_class_tasks_submitted_total", "cpusched_group_weight",
 		"cpusched_group_tasks_submitted_total", "cpusched_group_tasks_ended_total",
 	}
@@ -310,7 +313,7 @@ func TestCollectAndCount(t *testing.T) {
 		names []string
 		want  int
 	}{
-		{nil, 19 + 4*4 + 3*6}, // scheduler-wide, 4 per class, 6 per group ("", a, (other))
+		{nil, 22 + 4*4 + 3*6}, // scheduler-wide, 4 per class, 6 per group ("", a, (other))
 		{[]string{"cpusched_tasks_ended_total"}, 4},
 		{[]string{"cpusched_isolation_info"}, 1},
 		{[]string{"cpusched_class_queue_wait_seconds", "cpusched_class_task_run_seconds"}, 8},

@@ -36,7 +36,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	smallRate := fs.Float64("small-rate", bench.DefaultSmallRate, fmt.Sprintf("open-loop rate of the small requests, scheduled and direct each, requests/s (1..%d)", bench.MaxSmallRate))
 	gc := fs.Bool("gc", false, "pass -gc to the server: garbage per probe request, so the collector is always busy")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
-	outDir := fs.String("out", "", "also write DIR/bench.json and DIR/bench.png (probe latency plot)")
+	outDir := fs.String("out", "", "also write DIR/bench.json, DIR/bench.png (probe latency plot) and DIR/frontier.png (p99 x the floor against throughput)")
 	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched, hog-sched+small and io-heavy into DIR and attribute every probe request slower than 2x the idle p99, and every io-heavy request slower than 2x the floor's io-heavy p99, to its causes (DIR/MODE-STEP.txt)")
 	traceAbove := fs.Duration("trace-above", 0, fmt.Sprintf("with -trace, attribute the requests slower than this (%v..%v) in every traced step instead", bench.MinTraceAbove, bench.MaxTraceAbove))
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 60 s")
@@ -138,8 +138,15 @@ func writeBenchOutputs(rep *bench.Report, jsonPath, outDir string, stdout io.Wri
 		if err := rep.WritePlot(png); err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
+		wrote := png
+		frontier := filepath.Join(outDir, "frontier.png")
+		if err := rep.WriteFrontier(frontier); err == nil {
+			wrote += " and " + frontier
+		} else if jsonPath != "-" {
+			fmt.Fprintf(stdout, "\nno frontier plot: %v\n", err)
+		}
 		if jsonPath != "-" {
-			fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(outDir, "bench.json"), png)
+			fmt.Fprintf(stdout, "\nwrote %s, %s\n", filepath.Join(outDir, "bench.json"), wrote)
 		}
 	}
 	return nil

@@ -100,6 +100,9 @@ func TestBenchOutputs(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(dir, "bench.png")); err != nil || fi.Size() == 0 {
 		t.Errorf("bench.png: got %v, want a non-empty file", err)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "frontier.png")); err == nil || !strings.Contains(stdout.String(), "no frontier plot") {
+		t.Errorf("frontier.png of a run without the floor: stat error %v, stdout %q; want no file, and a line saying why", err, stdout.String())
+	}
 
 	// -json - writes JSON, not the table, to stdout.
 	stdout.Reset()

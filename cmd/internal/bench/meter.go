@@ -331,10 +331,7 @@ func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
 		res.CPUBusyPct = &busy
 	}
 	res.GCStopMaxMs = gcStopMax(w.after.stats)
-	if w.after.stats.Scheduler.Isolation == "ospriority" && w.after.stats.Scheduler.Lends >= w.before.stats.Scheduler.Lends {
-		n := w.after.stats.Scheduler.Lends - w.before.stats.Scheduler.Lends
-		res.Lends = &n
-	}
+	res.Lends, res.LentSlots = lending(w.before.stats, w.after.stats)
 	if m.cgroup != nil {
 		res.CgroupCPU = w.after.cgroup.since(w.before.cgroup, w.after.when.Sub(w.before.when))
 	}

@@ -90,9 +90,11 @@ type Result struct {
 	// GCStopMaxMs: see GCStopNote.
 	GCStopMaxMs *float64 `json:"gc_stop_max_ms"`
 	// Lends is how many times the server's ospriority scheduler lent a
-	// slot to the rest of the program during the step (Stats.Lends); nil
-	// in the other modes.
-	Lends *uint64 `json:"lends,omitempty"`
+	// slot to the rest of the program during the step (Stats.Lends), and
+	// LentSlots the slots it lent on average over the step
+	// (Stats.LentTime); nil in the other modes.
+	Lends     *uint64  `json:"lends,omitempty"`
+	LentSlots *float64 `json:"lent_slots,omitempty"`
 	// CgroupCPU is the server cgroup's throttling over the measured window;
 	// absent without a CPU quota.
 	CgroupCPU *CgroupCPUStat `json:"cgroup_cpu_stat,omitempty"`
@@ -212,7 +214,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return ew.Err()
 	}
 	t := report.NewTable("mode", "step", "loop", "p50", "p99", "p99.9", "max", "probe/s", "p99 x floor",
-		"hog passes/s", "% of direct", "small p50", "small p99", "direct p99", "waited p99", "cpu busy", "gc stw max", "lends")
+		"hog passes/s", "% of direct", "small p50", "small p99", "direct p99", "waited p99", "cpu busy", "gc stw max", "lent")
 	var probeErrors int64
 	for _, row := range r.Results {
 		t.Row(tableRow(row)...)
@@ -260,7 +262,7 @@ func (r *Report) writeHeader(ew *report.ErrWriter) {
 	for _, s := range r.Skipped {
 		ew.Printf("skipped: %s: %s\n", s.Mode, s.Reason)
 	}
-	ew.Printf("latencies in ms, open loop from each request's due time, closed loop (io-heavy) from its send; small: scheduled, direct (sched=0, their reference), and the scheduler's own wait (Task.Waited); gc stw max in ms, cumulative per mode; lends: times ospriority lent a slot to the rest of the server during the step\n")
+	ew.Printf("latencies in ms, open loop from each request's due time, closed loop (io-heavy) from its send; small: scheduled, direct (sched=0, their reference), and the scheduler's own wait (Task.Waited); gc stw max in ms, cumulative per mode; lent: the slots ospriority lent to the rest of the server, on average over the step\n")
 	if r.find(ModeFloor, StepIdle) != nil {
 		ew.Printf("%s: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor: the p99 over the floor's same step (hog-nockpt: its hog-sched)%s\n",
 			ModeFloor, r.floorDirectNote())
@@ -316,8 +318,8 @@ func tableRow(row Result) []string {
 		cells = append(cells, "-")
 	}
 	cells = append(cells, pctOrDash(row.CPUBusyPct), msOrDash(row.GCStopMaxMs))
-	if row.Lends != nil {
-		return append(cells, report.Num(float64(*row.Lends)))
+	if row.LentSlots != nil {
+		return append(cells, report.Ms(*row.LentSlots))
 	}
 	return append(cells, "-")
 }

@@ -292,14 +292,37 @@ func TestWritePlot(t *testing.T) {
 	if err := handMadeReport().WritePlot(path); err != nil {
 		t.Fatal(err)
 	}
+	checkPNG(t, path)
+	if err := (&Report{}).WritePlot(path); err == nil {
+		t.Errorf("empty report: got nil error, want one")
+	}
+}
+
+func TestWriteFrontier(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "frontier.png")
+	if err := handMadeReport().WriteFrontier(path); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, path)
+	// Without the floor nothing compares with it.
+	rep := handMadeReport()
+	rep.Results = rep.Results[3:]
+	for i := range rep.Results {
+		rep.Results[i].VsFloor = nil
+	}
+	if err := rep.WriteFrontier(path); err == nil {
+		t.Errorf("no floor: got nil error, want one")
+	}
+}
+
+// checkPNG fails t unless path holds a PNG.
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.HasPrefix(data, []byte("\x89PNG")) {
 		t.Errorf("got a file starting %q, want a PNG", data[:min(8, len(data))])
-	}
-	if err := (&Report{}).WritePlot(path); err == nil {
-		t.Errorf("empty report: got nil error, want one")
 	}
 }

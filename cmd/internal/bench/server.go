@@ -251,8 +251,9 @@ type serverStats struct {
 	Uptime    float64 `json:"uptime_s"`
 	Passes    int64   `json:"passes"`
 	Scheduler struct {
-		Isolation string `json:"isolation"`
-		Lends     uint64 `json:"lends"`
+		Isolation  string  `json:"isolation"`
+		Lends      uint64  `json:"lends"`
+		LentTimeMS float64 `json:"lent_time_ms"`
 	} `json:"scheduler"`
 	GC struct {
 		Total struct {
@@ -294,4 +295,19 @@ func fetchStats(ctx context.Context, client *http.Client, base string) (serverSt
 func gcStopMax(st serverStats) *float64 {
 	v := st.GC.Total.MaxMS
 	return &v
+}
+
+// lending is what an ospriority server's scheduler lent between two
+// /stats reads: the lends, and the slots lent on average (its lent slot
+// time over the server's own time between the reads); nil for the other
+// modes.
+func lending(before, after serverStats) (lends *uint64, slots *float64) {
+	b, a := before.Scheduler, after.Scheduler
+	sec := after.Uptime - before.Uptime
+	if a.Isolation != "ospriority" || a.Lends < b.Lends || sec <= 0 {
+		return nil, nil
+	}
+	n := a.Lends - b.Lends
+	avg := max(a.LentTimeMS-b.LentTimeMS, 0) / 1e3 / sec
+	return &n, &avg
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -127,5 +128,23 @@ func TestStartServerFailures(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestLending(t *testing.T) {
+	at := func(iso string, uptime float64, lends uint64, lentMS float64) serverStats {
+		var st serverStats
+		st.Uptime, st.Scheduler.Isolation, st.Scheduler.Lends, st.Scheduler.LentTimeMS = uptime, iso, lends, lentMS
+		return st
+	}
+	lends, slots := lending(at("ospriority", 10, 3, 500), at("ospriority", 12, 5, 2100))
+	if lends == nil || slots == nil || *lends != 2 || math.Abs(*slots-0.8) > 1e-9 {
+		t.Errorf("2 s with 1.6 s of slot time lent and 2 lends: got %v, %v; want 2 and 0.8 slots", lends, slots)
+	}
+	if lends, slots := lending(at("none", 10, 0, 0), at("none", 12, 0, 0)); lends != nil || slots != nil {
+		t.Errorf("isolation none: got %v, %v; want nil, nil", lends, slots)
+	}
+	if lends, slots := lending(at("ospriority", 12, 5, 0), at("ospriority", 10, 3, 0)); lends != nil || slots != nil {
+		t.Errorf("counters going back (another server): got %v, %v; want nil, nil", lends, slots)
 	}
 }

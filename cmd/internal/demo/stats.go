@@ -58,6 +58,7 @@ type SchedulerStats struct {
 	MaxQueueWaitMS float64               `json:"max_queue_wait_ms"`
 	RunTimeMS      float64               `json:"run_time_ms"`
 	LaneRunTimeMS  float64               `json:"lane_run_time_ms"` // the part of RunTimeMS the small-task lane gave
+	LentTimeMS     float64               `json:"lent_time_ms"`     // slot time lent to the rest of the program
 	Classes        map[string]ClassStats `json:"classes"`          // by class name
 	Groups         map[string]GroupStats `json:"groups"`           // tracked groups by name ("" for none): see cpusched.Stats.Groups
 	OtherGroups    GroupStats            `json:"other_groups"`     // every other group's tasks together
@@ -176,6 +177,7 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 		MaxQueueWaitMS: ms(c.MaxQueueWait),
 		RunTimeMS:      ms(c.RunTime),
 		LaneRunTimeMS:  ms(c.LaneRunTime),
+		LentTimeMS:     ms(c.LentTime),
 		Classes:        make(map[string]ClassStats, len(c.Classes)),
 		Groups:         make(map[string]GroupStats, len(c.Groups)),
 	}
