@@ -17,11 +17,14 @@ package cpusched
 // How. While tasks run, the monitor samples every lendTick how many
 // goroutines outside the tasks and itself run or wait for a P
 // (runtime/metrics' /sched/goroutines/running and
-// /sched/goroutines/runnable, less the tasks holding slots in this mode,
-// osRunning), against the Ps the tasks leave. When over a lendWindow the rest of the program kept busy as many
-// Ps as it had, one slot is lent: no task gets it, and the first task to
-// come to a Checkpoint past the count gives its slot up (yield); a task
-// that makes no Checkpoint keeps its slot until it ends. A lent slot comes
+// /sched/goroutines/runnable, less the Scheduler's tasks holding slots),
+// against the Ps the tasks leave. (With several Schedulers in this mode,
+// each counts the others' tasks as the rest of the program: they lend
+// sooner, not later.) When over a lendWindow the
+// rest of the program kept busy as many Ps as it had, with lendQueue
+// goroutines more waiting, one slot is lent: no task gets it, and the
+// first task to come to a Checkpoint past the count gives its slot up
+// (yield); a task that makes no Checkpoint keeps its slot until it ends. A lent slot comes
 // back once the rest of the program, for returnWindows windows in a row,
 // kept busy fewer Ps than it had less one, with returnSlack to spare:
 // then it would still have a P idle without it. At least one slot always
@@ -33,7 +36,6 @@ package cpusched
 import (
 	"runtime"
 	"runtime/metrics"
-	"sync/atomic"
 	"time"
 )
 
@@ -49,11 +51,13 @@ const (
 	// returnSlack is how much of a P the rest of the program must have
 	// left idle, on average, after a slot came back.
 	returnSlack = 0.5
+	// lendQueue is how many of the rest's goroutines must, on average,
+	// wait for a P beyond the Ps it keeps busy before a slot is lent. In
+	// the demo server on 2 CPUs (docs/performance.md#lending-slots) the
+	// rest averaged 0.05-0.95 busy Ps of its one beside the CPU-heavy
+	// load with and without small tasks, and 6-16 with the busy fast path.
+	lendQueue = 1.0
 )
-
-// osRunning counts the tasks that hold slots in IsolationOSPriority, in
-// every Scheduler: the goroutines that hold Ps for the tasks.
-var osRunning atomic.Int64
 
 // lendSampler reads the runtime's counts of running and runnable
 // goroutines; ok is false where the runtime does not have them. The
@@ -86,16 +90,16 @@ type lender struct {
 	off    bool    // the runtime has no goroutine counts
 }
 
-// take records one sample; it returns true when a window is complete.
-func (l *lender) take() bool {
+// take records one sample, with tasks holding slots; it returns true when
+// a window is complete.
+func (l *lender) take(tasks int) bool {
 	running, runnable, ok := l.sample()
 	if !ok {
 		l.off = true
 		return false
 	}
-	tasks := int(osRunning.Load())
 	procs := runtime.GOMAXPROCS(0)
-	tasks = min(max(tasks, 0), procs)
+	tasks = min(tasks, procs)
 	// The tasks' goroutines hold Ps while their threads run them, and the
 	// monitor, which is sampling, holds one; a task goroutine waiting for
 	// its thread counts as the rest's (runnable), a brief overcount.
@@ -117,7 +121,7 @@ func (l *lender) decide(slots, lent int) int {
 		l.quiet = 0
 	}
 	switch {
-	case busy >= ps && slots > 1:
+	case busy >= ps+lendQueue && slots > 1:
 		return +1
 	case lent > 0 && l.quiet >= returnWindows:
 		l.quiet = 0
@@ -149,9 +153,11 @@ func (s *Scheduler) lentTimeLocked(now int64) int64 {
 // after unlocking.
 func (s *Scheduler) lendLocked(now int64) (next int64, start []startedTask) {
 	l := s.lender
-	if l == nil || l.off || len(s.running) == 0 && s.rq.nwaiting == 0 {
-		// Nothing runs: nothing to lend, and the next task starts on
-		// every slot again.
+	if l == nil || l.off || len(s.running) == 0 && s.rq.nwaiting == 0 && now-s.lastLendStart >= int64(lendWindow)*int64(s.cfg.lendTick) {
+		// Nothing has run for a window: nothing to lend, and the next
+		// task starts on every slot again. (Looking on for a window
+		// after the last start keeps the monitor from being woken by
+		// every one of a stream of short tasks.)
 		if s.lent > 0 {
 			s.setLentLocked(0, now)
 		}
@@ -165,7 +171,7 @@ func (s *Scheduler) lendLocked(now int64) (next int64, start []startedTask) {
 	}
 	tick := int64(s.cfg.lendTick)
 	l.next = now + tick
-	if !l.take() {
+	if !l.take(len(s.running)) {
 		return tick, nil
 	}
 	switch l.decide(s.slotsLocked(), s.lent) {

@@ -25,11 +25,14 @@ func TestLenderDecide(t *testing.T) {
 	if got := windowOf(&l, 0.3, 1, 2, 0); got != 0 {
 		t.Errorf("rest using 0.3 of its 1 P: decision %d, want 0 (keep)", got)
 	}
-	if got := windowOf(&l, 1.6, 1, 2, 0); got != +1 {
-		t.Errorf("rest keeping its 1 P busy and 0.6 goroutines waiting: decision %d, want +1 (lend)", got)
+	if got := windowOf(&l, 1.9, 1, 2, 0); got != 0 {
+		t.Errorf("rest keeping its 1 P busy and 0.9 goroutines waiting: decision %d, want 0", got)
+	}
+	if got := windowOf(&l, 2.5, 1, 2, 0); got != +1 {
+		t.Errorf("rest keeping its 1 P busy and 1.5 goroutines waiting: decision %d, want +1 (lend)", got)
 	}
 	// One slot lent: the rest has two Ps; the last slot is never lent.
-	if got := windowOf(&l, 2.5, 2, 1, 1); got != 0 {
+	if got := windowOf(&l, 4.5, 2, 1, 1); got != 0 {
 		t.Errorf("one slot left: decision %d, want 0", got)
 	}
 	// Using 1.2 of 2 Ps: without the lent slot it would have 1, busy: keep.
@@ -62,7 +65,7 @@ func TestLenderDecide(t *testing.T) {
 }
 
 // fakeLoad is a lendSampler whose rest of the program is busy or idle as
-// the test says; tasks is how many of the running goroutines are tasks.
+// the test says.
 type fakeLoad struct {
 	busy  atomic.Bool
 	calls atomic.Int64
@@ -70,11 +73,10 @@ type fakeLoad struct {
 
 func (f *fakeLoad) sample() (running, runnable uint64, ok bool) {
 	f.calls.Add(1)
-	tasks := uint64(max(osRunning.Load(), 0))
 	if f.busy.Load() {
 		return uint64(runtime.GOMAXPROCS(0)), 4, true
 	}
-	return tasks, 0, true
+	return 0, 0, true
 }
 
 // needOSPriority skips t where this machine cannot lower a thread.

@@ -180,6 +180,7 @@ type Scheduler struct {
 	// the other modes.
 	lent            int
 	lentSince       int64 // when lent last changed
+	lastLendStart   int64 // when a task last got a slot, for the lender
 	lender          *lender
 	lengths         [lengthSlots]atomic.Int32 // task lengths by function (dispatch)
 	idleThreads     []*handoffThread

@@ -33,7 +33,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.runIdx = int32(len(s.running))
 	s.running = append(s.running, t)
 	if s.osMode {
-		osRunning.Add(1)
+		s.lastLendStart = now
 		s.watchLocked() // the lender samples while tasks run (lend.go)
 	}
 	t.since = now
@@ -65,9 +65,6 @@ func (s *Scheduler) releaseSlotLocked(t *Task) {
 	s.running[last] = nil
 	s.running = s.running[:last]
 	t.runIdx = -1
-	if s.osMode {
-		osRunning.Add(-1)
-	}
 	t.laneRun = false
 }
 
