@@ -20,15 +20,15 @@
 // Normal), counted as no more than the process's CPU time (a slot whose
 // thread the kernel did not run, because other processes had the CPU or
 // a cgroup quota was spent, is not work: the calls that waited meanwhile
-// count as queued), plus the time their tasks spent queued for a first
-// slot, over the slot time the scheduler has; and since a CPU that is
-// saturated by other work than the yielding classes (the RPC framework,
-// the garbage collector, code outside the scheduler) or limited by a
-// quota delays calls too, Application is the larger of that demand and
-// the CPU's saturation: the CPU net of the yielding classes over the
-// budget, plus the share of a cgroup quota's periods in which it ran out
-// (the CPU's share alone can read no more than 1 under a quota, however
-// far past it the calls are). How each value is computed, exactly:
+// count as queued), and the time their tasks spent queued for a first
+// slot, each over the slot time the scheduler has; and since a CPU that
+// is saturated by other work than the yielding classes (the RPC
+// framework, the garbage collector, code outside the scheduler) or
+// limited by a quota delays calls too, Application is the largest of
+// those two and the CPU's saturation: the CPU net of the yielding classes
+// over the budget, plus the share of a cgroup quota's periods in which it
+// ran out (the CPU's share alone can read no more than 1 under a quota,
+// however far past it the calls are). How each value is computed, exactly:
 // docs/grpc.md#how-each-value-is-computed.
 //
 // Everything comes from Scheduler.Stats, sampled at most every step (Stats
@@ -84,9 +84,9 @@ func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // Report is one load report. The values are averages over the last
 // window (or since the Meter was made, if sooner).
 type Report struct {
-	// Application is ORCA's application_utilization: the larger of the
-	// latency-relevant demand (slot time, at most the process's CPU time,
-	// and time queued for a first slot) over the slot capacity and the
+	// Application is ORCA's application_utilization: the largest of the
+	// latency-relevant slot time (at most the process's CPU time) and
+	// time queued for a first slot, each over the slot capacity, and the
 	// CPU's saturation (net of ClassBatch and ClassIdle, plus the share of
 	// the quota's periods in which it ran out); at least minApplication
 	// while calls end.
@@ -350,7 +350,13 @@ func compute(b, c sample, budget float64) Report {
 		// The yielding classes used at most their slot time of CPU.
 		saturation += max(0, used-(c.yieldRun-b.yieldRun).Seconds()) / (budget * dt)
 	}
-	r.Application = max(saturation, (run+queued)/slots)
+	// The queued tasks count on their own, not on top of the slot time: a
+	// weighted round robin weighs a replica by qps over this, and below
+	// saturation the queue grows faster than the load and swings from one
+	// window to the next, so that added to the slot time it moved the
+	// weights of equal replicas to and fro (docs/grpc.md#the-results). It
+	// exceeds the rest where the replica is past what it can serve.
+	r.Application = max(saturation, run/slots, queued/slots)
 	return r
 }
 

@@ -86,11 +86,11 @@ func near(got, want float64) bool { return math.Abs(got-want) < 1e-9 }
 func TestApplicationUtilization(t *testing.T) {
 	// One second of load on a scheduler of 2 slots with a CPU budget of 2
 	// (unless a case says otherwise), then a report: Application is the
-	// larger of the Realtime and Normal slot time (counted as at most the
-	// process's CPU time) plus the time their tasks spent queued, over the
-	// slot-seconds, and the CPU's saturation: the CPU net of Batch and Idle
-	// slot time over the CPU-seconds, plus the share of the quota's periods
-	// in which it ran out.
+	// largest of the Realtime and Normal slot time (counted as at most the
+	// process's CPU time) over the slot-seconds, the time their tasks spent
+	// queued over the slot-seconds, and the CPU's saturation: the CPU net
+	// of Batch and Idle slot time over the CPU-seconds, plus the share of
+	// the quota's periods in which it ran out.
 	const s = time.Second
 	const ms = time.Millisecond
 	tests := []struct {
@@ -106,17 +106,18 @@ func TestApplicationUtilization(t *testing.T) {
 		{"normal slot time", 0, 0, load{d: s, normal: s, cpu: s}, 0, 0, 0.5, 0.5},
 		{"realtime counts as normal", 0, 0, load{d: s, realtime: s / 2, normal: s / 2, cpu: s}, 0, 0, 0.5, 0.5},
 		{"both slots busy", 0, 0, load{d: s, normal: 2 * s, cpu: 2 * s}, 0, 0, 1, 1},
-		{"queued tasks add", 0, 0, load{d: s, normal: 2 * s, normalQueue: 3 * s, realtimeQueue: s, cpu: 2 * s}, 0, 0, 3, 1},
-		{"a call that left while queued: the scheduler's queue time counts it, End does not again", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 2 * s}, s, 0, 1.5, 1},
+		{"queued tasks past the slots", 0, 0, load{d: s, normal: 2 * s, normalQueue: 3 * s, realtimeQueue: s, cpu: 2 * s}, 0, 0, 2, 1},
+		{"a call that left while queued: the scheduler's queue time counts it, End does not again", 0, 0, load{d: s, normal: s, normalQueue: 3 * s, cpu: s}, s, 0, 1.5, 0.5},
 		{"batch and idle do not count", 0, 0, load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 0, 0, 1},
 		{"nor do they, with calls: the floor", 0, 0, load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 3, minApplication, 1},
 		{"the CPU saturated by other work", 0, 0, load{d: s, normal: s / 10, cpu: 1800 * ms}, 0, 0, 0.9, 0.9},
 		{"the CPU net of idle", 0, 0, load{d: s, normal: s / 2, idle: s, cpu: 1800 * ms}, 0, 0, 0.4, 0.9},
 		{"idle slot time beyond the CPU it used", 0, 0, load{d: s, idle: 2 * s, cpu: s}, 0, 0, 0, 0.5},
 		{"slots held beyond the process's CPU count as the CPU", 0, 0, load{d: s, normal: 2 * s, cpu: 600 * ms}, 0, 0, 0.3, 0.3},
-		{"and the tasks queued meanwhile as queued", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 600 * ms}, 0, 0, 0.8, 0.3},
+		{"and the tasks queued meanwhile as queued", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 600 * ms}, 0, 0, 0.5, 0.3},
 		{"queued tasks below the CPU's saturation", 0, 0, load{d: s, normal: s / 10, normalQueue: s, cpu: 1800 * ms}, 0, 0, 0.9, 0.9},
-		{"queued tasks above it", 0, 0, load{d: s, normal: s / 10, normalQueue: 3 * s, cpu: 1800 * ms}, 0, 0, 1.55, 0.9},
+		{"queued tasks below the slot time", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 2 * s}, 0, 0, 1, 1},
+		{"queued tasks above it", 0, 0, load{d: s, normal: s / 10, normalQueue: 3 * s, cpu: 1800 * ms}, 0, 0, 1.5, 0.9},
 		{"a quota below the slots: the CPU's saturation", 1, 0.3, load{d: s, normal: 250 * ms, cpu: 200 * ms}, 0, 0, 2.0 / 3, 2.0 / 3},
 		{"a budget above the slots: the cap is CPU time, not its share", 1, 2, load{d: s, normal: s, cpu: s}, 0, 0, 1, 0.5},
 		{"a quota that ran out adds its share of the periods", 1, 0.3, load{d: s, normal: 250 * ms, cpu: 270 * ms, periods: 10, throttled: 3}, 0, 0, 1.2, 0.9},
