@@ -94,6 +94,7 @@ func (s *Scheduler) cancelLocked(t *Task, now int64) cancelAction {
 		s.rq.remove(t)
 		s.rq.deactivate(t)
 		s.queued--
+		s.stats.leftQueueLocked(t, now-t.since)
 		s.stats.canceled++
 		s.endLocked(t)
 		return cancelRemoved

@@ -210,6 +210,12 @@ type counters struct {
 	classSubmitted                                                        [numClasses]uint64
 	classRunTime                                                          [numClasses]int64
 	classWaits, classRuns                                                 [numClasses]Histogram
+	// classQueued counts each class's queued tasks, classQueuedSince sums
+	// the times they were queued at, and classQueueDone sums the waits of
+	// those that left the queue (started or were removed): with them Stats
+	// computes ClassStats.QueueTime, queued tasks included, to the moment.
+	classQueued                      [numClasses]int64
+	classQueuedSince, classQueueDone [numClasses]int64
 }
 
 // New returns a Scheduler configured by opts. It starts one goroutine, the

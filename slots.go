@@ -19,6 +19,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	if first {
 		if t.state == stateQueued {
 			s.queued--
+			s.stats.leftQueueLocked(t, w)
 			s.stats.queueWait += w
 			s.stats.maxQueueWait = max(s.stats.maxQueueWait, w)
 		}

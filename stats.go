@@ -56,6 +56,14 @@ type ClassStats struct {
 	RunTime    time.Duration
 	QueueWaits Histogram // each started task's wait for its first slot (0 when a slot was free)
 	RunTimes   Histogram // each ended task's total slot time, for tasks that started
+	// QueueTime is the time the class's tasks have spent queued for their
+	// first slot, up to the snapshot: the waits of those that started or
+	// were removed while queued, and the time so far of those still
+	// queued. Its growth over an interval, over the interval's length, is
+	// the mean number of the class's tasks queued in it. It differs from
+	// QueueWaits.Sum, which counts a wait only once its task starts, in
+	// counting a wait while it lasts.
+	QueueTime time.Duration
 }
 
 // GroupStats are the counters of one group.
@@ -143,8 +151,10 @@ func (s *Scheduler) Stats() Stats {
 		LentTime:     time.Duration(s.lentTimeLocked(s.clock.Now())),
 		Groups:       make(map[string]GroupStats, len(s.groups)),
 	}
+	now := s.clock.Now()
 	for i := range st.Classes {
-		st.Classes[i] = ClassStats{Submitted: c.classSubmitted[i], RunTime: time.Duration(c.classRunTime[i]), QueueWaits: c.classWaits[i], RunTimes: c.classRuns[i]}
+		st.Classes[i] = ClassStats{Submitted: c.classSubmitted[i], RunTime: time.Duration(c.classRunTime[i]), QueueWaits: c.classWaits[i], RunTimes: c.classRuns[i],
+			QueueTime: time.Duration(c.classQueueDone[i] + c.classQueued[i]*now - c.classQueuedSince[i])}
 	}
 	for name, g := range s.groups {
 		st.Groups[name] = g.snapshot()
@@ -152,6 +162,14 @@ func (s *Scheduler) Stats() Stats {
 	st.OtherGroups = s.otherGroups.snapshot()
 	st.OtherGroups.Weight = DefaultGroupWeight
 	return st
+}
+
+// leftQueueLocked counts queued task t leaving the queue after waiting w
+// (to start, or removed); under s.mu.
+func (c *counters) leftQueueLocked(t *Task, w int64) {
+	c.classQueued[t.classID]--
+	c.classQueuedSince[t.classID] -= t.since
+	c.classQueueDone[t.classID] += w
 }
 
 // snapshot returns g's counters as GroupStats.

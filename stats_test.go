@@ -184,3 +184,51 @@ func TestCheckTaskOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestClassQueueTime checks ClassStats.QueueTime on a fake clock: it
+// counts a queued task's wait while it lasts, not only once the task
+// starts, and the wait of a task removed while queued.
+func TestClassQueueTime(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	release, h := holdSlot(t, s)
+	qt := func(c Class) time.Duration { return s.Stats().Classes[c].QueueTime }
+	a, err := s.Go(context.Background(), func(*Task) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b, err := s.Go(ctx, func(*Task) error { return nil }, WithClass(ClassBatch))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(int64(2 * time.Millisecond))
+	if got, want := qt(ClassNormal), 2*time.Millisecond; got != want {
+		t.Errorf("a Normal task queued 2ms: QueueTime %v, want %v (counted while it waits)", got, want)
+	}
+	if got := s.Stats().Classes[ClassNormal].QueueWaits.Sum; got != 0 {
+		t.Errorf("QueueWaits.Sum %v before the task started, want 0", got)
+	}
+	cancel() // b leaves the queue after 2 ms
+	if err := b.Wait(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the removed task: got %v, want context.Canceled", err)
+	}
+	clk.Advance(int64(3 * time.Millisecond))
+	if got, want := qt(ClassBatch), 2*time.Millisecond; got != want {
+		t.Errorf("a Batch task removed after 2ms: QueueTime %v, want %v", got, want)
+	}
+	if got, want := qt(ClassNormal), 5*time.Millisecond; got != want {
+		t.Errorf("a Normal task queued 5ms: QueueTime %v, want %v", got, want)
+	}
+	release()
+	if err := errors.Join(h.Wait(), a.Wait()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(int64(time.Millisecond)) // no task queued: nothing grows
+	if got, want := qt(ClassNormal), 5*time.Millisecond; got != want {
+		t.Errorf("after the task started: QueueTime %v, want %v", got, want)
+	}
+	if got := s.Stats().Classes[ClassNormal].QueueWaits.Sum; got != 5*time.Millisecond {
+		t.Errorf("QueueWaits.Sum %v once the task started, want 5ms", got)
+	}
+}

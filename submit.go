@@ -246,6 +246,8 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 			t.wake = make(chan struct{}, 1) // a Go task gets a goroutine instead
 		}
 		s.queued++
+		s.stats.classQueued[t.classID]++
+		s.stats.classQueuedSince[t.classID] += now
 		s.rq.add(t)
 		s.preemptForLocked(t, now)
 		s.watchLocked()

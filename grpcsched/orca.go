@@ -11,10 +11,12 @@ import (
 // grpc-go's orca package: for orca.CallMetricsServerOption, which sends
 // one in the trailer of every call, and for orca.Register's out-of-band
 // stream. Each report has
-//   - application_utilization: the scheduler's latency-relevant demand
-//     (the slot time of Realtime and Normal tasks and their waits for a
-//     slot) over its slot capacity, or the CPU's saturation net of
-//     ClassBatch and ClassIdle, the larger; never 0 while calls come;
+//   - application_utilization: the largest of the slot time of Realtime
+//     and Normal tasks (at most the process's CPU time) and their time
+//     queued for a first slot, each over the slot capacity, and the CPU's
+//     saturation net of ClassBatch and ClassIdle (plus the share of a
+//     cgroup quota's periods in which it ran out); never 0 while calls
+//     come;
 //   - cpu_utilization: the process's CPU time over its CPU budget
 //     (GOMAXPROCS, the cgroup limit), left out where it cannot be read;
 //   - qps: the calls that came to s's adapters (these interceptors and

@@ -50,11 +50,12 @@
 // the same that grpcsched sends to gRPC's and Envoy's weighted balancers
 // and httpsched's WithLoadMetricsHeader to Envoy, averaged over the last
 // second (or since the previous scrape, when scrapes come less often):
-// application_utilization is the latency-relevant demand (the slot time of
-// Realtime and Normal tasks and their waits for a first slot) over the
-// slot capacity, or the CPU's saturation net of Batch and Idle work, the
-// larger, so that a replica whose spare CPU runs batch work does not read
-// busy. It is what an autoscaler should scale on (a Kubernetes
+// application_utilization is the largest of the latency-relevant slot
+// time (of Realtime and Normal tasks, at most the process's CPU time) and
+// their time queued for a first slot, each over the slot capacity, and
+// the CPU's saturation net of Batch and Idle work (plus the share of a
+// cgroup quota's periods in which it ran out), so that a replica whose
+// spare CPU runs batch work does not read busy. It is what an autoscaler should scale on (a Kubernetes
 // HorizontalPodAutoscaler through the Prometheus adapter:
 // docs/observability.md#autoscaling-on-the-utilization), and
 // docs/grpc.md#how-each-value-is-computed says exactly how it is computed.

@@ -26,21 +26,66 @@ import (
 // (no cgroup cpu controller, no quota set on the process's cgroup or its
 // ancestors, or not Linux). An error means a file was there but could not
 // be read or parsed; it names the file.
-func Limit() (cpus float64, ok bool, err error) { return limitUnder("/") }
+func Limit() (cpus float64, ok bool, err error) {
+	_, cpus, ok, err = limitUnder("/")
+	return cpus, ok, err
+}
+
+// StatFile returns the cpu.stat file of the cgroup whose limit Limit
+// returns (the one with the smallest), ok false where Limit's is.
+func StatFile() (path string, ok bool, err error) {
+	dir, _, ok, err := limitUnder("/")
+	if !ok || err != nil {
+		return "", false, err
+	}
+	return filepath.Join(dir, "cpu.stat"), true, nil
+}
+
+// Throttling reads a cpu.stat file (cgroup v1 or v2): the quota's periods
+// in which the cgroup ran, and those in which it used its quota and every
+// thread of it was stopped until the period's end.
+func Throttling(path string) (periods, throttled int64, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	foundP, foundT := false, false
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok || key != "nr_periods" && key != "nr_throttled" {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(val), 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %s: want an integer, got %q", path, key, val)
+		}
+		if key == "nr_periods" {
+			periods, foundP = n, true
+		} else {
+			throttled, foundT = n, true
+		}
+	}
+	if !foundP || !foundT {
+		return 0, 0, fmt.Errorf("%s: want nr_periods and nr_throttled", path)
+	}
+	return periods, throttled, nil
+}
 
 // limitUnder is Limit with every path under root, so that tests can give a
-// fake /proc and cgroup tree.
-func limitUnder(root string) (float64, bool, error) {
+// fake /proc and cgroup tree; it also returns the directory of the cgroup
+// whose limit it is.
+func limitUnder(root string) (string, float64, bool, error) {
 	cg, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, false, nil // not Linux, or no /proc
+		return "", 0, false, nil // not Linux, or no /proc
 	}
 	if err != nil {
-		return 0, false, err
+		return "", 0, false, err
 	}
 	mi, err := os.ReadFile(filepath.Join(root, "proc/self/mountinfo"))
 	if err != nil {
-		return 0, false, err
+		return "", 0, false, err
 	}
 	v1Path, v2Path, hasV1, hasV2 := parseCgroupFile(cg)
 	mounts := parseMountinfo(mi)
@@ -52,7 +97,7 @@ func limitUnder(root string) (float64, bool, error) {
 	if m, ok := mounts.v2(); hasV2 && ok {
 		return walkUp(root, m, v2Path, readV2)
 	}
-	return 0, false, nil
+	return "", 0, false, nil
 }
 
 // parseCgroupFile reads /proc/self/cgroup's "id:controllers:path" lines:
@@ -153,27 +198,28 @@ func unescape(s string) string {
 type readLimit func(dir string) (cpus float64, ok bool, err error)
 
 // walkUp returns the smallest limit of the cgroup at path (as
-// /proc/self/cgroup names it) and its ancestors up to the mount m.
-func walkUp(root string, m mount, path string, read readLimit) (float64, bool, error) {
+// /proc/self/cgroup names it) and its ancestors up to the mount m, and
+// the directory of the cgroup that sets it.
+func walkUp(root string, m mount, path string, read readLimit) (string, float64, bool, error) {
 	rel, ok := strings.CutPrefix(path, m.root)
 	if !ok {
 		// The process's cgroup is outside what is mounted here (a
 		// cgroup namespace whose root is not mounted): nothing to read.
-		return 0, false, nil
+		return "", 0, false, nil
 	}
 	top := filepath.Join(root, m.point)
 	dir := filepath.Join(top, rel)
-	best, found := 0.0, false
+	bestDir, best, found := "", 0.0, false
 	for {
 		cpus, ok, err := read(dir)
 		if err != nil {
-			return 0, false, err
+			return "", 0, false, err
 		}
 		if ok && (!found || cpus < best) {
-			best, found = cpus, true
+			bestDir, best, found = dir, cpus, true
 		}
 		if dir == top || len(dir) < len(top) {
-			return best, found, nil
+			return bestDir, best, found, nil
 		}
 		dir = filepath.Dir(dir)
 	}

@@ -120,12 +120,23 @@ func TestLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok, err := limitUnder(tree(t, tt.files))
+			root := tree(t, tt.files)
+			dir, got, ok, err := limitUnder(root)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if ok != tt.wantOK || got != tt.want {
 				t.Errorf("limit = %v, %v; want %v, %v", got, ok, tt.want, tt.wantOK)
+			}
+			// The directory is the cgroup whose limit it is: one of its
+			// limit files holds it.
+			if ok {
+				v1, _, _, err1 := readLimitFiles(dir)
+				if err1 != nil || v1 != got {
+					t.Errorf("the limit's directory %s holds %v (%v), want %v", strings.TrimPrefix(dir, root), v1, err1, got)
+				}
+			} else if dir != "" {
+				t.Errorf("no limit, yet a directory %q", dir)
 			}
 		})
 	}
@@ -147,7 +158,7 @@ func TestLimitBadFilesNameTheFile(t *testing.T) {
 				"sys/fs/cgroup/cpu/box/cpu.cfs_period_us": "100000\n",
 			}
 			files[tt.file] = tt.content
-			_, _, err := limitUnder(tree(t, files))
+			_, _, _, err := limitUnder(tree(t, files))
 			if err == nil || !strings.Contains(err.Error(), filepath.Base(tt.file)) {
 				t.Errorf("err = %v, want one naming %s", err, tt.file)
 			}
@@ -158,7 +169,7 @@ func TestLimitBadFilesNameTheFile(t *testing.T) {
 		"proc/self/mountinfo":       v2Mountinfo,
 		"sys/fs/cgroup/app/cpu.max": "150000\n",
 	}
-	if _, _, err := limitUnder(tree(t, files)); err == nil || !strings.Contains(err.Error(), "cpu.max") {
+	if _, _, _, err := limitUnder(tree(t, files)); err == nil || !strings.Contains(err.Error(), "cpu.max") {
 		t.Errorf("v2 cpu.max with one field: err = %v, want one naming cpu.max", err)
 	}
 }
@@ -184,4 +195,36 @@ func TestLimitHere(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("limit %v CPUs, set %v", cpus, ok)
+}
+
+// readLimitFiles reads dir's limit, v1's files or v2's.
+func readLimitFiles(dir string) (float64, bool, string, error) {
+	if cpus, ok, err := readV1(dir); ok || err != nil {
+		return cpus, ok, "v1", err
+	}
+	cpus, ok, err := readV2(dir)
+	return cpus, ok, "v2", err
+}
+
+func TestThrottling(t *testing.T) {
+	root := tree(t, map[string]string{
+		"v1/cpu.stat":  "nr_periods 120\nnr_throttled 7\nthrottled_time 123456789\n",
+		"v2/cpu.stat":  "usage_usec 99\nuser_usec 50\nsystem_usec 49\nnr_periods 30\nnr_throttled 2\nthrottled_usec 1000\n",
+		"bad/cpu.stat": "nr_periods many\nnr_throttled 2\n",
+		"few/cpu.stat": "usage_usec 99\n",
+	})
+	for _, tt := range []struct {
+		dir                string
+		periods, throttled int64
+	}{{"v1", 120, 7}, {"v2", 30, 2}} {
+		p, th, err := Throttling(filepath.Join(root, tt.dir, "cpu.stat"))
+		if err != nil || p != tt.periods || th != tt.throttled {
+			t.Errorf("%s: got %d periods, %d throttled, %v; want %d, %d", tt.dir, p, th, err, tt.periods, tt.throttled)
+		}
+	}
+	for _, dir := range []string{"bad", "few", "none"} {
+		if _, _, err := Throttling(filepath.Join(root, dir, "cpu.stat")); err == nil {
+			t.Errorf("%s: got no error", dir)
+		}
+	}
 }

@@ -15,20 +15,27 @@
 // ClassBatch and ClassIdle keep the CPU busy but a Normal call is served
 // ahead of them (the small-task lane takes Batch's slot at its next
 // Checkpoint, Idle runs only when nothing else waits), so a replica whose
-// spare CPU runs a batch job is not busy for its callers. The demand is the
-// slot time of the classes a Normal call waits behind (Realtime and
-// Normal) plus the time their tasks waited for a first slot, over the slot
-// time the scheduler has; and since a CPU that is saturated by other work
-// than the yielding classes (the RPC framework, the garbage collector,
-// code outside the scheduler) delays calls too, Application is the larger
-// of that demand and the CPU's saturation net of the yielding classes. How
-// each value is computed, exactly: docs/grpc.md#how-each-value-is-computed.
+// spare CPU runs a batch job is not busy for its callers. The demand is
+// the slot time of the classes a Normal call waits behind (Realtime and
+// Normal), counted as no more than the process's CPU time (a slot whose
+// thread the kernel did not run, because other processes had the CPU or
+// a cgroup quota was spent, is not work: the calls that waited meanwhile
+// count as queued), and the time their tasks spent queued for a first
+// slot, each over the slot time the scheduler has; and since a CPU that
+// is saturated by other work than the yielding classes (the RPC
+// framework, the garbage collector, code outside the scheduler) or
+// limited by a quota delays calls too, Application is the largest of
+// those two and the CPU's saturation: the CPU net of the yielding classes
+// over the budget, plus the share of a cgroup quota's periods in which it
+// ran out (the CPU's share alone can read no more than 1 under a quota,
+// however far past it the calls are). How each value is computed, exactly:
+// docs/grpc.md#how-each-value-is-computed.
 //
 // Everything comes from Scheduler.Stats, sampled at most every step (Stats
 // takes the scheduler's lock, so not once per call), from the process's
-// CPU time, and from what the adapters record of each call (Arrive, End). Nothing
-// runs in the background: a Report call takes a sample when the last is a
-// step old.
+// CPU time and its cgroup's cpu.stat, and from what the adapters record of
+// each call (Arrive, End). Nothing runs in the background: a Report call
+// takes a sample when the last is a step old.
 package loadreport
 
 import (
@@ -39,6 +46,7 @@ import (
 	"weak"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/cgroupcpu"
 )
 
 const (
@@ -76,9 +84,11 @@ func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // Report is one load report. The values are averages over the last
 // window (or since the Meter was made, if sooner).
 type Report struct {
-	// Application is ORCA's application_utilization: the larger of the
-	// latency-relevant demand over the slot capacity and the CPU's
-	// saturation net of ClassBatch and ClassIdle; at least minApplication
+	// Application is ORCA's application_utilization: the largest of the
+	// latency-relevant slot time (at most the process's CPU time) and
+	// time queued for a first slot, each over the slot capacity, and the
+	// CPU's saturation (net of ClassBatch and ClassIdle, plus the share of
+	// the quota's periods in which it ran out); at least minApplication
 	// while calls end.
 	Application float64
 	// CPU is ORCA's cpu_utilization: the process's CPU time over its CPU
@@ -116,7 +126,6 @@ type Meter struct {
 	src source
 
 	calls, shed atomic.Uint64
-	left        atomic.Int64 // ns: the waits of calls that left while queued
 	waits       waitHistogram
 
 	mu  sync.Mutex // held to take a sample
@@ -130,21 +139,26 @@ type source struct {
 	stats  func() (cpusched.Stats, bool)        // false once the scheduler is gone
 	cpu    func() (used time.Duration, ok bool) // the process's CPU time
 	budget func() float64                       // the CPU budget, in CPUs
+	// quota reads the cgroup quota's periods and those in which it ran
+	// out; ok false without a quota.
+	quota func() (periods, throttled int64, ok bool)
 }
 
 // sample is the cumulative counters at one time.
 type sample struct {
-	at       time.Duration
-	workers  int
-	lrRun    time.Duration // slot time of ClassRealtime and ClassNormal
-	lrWait   time.Duration // their tasks' waits for a first slot
-	yieldRun time.Duration // slot time of ClassBatch and ClassIdle
-	cpu      time.Duration
-	cpuOK    bool
-	calls    uint64
-	shed     uint64
-	left     time.Duration
-	waits    [numBuckets]uint64
+	at        time.Duration
+	workers   int
+	lrRun     time.Duration // slot time of ClassRealtime and ClassNormal
+	lrQueue   time.Duration // the time their tasks spent queued for a first slot (ClassStats.QueueTime)
+	yieldRun  time.Duration // slot time of ClassBatch and ClassIdle
+	cpu       time.Duration
+	cpuOK     bool
+	periods   int64 // the cgroup quota's periods
+	throttled int64 // those in which it ran out
+	quotaOK   bool
+	calls     uint64
+	shed      uint64
+	waits     [numBuckets]uint64
 }
 
 // state is what a Report call reads: replaced whole at each sample.
@@ -187,6 +201,7 @@ func For(s *cpusched.Scheduler) *Meter {
 		},
 		cpu:    processCPU,
 		budget: cpuBudget,
+		quota:  new(quotaStat).read,
 	})
 	registry.meters[key] = m
 	runtime.AddCleanup(s, func(key weak.Pointer[cpusched.Scheduler]) {
@@ -223,7 +238,7 @@ func (m *Meter) End(o Outcome, wait time.Duration) {
 	case Ran:
 		m.waits.record(wait)
 	case Left:
-		m.left.Add(int64(wait))
+		// The scheduler counts its time queued (ClassStats.QueueTime).
 		m.waits.record(wait)
 	case Shed:
 		m.shed.Add(1)
@@ -292,14 +307,16 @@ func (m *Meter) take(now time.Duration) (sample, bool) {
 		at:       now,
 		workers:  st.Workers,
 		lrRun:    c[cpusched.ClassRealtime].RunTime + c[cpusched.ClassNormal].RunTime,
-		lrWait:   c[cpusched.ClassRealtime].QueueWaits.Sum + c[cpusched.ClassNormal].QueueWaits.Sum,
+		lrQueue:  c[cpusched.ClassRealtime].QueueTime + c[cpusched.ClassNormal].QueueTime,
 		yieldRun: c[cpusched.ClassBatch].RunTime + c[cpusched.ClassIdle].RunTime,
 		calls:    m.calls.Load(),
 		shed:     m.shed.Load(),
-		left:     time.Duration(m.left.Load()),
 		waits:    m.waits.snapshot(),
 	}
 	s.cpu, s.cpuOK = m.src.cpu()
+	if m.src.quota != nil {
+		s.periods, s.throttled, s.quotaOK = m.src.quota()
+	}
 	return s, true
 }
 
@@ -311,14 +328,55 @@ func compute(b, c sample, budget float64) Report {
 	if dt <= 0 || c.workers <= 0 {
 		return r
 	}
-	demand := (c.lrRun - b.lrRun + c.lrWait - b.lrWait + c.left - b.left).Seconds() / (float64(c.workers) * dt)
-	r.Application = max(0, demand)
-	if c.cpuOK && b.cpuOK && budget > 0 {
-		used := (c.cpu - b.cpu).Seconds()
-		r.CPU = max(0, used/(budget*dt))
-		// The yielding classes used at most their slot time of CPU.
-		others := max(0, used-(c.yieldRun-b.yieldRun).Seconds()) / (budget * dt)
-		r.Application = max(r.Application, others)
+	slots := float64(c.workers) * dt
+	run := max(0, (c.lrRun - b.lrRun).Seconds())
+	queued := max(0, (c.lrQueue - b.lrQueue).Seconds())
+	// The CPU's saturation: the share of the quota's periods in which it
+	// ran out (every thread stopped until the period's end, the calls'
+	// too, and the calls not yet read from their connections wait where
+	// the scheduler does not see them), plus the CPU net of the yielding
+	// classes over the budget.
+	var saturation float64
+	if c.quotaOK && b.quotaOK && c.periods > b.periods {
+		saturation = min(1, max(0, float64(c.throttled-b.throttled)/float64(c.periods-b.periods)))
 	}
+	if c.cpuOK && b.cpuOK && budget > 0 {
+		used := max(0, (c.cpu - b.cpu).Seconds())
+		r.CPU = used / (budget * dt)
+		// Slot time beyond the process's CPU time is time the kernel ran
+		// other processes, or a spent quota stopped the process: not
+		// work, and the calls it delayed are counted as queued.
+		run = min(run, used)
+		// The yielding classes used at most their slot time of CPU.
+		saturation += max(0, used-(c.yieldRun-b.yieldRun).Seconds()) / (budget * dt)
+	}
+	// The queued tasks count on their own, not on top of the slot time: a
+	// weighted round robin weighs a replica by qps over this, and below
+	// saturation the queue grows faster than the load and swings from one
+	// window to the next, so that added to the slot time it moved the
+	// weights of equal replicas to and fro (docs/grpc.md#the-results). It
+	// exceeds the rest where the replica is past what it can serve.
+	r.Application = max(saturation, run/slots, queued/slots)
 	return r
+}
+
+// quotaStat reads the throttling of the cgroup whose CPU limit applies to
+// the process, finding its cpu.stat again every budgetRefresh; its read
+// is a source's quota, called with the Meter's mu held.
+type quotaStat struct {
+	path string
+	ok   bool
+	at   time.Time
+}
+
+func (q *quotaStat) read() (periods, throttled int64, ok bool) {
+	if q.at.IsZero() || time.Since(q.at) >= budgetRefresh {
+		path, ok, err := cgroupcpu.StatFile()
+		q.path, q.ok, q.at = path, ok && err == nil, time.Now()
+	}
+	if !q.ok {
+		return 0, 0, false
+	}
+	periods, throttled, err := cgroupcpu.Throttling(q.path)
+	return periods, throttled, err == nil
 }

@@ -1,6 +1,7 @@
 package loadreport
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"runtime"
@@ -24,7 +25,10 @@ type fake struct {
 	cpuOK  bool
 	gone   bool
 	budget float64
-	stats  int // Stats calls
+	// periods and throttled are the cgroup quota's; quotaOK false: none.
+	periods, throttled int64
+	quotaOK            bool
+	stats              int // Stats calls
 }
 
 func newFake(workers int, budget float64) *fake {
@@ -42,17 +46,23 @@ func (f *fake) source() source {
 		},
 		cpu:    func() (time.Duration, bool) { f.mu.Lock(); defer f.mu.Unlock(); return f.cpu, f.cpuOK },
 		budget: func() float64 { f.mu.Lock(); defer f.mu.Unlock(); return f.budget },
+		quota: func() (int64, int64, bool) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.periods, f.throttled, f.quotaOK
+		},
 	}
 }
 
 // load is what happens in one step of a test: time passes, and the
-// classes use slot time and wait, the process CPU.
+// classes use slot time and wait, the process CPU, the quota's periods.
 type load struct {
-	d                        time.Duration
-	normal, realtime         time.Duration // slot time
-	batch, idle              time.Duration
-	normalWait, realtimeWait time.Duration // waits for a first slot
-	cpu                      time.Duration
+	d                          time.Duration
+	normal, realtime           time.Duration // slot time
+	batch, idle                time.Duration
+	normalQueue, realtimeQueue time.Duration // time queued for a first slot (ClassStats.QueueTime)
+	cpu                        time.Duration
+	periods, throttled         int64 // the cgroup quota's periods, and those in which it ran out
 }
 
 func (f *fake) add(l load) {
@@ -64,43 +74,61 @@ func (f *fake) add(l load) {
 	c[cpusched.ClassRealtime].RunTime += l.realtime
 	c[cpusched.ClassBatch].RunTime += l.batch
 	c[cpusched.ClassIdle].RunTime += l.idle
-	c[cpusched.ClassNormal].QueueWaits.Sum += l.normalWait
-	c[cpusched.ClassRealtime].QueueWaits.Sum += l.realtimeWait
+	c[cpusched.ClassNormal].QueueTime += l.normalQueue
+	c[cpusched.ClassRealtime].QueueTime += l.realtimeQueue
 	f.cpu += l.cpu
+	f.periods += l.periods
+	f.throttled += l.throttled
 }
 
 func near(got, want float64) bool { return math.Abs(got-want) < 1e-9 }
 
 func TestApplicationUtilization(t *testing.T) {
-	// One second of load on a 2-slot scheduler with a CPU budget of 2, then
-	// a report: Application is the larger of the Realtime and Normal slot
-	// time plus their tasks' first-slot waits (and the waits of calls that
-	// left while queued) over 2 slot-seconds, and the CPU net of Batch and
-	// Idle slot time over 2 CPU-seconds.
+	// One second of load on a scheduler of 2 slots with a CPU budget of 2
+	// (unless a case says otherwise), then a report: Application is the
+	// largest of the Realtime and Normal slot time (counted as at most the
+	// process's CPU time) over the slot-seconds, the time their tasks spent
+	// queued over the slot-seconds, and the CPU's saturation: the CPU net
+	// of Batch and Idle slot time over the CPU-seconds, plus the share of
+	// the quota's periods in which it ran out.
 	const s = time.Second
+	const ms = time.Millisecond
 	tests := []struct {
 		name    string
+		workers int     // 2 if 0
+		budget  float64 // 2 if 0
 		load    load
 		left    time.Duration // a call that left while queued, after waiting this
 		calls   int           // calls that ran
 		wantApp float64
 		wantCPU float64
 	}{
-		{"normal slot time", load{d: s, normal: s, cpu: s}, 0, 0, 0.5, 0.5},
-		{"realtime counts as normal", load{d: s, realtime: s / 2, normal: s / 2, cpu: s}, 0, 0, 0.5, 0.5},
-		{"both slots busy", load{d: s, normal: 2 * s, cpu: 2 * s}, 0, 0, 1, 1},
-		{"first-slot waits add", load{d: s, normal: 2 * s, normalWait: 3 * s, realtimeWait: s, cpu: 2 * s}, 0, 0, 3, 1},
-		{"a call that left while queued adds its wait", load{d: s, normal: 2 * s, cpu: 2 * s}, s, 0, 1.5, 1},
-		{"batch and idle do not count", load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 0, 0, 1},
-		{"nor do they, with calls: the floor", load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 3, minApplication, 1},
-		{"the CPU saturated by other work", load{d: s, normal: s / 10, cpu: 1800 * time.Millisecond}, 0, 0, 0.9, 0.9},
-		{"the CPU net of idle", load{d: s, normal: s / 2, idle: s, cpu: 1800 * time.Millisecond}, 0, 0, 0.4, 0.9},
-		{"idle slot time beyond the CPU it used", load{d: s, idle: 2 * s, cpu: s}, 0, 0, 0, 0.5},
-		{"idle", load{d: s}, 0, 0, 0, 0},
+		{"normal slot time", 0, 0, load{d: s, normal: s, cpu: s}, 0, 0, 0.5, 0.5},
+		{"realtime counts as normal", 0, 0, load{d: s, realtime: s / 2, normal: s / 2, cpu: s}, 0, 0, 0.5, 0.5},
+		{"both slots busy", 0, 0, load{d: s, normal: 2 * s, cpu: 2 * s}, 0, 0, 1, 1},
+		{"queued tasks past the slots", 0, 0, load{d: s, normal: 2 * s, normalQueue: 3 * s, realtimeQueue: s, cpu: 2 * s}, 0, 0, 2, 1},
+		{"a call that left while queued: the scheduler's queue time counts it, End does not again", 0, 0, load{d: s, normal: s, normalQueue: 3 * s, cpu: s}, s, 0, 1.5, 0.5},
+		{"batch and idle do not count", 0, 0, load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 0, 0, 1},
+		{"nor do they, with calls: the floor", 0, 0, load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 3, minApplication, 1},
+		{"the CPU saturated by other work", 0, 0, load{d: s, normal: s / 10, cpu: 1800 * ms}, 0, 0, 0.9, 0.9},
+		{"the CPU net of idle", 0, 0, load{d: s, normal: s / 2, idle: s, cpu: 1800 * ms}, 0, 0, 0.4, 0.9},
+		{"idle slot time beyond the CPU it used", 0, 0, load{d: s, idle: 2 * s, cpu: s}, 0, 0, 0, 0.5},
+		{"slots held beyond the process's CPU count as the CPU", 0, 0, load{d: s, normal: 2 * s, cpu: 600 * ms}, 0, 0, 0.3, 0.3},
+		{"and the tasks queued meanwhile as queued", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 600 * ms}, 0, 0, 0.5, 0.3},
+		{"queued tasks below the CPU's saturation", 0, 0, load{d: s, normal: s / 10, normalQueue: s, cpu: 1800 * ms}, 0, 0, 0.9, 0.9},
+		{"queued tasks below the slot time", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 2 * s}, 0, 0, 1, 1},
+		{"queued tasks above it", 0, 0, load{d: s, normal: s / 10, normalQueue: 3 * s, cpu: 1800 * ms}, 0, 0, 1.5, 0.9},
+		{"a quota below the slots: the CPU's saturation", 1, 0.3, load{d: s, normal: 250 * ms, cpu: 200 * ms}, 0, 0, 2.0 / 3, 2.0 / 3},
+		{"a budget above the slots: the cap is CPU time, not its share", 1, 2, load{d: s, normal: s, cpu: s}, 0, 0, 1, 0.5},
+		{"a quota that ran out adds its share of the periods", 1, 0.3, load{d: s, normal: 250 * ms, cpu: 270 * ms, periods: 10, throttled: 3}, 0, 0, 1.2, 0.9},
+		{"a quota that did not run out adds nothing", 1, 0.3, load{d: s, normal: 250 * ms, cpu: 150 * ms, periods: 10}, 0, 0, 0.5, 0.5},
+		{"idle", 0, 0, load{d: s}, 0, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFake(2, 2)
+			workers, budget := cmp.Or(tt.workers, 2), cmp.Or(tt.budget, 2)
+			f := newFake(workers, budget)
+			f.quotaOK = true
 			m := newMeter(f.source())
 			for range tt.calls {
 				m.Arrive()
@@ -309,7 +337,9 @@ func TestFor(t *testing.T) {
 
 func TestThroughScheduler(t *testing.T) {
 	// With a real scheduler and the process's CPU: Normal work on the one
-	// slot reads as busy, Idle work does not.
+	// slot reads as busy as the CPU it got, Idle work not at all, and a
+	// slot held without computing not busy, the tasks queued behind it as
+	// queued.
 	if testing.Short() {
 		t.Skip("computes for 0.6s")
 	}
@@ -321,10 +351,45 @@ func TestThroughScheduler(t *testing.T) {
 		t.Logf("%v: %+v", class, r)
 		return r
 	}
-	if r := spin(t, cpusched.ClassNormal); r.Application < 0.7 {
-		t.Errorf("after 0.3s of Normal work on the one slot: got application %v, want about 1", r.Application)
+	// On a busy machine the work gets less than its slot time of CPU:
+	// the busy part is that CPU time, r.CPU x the budget over the one slot.
+	if r := spin(t, cpusched.ClassNormal); r.Application < 0.7*min(1, r.CPU*cpuBudget()) {
+		t.Errorf("after 0.3s of Normal work on the one slot: got application %v (cpu %v of %v CPUs), want about the CPU it got", r.Application, r.CPU, cpuBudget())
 	}
 	if r := spin(t, cpusched.ClassIdle); r.Application > 0.3 {
 		t.Errorf("after 0.3s of Idle work on the one slot: got application %v (cpu %v), want about 0", r.Application, r.CPU)
+	}
+
+	s := schedtest.NewScheduler(t)
+	m := For(s)
+	hold, release := make(chan struct{}), make(chan struct{})
+	holder, err := s.Go(context.Background(), func(*cpusched.Task) error {
+		close(hold)
+		<-release // holds the slot, computing nothing
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-hold
+	var queued []*cpusched.Handle
+	for range 2 {
+		h, err := s.Go(context.Background(), func(*cpusched.Task) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		queued = append(queued, h)
+	}
+	time.Sleep(300 * time.Millisecond)
+	r := m.Report()
+	close(release)
+	for _, h := range append(queued, holder) {
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("a slot held idle, 2 tasks queued: %+v", r)
+	if r.Application < 1.5 || r.Application > 2.5 {
+		t.Errorf("a slot held without computing and 2 tasks queued behind it for 0.3s: got application %v, want about 2", r.Application)
 	}
 }
