@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench.sh: an independent check of cpusched's default mode, outside the
 # demo server and `cpusched bench`. It builds and starts examples/httpserver
-# on loopback, measures its fast route (/hello) idle, then again while
-# HASH_CONNS connections keep its CPU-heavy route (/hash, run through
-# cpusched) busy, and prints the probe's p50/p99/p99.9 under load against
-# idle and the /hash throughput. See docs/httpserver-check.md.
+# on loopback, probes a fast route idle, then again while HASH_CONNS
+# connections keep its CPU-heavy route (/hash, run through cpusched) busy,
+# and prints the probe's p50/p99/p99.9/max and req/s, loaded against idle,
+# and the /hash throughput. See docs/httpserver-check.md.
 #
-# usage: examples/httpserver/bench.sh [SECONDS [HASH_CONNS [HASH_ROUNDS]]]
+# usage: [FLOOR=1] [PROBE_CONNS=N] [PROBE=wrk|load] examples/httpserver/bench.sh [SECONDS [HASH_CONNS [HASH_ROUNDS]]]
 #   SECONDS     length of each measured step (default 10)
 #   HASH_CONNS  connections of the /hash load (default: the number of CPUs,
 #               cpusched's worker count; the example sheds /hash beyond an
@@ -14,24 +14,38 @@
 #               instant 503s loads the client and the network path, not
 #               the scheduler)
 #   HASH_ROUNDS /hash?n= (default 100000: tens of ms of SHA-256 per request)
+#   FLOOR=1     also measure the floor, between idle and cpusched: a second
+#               instance of the server started under `chrt -i 0`, so that
+#               all its threads are SCHED_IDLE, takes the same /hash load
+#               while the probe measures the first. The same CPU work in a
+#               separate SCHED_IDLE process is the best the kernel gives
+#               the probed server; the cpusched step is reported as a ratio
+#               to it. Skipped, with a message, where chrt -i 0 fails.
+#   PROBE_CONNS N > 0: the probe is closed loop, N connections sending
+#               /sleep?d=500us back to back (default 8 with FLOOR=1);
+#               0: one connection paced at one /hello every 5 ms (the
+#               default without FLOOR)
+#   PROBE       wrk (the default when wrk is on PATH) or load (`cpusched
+#               load`, the default otherwise). The /hash load uses the same
+#               tool. The paced probe with load is open loop at 200/s with
+#               latency from each due time.
 #
-# The probe is wrk (one connection, a request every 5 ms, latency from
-# each send; p99.9 from wrk's own histogram) when wrk is on PATH, else
-# `cpusched load` (open loop at 200/s, latency from each due time). The
-# /hash load uses the same tool. Set PROBE=load to use `cpusched load` even
-# when wrk is installed. Take timing figures only under the machine's
-# measurement lock when the machine is shared:
-#   flock -x /tmp/cpusched-measure.lock examples/httpserver/bench.sh
+# Take timing figures only under the machine's measurement lock when the
+# machine is shared, e.g.:
+#   FLOOR=1 flock -x /tmp/measure.lock examples/httpserver/bench.sh
 set -euo pipefail
 
 secs=${1:-10}
 conns=${2:-$(nproc)}
 rounds=${3:-100000}
-case "$secs$conns$rounds" in
-*[!0-9]*) echo "bench.sh: SECONDS, HASH_CONNS and HASH_ROUNDS must be positive integers" >&2; exit 2 ;;
+floor=${FLOOR:-0}
+case "$floor" in 0 | 1) ;; *) echo "bench.sh: FLOOR must be 0 or 1, got \"$floor\"" >&2; exit 2 ;; esac
+if [ "$floor" = 1 ]; then probe_conns=${PROBE_CONNS:-8}; else probe_conns=${PROBE_CONNS:-0}; fi
+case "$secs$conns$rounds$probe_conns" in
+*[!0-9]* | "") echo "bench.sh: SECONDS, HASH_CONNS, HASH_ROUNDS and PROBE_CONNS must be integers" >&2; exit 2 ;;
 esac
-if [ "$secs" -lt 1 ] || [ "$conns" -lt 1 ] || [ "$conns" -gt 1000 ] || [ "$rounds" -lt 1 ] || [ "$rounds" -gt 10000000 ]; then
-	echo "bench.sh: need SECONDS >= 1, HASH_CONNS in 1..1000, HASH_ROUNDS in 1..10000000" >&2
+if [ "$secs" -lt 1 ] || [ "$conns" -lt 1 ] || [ "$conns" -gt 1000 ] || [ "$rounds" -lt 1 ] || [ "$rounds" -gt 10000000 ] || [ "$probe_conns" -gt 1000 ]; then
+	echo "bench.sh: need SECONDS >= 1, HASH_CONNS in 1..1000, HASH_ROUNDS in 1..10000000, PROBE_CONNS in 0..1000" >&2
 	exit 2
 fi
 probe=${PROBE:-}
@@ -39,14 +53,34 @@ if [ -z "$probe" ]; then
 	if command -v wrk >/dev/null; then probe=wrk; else probe=load; fi
 fi
 case "$probe" in wrk | load) ;; *) echo "bench.sh: PROBE must be wrk or load, got \"$probe\"" >&2; exit 2 ;; esac
+if [ "$probe" = wrk ] && ! command -v wrk >/dev/null; then
+	echo "bench.sh: PROBE=wrk, but wrk is not on PATH (apt-get install -y wrk, or PROBE=load)" >&2
+	exit 2
+fi
+if [ "$probe" = load ] && [ -z "${PROBE:-}" ]; then
+	echo "bench.sh: wrk is not on PATH (apt-get install -y wrk); using cpusched load" >&2
+fi
+if [ "$floor" = 1 ]; then
+	why=
+	if ! command -v chrt >/dev/null; then
+		why="chrt is not on PATH (util-linux)"
+	elif ! out=$(chrt -i 0 true 2>&1); then
+		why="chrt -i 0 failed: ${out:-no message}"
+	fi
+	if [ -n "$why" ]; then
+		echo "bench.sh: FLOOR=1 needs SCHED_IDLE, but $why; skipping the floor step" >&2
+		floor=0
+	fi
+fi
 
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
-server_pid=
-load_pid=
+pids=()
 cleanup() {
-	[ -n "$load_pid" ] && kill "$load_pid" 2>/dev/null && wait "$load_pid" 2>/dev/null || true
-	[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null || true
+	local pid
+	for pid in "${pids[@]}"; do
+		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -54,84 +88,153 @@ trap cleanup EXIT
 go build -o "$tmp/httpserver" ./examples/httpserver
 go build -o "$tmp/cpusched" ./cmd/cpusched
 
-"$tmp/httpserver" -addr 127.0.0.1:0 >"$tmp/server.out" 2>"$tmp/server.err" &
-server_pid=$!
-base=
-for _ in $(seq 100); do
-	base=$(sed -n 's/^listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$tmp/server.out")
-	[ -n "$base" ] && break
-	sleep 0.1
-done
-if [ -z "$base" ]; then
-	echo "bench.sh: the server did not print its address; its stderr:" >&2
-	cat "$tmp/server.err" >&2
+# start_server NAME [PREFIX...] starts the server (under PREFIX, e.g. chrt
+# -i 0) and sets server_pid and server_base.
+start_server() {
+	local name=$1
+	shift
+	"$@" "$tmp/httpserver" -addr 127.0.0.1:0 >"$tmp/$name.out" 2>"$tmp/$name.err" &
+	server_pid=$!
+	pids+=("$server_pid")
+	server_base=
+	for _ in $(seq 100); do
+		server_base=$(sed -n 's/^listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$tmp/$name.out")
+		[ -n "$server_base" ] && return
+		sleep 0.1
+	done
+	echo "bench.sh: the $name server did not print its address; its stderr:" >&2
+	cat "$tmp/$name.err" >&2
 	exit 1
+}
+
+start_server probed
+base=$server_base
+floor_base=
+if [ "$floor" = 1 ]; then
+	start_server floor chrt -i 0
+	floor_pid=$server_pid
+	floor_base=$server_base
 fi
 
-# The wrk probe: one request every 5 ms on one connection; done() prints
-# "PROBE p50 p99 p99.9 max requests errors" in ms.
-cat >"$tmp/probe.lua" <<'EOF'
-function delay() return 5 end
+# not_idle PID prints the threads of PID whose policy is not SCHED_IDLE (5,
+# the 41st field of /proc/PID/task/TID/stat).
+not_idle() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		[ -e "$t/stat" ] || continue # a thread that just exited
+		[ "$(sed 's/.*) //' "$t/stat" | cut -d' ' -f39)" = 5 ] || echo -n " ${t##*/}"
+	done
+}
+
+# The wrk probe's done() prints "PROBE p50 p99 p99.9 max requests errors
+# req/s" (ms); paced, it also waits 5 ms between requests.
+{
+	[ "$probe_conns" -gt 0 ] || echo 'function delay() return 5 end'
+	cat <<'EOF'
 function done(summary, latency, requests)
 	local e = summary.errors
-	io.write(string.format("PROBE %.3f %.3f %.3f %.3f %d %d\n",
+	io.write(string.format("PROBE %.3f %.3f %.3f %.3f %d %d %.1f\n",
 		latency:percentile(50) / 1000, latency:percentile(99) / 1000,
 		latency:percentile(99.9) / 1000, latency.max / 1000,
-		summary.requests, e.connect + e.read + e.write + e.status + e.timeout))
+		summary.requests, e.connect + e.read + e.write + e.status + e.timeout,
+		summary.requests / (summary.duration / 1e6)))
 end
 EOF
+} >"$tmp/probe.lua"
 
-# probe prints "p50 p99 p99.9 max requests errors" (ms) for $secs seconds of /hello.
+if [ "$probe_conns" -gt 0 ]; then
+	probe_desc="closed loop, $probe_conns connections on /sleep?d=500us"
+	probe_path="/sleep?d=500us"
+else
+	probe_desc="paced, /hello every 5 ms"
+	probe_path="/hello"
+fi
+
+# run_probe SECONDS prints "p50 p99 p99.9 max requests errors req/s" (ms)
+# of the probe on the probed server.
 run_probe() {
 	if [ "$probe" = wrk ]; then
-		wrk -t1 -c1 -d"${secs}s" -s "$tmp/probe.lua" "$base/hello" | sed -n 's/^PROBE //p'
+		wrk -t1 -c"$((probe_conns > 0 ? probe_conns : 1))" -d"${1}s" -s "$tmp/probe.lua" "$base$probe_path" | sed -n 's/^PROBE //p'
 	else
-		"$tmp/cpusched" load -rate 200 -c 8 -d "${secs}s" -json "$base/hello" |
-			python3 -c 'import json,sys; r=json.load(sys.stdin); print("%.3f %.3f %.3f %.3f %d %d" % (r["p50_ms"], r["p99_ms"], r["p999_ms"], r["max_ms"], r["completed"], r["failed"]+r["non_2xx"]))'
+		local shape=(-rate 200 -c 8)
+		[ "$probe_conns" -gt 0 ] && shape=(-c "$probe_conns")
+		"$tmp/cpusched" load "${shape[@]}" -d "${1}s" -json "$base$probe_path" |
+			python3 -c 'import json,sys; r=json.load(sys.stdin); print("%.3f %.3f %.3f %.3f %d %d %.1f" % (r["p50_ms"], r["p99_ms"], r["p999_ms"], r["max_ms"], r["completed"], r["failed"]+r["non_2xx"], r["rps"]))'
 	fi
 }
 
-# start_hash runs the /hash load for $1 seconds in the background, its
-# summary in $tmp/hash.out.
+# start_hash URL runs the /hash load on URL for $secs + 2 seconds in the
+# background, its summary in $tmp/hash.out and its pid in hash_pid.
 start_hash() {
 	if [ "$probe" = wrk ]; then
-		wrk -t1 -c"$conns" -d"${1}s" --timeout 10s "$base/hash?n=$rounds" >"$tmp/hash.out" &
+		wrk -t1 -c"$conns" -d"$((secs + 2))s" --timeout 10s "$1/hash?n=$rounds" >"$tmp/hash.out" &
 	else
-		"$tmp/cpusched" load -c "$conns" -d "${1}s" -timeout 10s -json "$base/hash?n=$rounds" >"$tmp/hash.out" &
+		"$tmp/cpusched" load -c "$conns" -d "$((secs + 2))s" -timeout 10s -json "$1/hash?n=$rounds" >"$tmp/hash.out" &
 	fi
-	load_pid=$!
+	hash_pid=$!
+	pids+=("$hash_pid")
 }
 
-# hash_result prints "requests/s not-ok" of the /hash load (not-ok: 503s
-# and other failures).
+# hash_result prints "requests/s not-ok" of the /hash load that ran (not-ok:
+# 503s and other failures).
 hash_result() {
 	if [ "$probe" = wrk ]; then
 		rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$tmp/hash.out")
 		bad=$(sed -n 's/^ *Non-2xx or 3xx responses: *\([0-9]*\).*/\1/p' "$tmp/hash.out")
-		echo "${rps:-?} ${bad:-0}"
+		echo "${rps:-nan} ${bad:-0}"
 	else
 		python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("%.1f %d" % (r["rps"], r["non_2xx"] + r["failed"]))' "$tmp/hash.out"
 	fi
 }
 
-echo "examples/httpserver at $base; probe: $probe; $(nproc) CPUs; $(uptime | sed 's/.*load average/load average/')"
-run_probe >/dev/null 2>&1 || true # warm-up: connections, page faults
-idle=$(run_probe)
-start_hash $((secs + 2))
-sleep 1 # let the load reach every worker slot
-loaded=$(run_probe)
-wait "$load_pid"
-load_pid=
-hash=$(hash_result)
+# loaded_step URL sets step to the probe's figures and then the /hash
+# load's, the load on URL starting a second before the probe.
+loaded_step() {
+	local figures
+	start_hash "$1"
+	sleep 1 # let the load reach every worker slot
+	figures=$(run_probe "$secs")
+	wait "$hash_pid"
+	step="$figures $(hash_result)"
+}
 
-python3 - "$idle" "$loaded" "$hash" "$conns" "$rounds" <<'EOF'
-import sys
-idle = [float(x) for x in sys.argv[1].split()]
-loaded = [float(x) for x in sys.argv[2].split()]
-(rps, bad), conns, rounds = sys.argv[3].split(), sys.argv[4], sys.argv[5]
-print("%-24s %8s %8s %8s %8s %9s %7s" % ("/hello probe (ms)", "p50", "p99", "p99.9", "max", "requests", "errors"))
-print("%-24s %8.3f %8.3f %8.3f %8.3f %9d %7d" % tuple(["idle"] + idle))
-print("%-24s %8.3f %8.3f %8.3f %8.3f %9d %7d" % tuple(["under /hash load"] + loaded))
-print("%-24s %8.2fx %7.2fx %7.2fx %7.2fx" % ("ratio", *(l / i if i > 0 else float("nan") for l, i in zip(loaded[:4], idle[:4]))))
-print("/hash load: %s connections, n=%s, %s responses/s, %s of them not 200 (shed or failed)" % (conns, rounds, rps, bad))
+echo "examples/httpserver at $base${floor_base:+, floor server (SCHED_IDLE) at $floor_base}; probe: $probe, $probe_desc; $(nproc) CPUs; $(uptime | sed 's/.*load average/load average/')"
+run_probe 2 >/dev/null 2>&1 || true # warm-up: connections, page faults
+steps=("idle $(run_probe "$secs") nan 0")
+if [ "$floor" = 1 ]; then
+	loaded_step "$floor_base"
+	steps+=("floor $step")
+	if stray=$(not_idle "$floor_pid") && [ -n "$stray" ]; then
+		echo "bench.sh: the floor server's threads$stray are not SCHED_IDLE: its figures are not the floor" >&2
+		steps[-1]="floor-not-idle ${steps[-1]#floor }"
+	fi
+fi
+loaded_step "$base"
+steps+=("cpusched $step")
+
+python3 - "$conns" "$rounds" "${steps[@]}" <<'EOF'
+import math, sys
+conns, rounds = sys.argv[1:3]
+rows = {}
+print("%-15s %8s %8s %8s %8s %9s %7s %9s %8s" % ("probe (ms)", "p50", "p99", "p99.9", "max", "req/s", "errors", "/hash/s", "not 200"))
+for line in sys.argv[3:]:
+    name, *f = line.split()
+    p50, p99, p999, mx, n, err, rps, hrps, bad = map(float, f)
+    rows[name] = dict(p50=p50, p99=p99, p999=p999, max=mx, rps=rps, hrps=hrps)
+    print("%-15s %8.3f %8.3f %8.3f %8.3f %9.1f %7d %9s %8s" % (name, p50, p99, p999, mx, rps, err,
+          "-" if math.isnan(hrps) else "%.1f" % hrps, "-" if math.isnan(hrps) else "%d" % bad))
+
+def ratio(a, b):
+    return a / b if b > 0 else float("nan")
+
+i, c = rows["idle"], rows["cpusched"]
+print("cpusched / idle: p50 %.2fx, p99 %.2fx, p99.9 %.2fx, max %.2fx, req/s %.1f%%" % (
+    ratio(c["p50"], i["p50"]), ratio(c["p99"], i["p99"]), ratio(c["p999"], i["p999"]),
+    ratio(c["max"], i["max"]), 100 * ratio(c["rps"], i["rps"])))
+if "floor" in rows:
+    f = rows["floor"]
+    p99x, rpsp, hashp = ratio(c["p99"], f["p99"]), 100 * ratio(c["rps"], f["rps"]), 100 * ratio(c["hrps"], f["hrps"])
+    print("cpusched / floor: p99 %.2fx the floor's (target <= 1.25x: %s), req/s %.1f%% of the floor's (target >= 95%%: %s), /hash %.1f%% of the floor's" % (
+        p99x, "met" if p99x <= 1.25 else "missed", rpsp, "met" if rpsp >= 95 else "missed", hashp))
+print("/hash load: %s connections, n=%s" % (conns, rounds))
 EOF

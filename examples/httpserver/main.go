@@ -1,10 +1,11 @@
 // Httpserver is a small HTTP server whose CPU-heavy route runs through
-// cpusched, so that its fast route stays fast while the heavy one is busy:
-// /hash waits for a worker slot and yields at every Checkpoint, /hello does
-// not wait at all.
+// cpusched, so that its fast routes stay fast while the heavy one is busy:
+// /hash waits for a worker slot and yields at every Checkpoint, /hello and
+// /sleep do not wait for one at all.
 //
 //	go run ./examples/httpserver [-addr 127.0.0.1:8080]
 //	curl http://127.0.0.1:8080/hello
+//	curl 'http://127.0.0.1:8080/sleep?d=500us'
 //	curl 'http://127.0.0.1:8080/hash?n=1000000'
 package main
 
@@ -33,6 +34,12 @@ const (
 	maxRounds     = 10_000_000
 )
 
+// Limits of /sleep's d, as its 400 quotes them.
+const (
+	defaultSleep = 500 * time.Microsecond
+	maxSleep     = time.Second
+)
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -58,6 +65,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "hello\n")
 	})
+	mux.HandleFunc("GET /sleep", sleep)
 	// Shed /hash with 503 rather than let a request wait over 500ms for a slot.
 	mux.Handle("GET /hash", httpsched.Handler(sched, http.HandlerFunc(hash),
 		httpsched.WithMaxQueueWait(500*time.Millisecond)))
@@ -90,13 +98,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 // from the empty input. It runs as a cpusched task, with a Checkpoint
 // every round: when the task's slice is over, another request gets the slot.
 func hash(w http.ResponseWriter, r *http.Request) {
-	n := defaultRounds
-	if q := r.URL.Query(); q.Has("n") {
-		var err error
-		if n, err = strconv.Atoi(q.Get("n")); err != nil || n < 1 || n > maxRounds {
-			http.Error(w, fmt.Sprintf("n: must be an integer in 1..%d, got %q", maxRounds, q.Get("n")), http.StatusBadRequest)
-			return
-		}
+	n, ok := param(w, r, "n", defaultRounds, fmt.Sprintf("an integer in 1..%d", maxRounds), func(s string) (int, bool) {
+		n, err := strconv.Atoi(s)
+		return n, err == nil && n >= 1 && n <= maxRounds
+	})
+	if !ok {
+		return
 	}
 	task := httpsched.TaskFrom(r.Context())
 	sum := sha256.Sum256(nil)
@@ -108,4 +115,36 @@ func hash(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fmt.Fprintf(w, "%x\n", sum)
+}
+
+// sleep answers after d (default 500us), like a handler waiting on a
+// database: a closed-loop client on it keeps the server busy with many
+// short requests (bench.sh's floor comparison).
+func sleep(w http.ResponseWriter, r *http.Request) {
+	d, ok := param(w, r, "d", defaultSleep, fmt.Sprintf("a duration in 0s..%v, e.g. 500us", maxSleep), func(s string) (time.Duration, bool) {
+		d, err := time.ParseDuration(s)
+		return d, err == nil && d >= 0 && d <= maxSleep
+	})
+	if !ok {
+		return
+	}
+	select {
+	case <-time.After(d):
+		fmt.Fprintf(w, "slept %v\n", d)
+	case <-r.Context().Done(): // the client is gone
+	}
+}
+
+// param returns r's query parameter name as parse reads it, or def when the
+// query has none. When parse rejects it, param answers 400 with what the
+// parameter must be (want) and returns ok false.
+func param[T any](w http.ResponseWriter, r *http.Request, name string, def T, want string, parse func(string) (T, bool)) (v T, ok bool) {
+	q := r.URL.Query()
+	if !q.Has(name) {
+		return def, true
+	}
+	if v, ok = parse(q.Get(name)); !ok {
+		http.Error(w, fmt.Sprintf("%s: must be %s, got %q", name, want, q.Get(name)), http.StatusBadRequest)
+	}
+	return v, ok
 }

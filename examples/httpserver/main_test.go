@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -48,14 +49,22 @@ func TestRun(t *testing.T) {
 		path     string
 		wantCode int
 		wantBody string
+		minTime  time.Duration // the least the answer may take
 	}{
-		{"/hello", http.StatusOK, "hello\n"},
-		{"/hash?n=3", http.StatusOK, hashChain(3)},
-		{"/hash", http.StatusOK, hashChain(defaultRounds)},
-		{"/hash?n=0", http.StatusBadRequest, "n: must be an integer in 1..10000000, got \"0\"\n"},
-		{"/nope", http.StatusNotFound, "404 page not found\n"},
+		{"/hello", http.StatusOK, "hello\n", 0},
+		{"/hash?n=3", http.StatusOK, hashChain(3), 0},
+		{"/hash", http.StatusOK, hashChain(defaultRounds), 0},
+		{"/hash?n=0", http.StatusBadRequest, "n: must be an integer in 1..10000000, got \"0\"\n", 0},
+		{"/sleep", http.StatusOK, "slept 500µs\n", 500 * time.Microsecond},
+		{"/sleep?d=30ms", http.StatusOK, "slept 30ms\n", 30 * time.Millisecond},
+		{"/sleep?d=0", http.StatusOK, "slept 0s\n", 0},
+		{"/sleep?d=2s", http.StatusBadRequest, "d: must be a duration in 0s..1s, e.g. 500us, got \"2s\"\n", 0},
+		{"/sleep?d=-1ms", http.StatusBadRequest, "d: must be a duration in 0s..1s, e.g. 500us, got \"-1ms\"\n", 0},
+		{"/sleep?d=500", http.StatusBadRequest, "d: must be a duration in 0s..1s, e.g. 500us, got \"500\"\n", 0},
+		{"/nope", http.StatusNotFound, "404 page not found\n", 0},
 	}
 	for _, tt := range tests {
+		start := time.Now()
 		resp, err := client.Get(base + tt.path)
 		if err != nil {
 			t.Fatal(err)
@@ -64,6 +73,9 @@ func TestRun(t *testing.T) {
 		resp.Body.Close()
 		if err != nil || resp.StatusCode != tt.wantCode || string(body) != tt.wantBody {
 			t.Errorf("%s: got %d %q (%v), want %d %q", tt.path, resp.StatusCode, body, err, tt.wantCode, tt.wantBody)
+		}
+		if took := time.Since(start); took < tt.minTime {
+			t.Errorf("%s: answered in %v, want at least %v", tt.path, took, tt.minTime)
 		}
 	}
 
