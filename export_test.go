@@ -29,12 +29,6 @@ func withOSHandoff() Option {
 	return optionFunc(func(cfg *config) error { cfg.osHandoff = true; return nil })
 }
 
-// withoutLending stops IsolationOSPriority from lending slots to the rest
-// of the program (lend.go), for tests that count on every slot.
-func withoutLending() Option {
-	return optionFunc(func(cfg *config) error { cfg.noLending = true; return nil })
-}
-
 // withLendSample replaces the lender's reading of the runtime's goroutine
 // counts (lend.go) and samples every tick instead of every lendTick.
 func withLendSample(tick time.Duration, f func() (running, runnable uint64, ok bool)) Option {

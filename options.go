@@ -66,7 +66,6 @@ type config struct {
 	osHandoff      bool          // IsolationOSPriority hands every task to a hand-off thread (dispatch.go)
 	laneShare      float64       // the small-task lane's budget (runqueue.go)
 	os             osAccess      // the probes and the cgroup limit (ospriority.go)
-	noLending      bool          // IsolationOSPriority lends no slots (lend.go)
 	lendSample     lendSampler   // nil: the runtime's goroutine counts (lend.go)
 	lendTick       time.Duration // the lender's sampling period (lendTick)
 }

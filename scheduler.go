@@ -281,11 +281,9 @@ func New(opts ...Option) (*Scheduler, error) {
 	if cfg.isolation == IsolationOSPriority {
 		s.osMode = true
 		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
-		if !cfg.noLending {
-			s.lender = &lender{sample: cfg.lendSample}
-			if s.lender.sample == nil {
-				s.lender.sample = readGoroutineCounts()
-			}
+		s.lender = &lender{sample: cfg.lendSample}
+		if s.lender.sample == nil {
+			s.lender.sample = readGoroutineCounts()
 		}
 		switch {
 		case cfg.osHandoff:
