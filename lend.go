@@ -183,12 +183,12 @@ func (s *Scheduler) lendLocked(now int64) (next int64, start []startedTask) {
 		}
 	case -1:
 		s.setLentLocked(s.lent-1, now)
-		for len(s.running) < s.slotsLocked() {
-			t := s.rq.pick(now)
+		for {
+			t, first := s.pickLocked(now)
 			if t == nil {
 				break
 			}
-			start = append(start, startedTask{t, s.startLocked(t, now)})
+			start = append(start, startedTask{t, first})
 		}
 	}
 	return tick, start

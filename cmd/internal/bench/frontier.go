@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
@@ -20,7 +21,7 @@ var frontierSteps = []string{StepHogSched, StepHogNoCkpt, StepIOHeavy}
 func (r *Report) WriteFrontier(path string) error {
 	var series []report.Series
 	for _, row := range r.Results {
-		if !isFrontierStep(row.Step) || row.Hog == nil || row.Hog.PctOfDirect == nil {
+		if !slices.Contains(frontierSteps, row.Step) || row.Hog == nil || row.Hog.PctOfDirect == nil {
 			continue
 		}
 		y := 1.0
@@ -42,13 +43,4 @@ func (r *Report) WriteFrontier(path string) error {
 	m := r.Machine
 	title := fmt.Sprintf("cpusched bench: p99 against throughput, each step beside the floor (%d CPUs, %s)", m.CPUs, m.Go)
 	return report.LinePlot(path, title, "CPU-heavy throughput, % of direct", "probe p99, x the floor's (io-heavy: closed loop)", true, series)
-}
-
-func isFrontierStep(step string) bool {
-	for _, s := range frontierSteps {
-		if s == step {
-			return true
-		}
-	}
-	return false
 }
