@@ -35,6 +35,12 @@ func withLendSample(tick time.Duration, f func() (running, runnable uint64, ok b
 	return optionFunc(func(cfg *config) error { cfg.lendSample, cfg.lendTick = f, tick; return nil })
 }
 
+// withPinnedWake has f called by each thread that a hand-off pinned, on
+// that thread as it wakes, before it puts its mask back (pin.go).
+func withPinnedWake(f func()) Option {
+	return optionFunc(func(cfg *config) error { cfg.onPinnedWake = f; return nil })
+}
+
 // withoutMonitor stops New from starting the slice monitor (tests that end
 // slices by hand with expireSlicesLocked).
 func withoutMonitor() Option {

@@ -54,10 +54,21 @@ import (
 // the spin (it then stores the task in slot). Only a thread in
 // s.idleThreads can be claimed, and a dispatcher takes it out of
 // s.idleThreads under s.mu first, so there is one dispatcher per spin.
+//
+// tid, mask, pinnable and pinned are the pinned hand-off (pin.go): the
+// thread's id and its CPU mask, read while it ran its last task;
+// pinnable, set under s.mu as the thread goes idle, lets a dispatcher pin
+// it to the dispatcher's CPU before it sends on next, and pinned tells the
+// thread to put its mask back.
 type handoffThread struct {
 	next  chan *Task
 	state atomic.Int32
 	slot  atomic.Pointer[Task]
+
+	tid      int32
+	mask     osprio.Affinity
+	pinnable bool
+	pinned   atomic.Bool
 }
 
 const (
@@ -76,26 +87,48 @@ const (
 var stopThread = new(Task)
 
 // give hands t (or stopThread) to w, which the caller has taken out of
-// s.idleThreads, and reports whether w was spinning (awake).
-func (w *handoffThread) give(t *Task) (awake bool) {
+// s.idleThreads, and reports whether w was spinning (awake). With pin, a
+// caller about to leave its CPU, w if it is asleep and pinnable is woken
+// on that CPU (pin.go).
+func (w *handoffThread) give(t *Task, pin bool) (awake bool) {
 	if w.state.CompareAndSwap(threadSpinning, threadClaimed) {
 		w.slot.Store(t)
 		return true
 	}
+	if pin && w.pinnable {
+		if cpu := osprio.CPU(); cpu >= 0 && osprio.PinThread(int(w.tid), cpu) == nil {
+			w.pinned.Store(true)
+		}
+	}
 	w.next <- t
 	return false
+}
+
+// wait waits for w's next task on w.next, and puts the thread's mask back
+// if give pinned it.
+func (w *handoffThread) wait(s *Scheduler) *Task {
+	t := <-w.next
+	if w.pinned.Swap(false) {
+		if s.cfg.onPinnedWake != nil {
+			s.cfg.onPinnedWake()
+		}
+		if err := w.mask.Restore(); err != nil {
+			s.log.Warn("cpusched: putting a thread's CPU mask back after a hand-off failed", "err", err)
+		}
+	}
+	return t
 }
 
 // await waits for w's next task, spinning for up to threadSpin, then
 // parked on w.next. w is in s.idleThreads, in state threadSpinning. A task
 // given meanwhile comes through slot; one given after the spin, through
 // next.
-func (w *handoffThread) await() *Task {
+func (w *handoffThread) await(s *Scheduler) *Task {
 	start := time.Now()
 	for i := 1; w.state.Load() != threadClaimed; i++ {
 		if i%32 == 0 && time.Since(start) >= threadSpin {
 			if w.state.CompareAndSwap(threadSpinning, threadWaiting) {
-				return <-w.next
+				return w.wait(s)
 			}
 			break // claimed meanwhile: the task is on its way
 		}
@@ -128,7 +161,10 @@ func awaitEnd(t *Task, spin bool) error {
 // spawn starts first-run task t: on a new goroutine, or if t is handed off
 // (IsolationOSPriority), on an idle hand-off thread or a new one. It
 // reports whether that thread was awake (see handoffThread).
-func (s *Scheduler) spawn(t *Task) (awake bool) {
+//
+// With pin, the caller is a task's thread about to wait, and an idle
+// hand-off thread that is asleep is woken on its CPU (pin.go).
+func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
 	if !t.handoff {
 		go s.runGo(t)
 		return false
@@ -139,7 +175,7 @@ func (s *Scheduler) spawn(t *Task) (awake bool) {
 		s.idleThreads[n-1] = nil
 		s.idleThreads = s.idleThreads[:n-1]
 		s.mu.Unlock()
-		return w.give(t)
+		return w.give(t, pin)
 	}
 	s.threads.Add(1)
 	s.mu.Unlock()
@@ -162,13 +198,17 @@ func (s *Scheduler) handoffLoop(t *Task) {
 		// runs, at normal priority.
 		s.log.Warn("cpusched: lowering a hand-off thread's priority failed; its tasks run at normal priority", "err", err)
 	}
-	w := &handoffThread{next: make(chan *Task, 1)}
+	w := &handoffThread{next: make(chan *Task, 1), tid: int32(osprio.ThreadID())}
 	for t != stopThread {
 		start := time.Now()
 		s.runGo(t)
 		// Spin only after tasks that ended within callerSpin (handoffThread).
 		spin := time.Since(start) < callerSpin
+		// After a long task, read the mask that a pinned wake puts back;
+		// a short one does not pay the system call, and is not pinned.
+		pinnable := !spin && w.mask.ReadAffinity()
 		s.mu.Lock()
+		w.pinnable = pinnable
 		if s.threadsStopping || len(s.idleThreads) >= s.maxIdleThreads() {
 			s.mu.Unlock()
 			return
@@ -181,9 +221,9 @@ func (s *Scheduler) handoffLoop(t *Task) {
 		s.idleThreads = append(s.idleThreads, w)
 		s.mu.Unlock()
 		if spin {
-			t = w.await()
+			t = w.await(s)
 		} else {
-			t = <-w.next
+			t = w.wait(s)
 		}
 	}
 }
@@ -200,7 +240,7 @@ func (s *Scheduler) stopThreads() {
 	s.idleThreads = nil
 	s.mu.Unlock()
 	for _, w := range idle {
-		w.give(stopThread)
+		w.give(stopThread, false)
 	}
 	s.threads.Wait()
 	s.restoreProcs()

@@ -67,6 +67,7 @@ type config struct {
 	laneShare      float64       // the small-task lane's budget (runqueue.go)
 	os             osAccess      // the probes and the cgroup limit (ospriority.go)
 	lendSample     lendSampler   // nil: the runtime's goroutine counts (lend.go)
+	onPinnedWake   func()        // tests: called by a pinned thread as it wakes, before it restores (pin.go)
 	lendTick       time.Duration // the lender's sampling period (lendTick)
 }
 

@@ -63,7 +63,7 @@ func TestOSWorkerHandOff(t *testing.T) {
 		for {
 			w.state.Store(threadSpinning)
 			idle <- w
-			tk := w.await()
+			tk := w.await(nil) // no Scheduler: never pinned here
 			if tk == stopThread {
 				close(got)
 				return
@@ -76,13 +76,13 @@ func TestOSWorkerHandOff(t *testing.T) {
 		if i%10 == 9 {
 			time.Sleep(2 * threadSpin)
 		}
-		if (<-idle).give(tk) {
+		if (<-idle).give(tk, false) {
 			awake++
 		} else {
 			parked++
 		}
 	}
-	(<-idle).give(stopThread)
+	(<-idle).give(stopThread, false)
 	next := int32(0)
 	for idx := range got {
 		if idx != next {

@@ -19,6 +19,8 @@ package cpusched
 //	               lowered threads for good, which run the handed-off tasks
 //	lend.go        fewer tasks at once while the rest of the program keeps
 //	               busy every P the tasks leave it
+//	pin.go         a Checkpoint's hand-off wakes the next task's thread on
+//	               the CPU the yielding thread leaves
 //
 // Own goroutines, lowered late. Where a lowered thread can be raised back
 // (CAP_SYS_NICE, or an RLIMIT_NICE that allows the setting it came from;

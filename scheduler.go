@@ -28,11 +28,13 @@ import (
 //	           monitor.go   the goroutine that ends slices (and samples
 //	                        for lend.go)
 //	           close.go     Close and the release of what New started
-//	           ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go, lend.go
+//	           ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go,
+//	           lend.go, pin.go
 //	                        IsolationOSPriority: the CPU budget and GOMAXPROCS,
 //	                        which tasks are handed off, lowering a task's own
 //	                        thread, the hand-off threads, lending slots to the
-//	                        rest of the program (ospriority.go maps them)
+//	                        rest of the program, pinned hand-offs
+//	                        (ospriority.go maps them)
 //	           groups.go    SetGroupWeight and the group counters
 //	API        options.go, isolation.go, class.go, taskoptions.go,
 //	           task.go (Task, Handle), stats.go, observe.go, errors.go

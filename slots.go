@@ -75,9 +75,25 @@ func (s *Scheduler) resume(next *Task, first bool) {
 		return
 	}
 	if next.spawned && first {
-		s.spawn(next)
+		s.spawn(next, false)
 		return
 	}
+	next.wake <- struct{}{}
+}
+
+// handOff is resume for yield, whose thread waits for a slot once next is
+// on its way: in IsolationOSPriority next's thread is woken on this
+// thread's CPU (pin.go).
+func (s *Scheduler) handOff(next *Task, first bool) {
+	if !s.osMode {
+		s.resume(next, first)
+		return
+	}
+	if next.spawned && first {
+		s.spawn(next, true)
+		return
+	}
+	s.pinForHandOff(next)
 	next.wake <- struct{}{}
 }
 
@@ -132,7 +148,7 @@ func (s *Scheduler) yield(t *Task) {
 	s.stats.preempted++
 	first := s.startLocked(next, now)
 	s.mu.Unlock()
-	s.resume(next, first)
+	s.handOff(next, first)
 	s.waitForSlot(t)
 }
 
@@ -150,7 +166,11 @@ func (s *Scheduler) parkLocked(t *Task) {
 func (s *Scheduler) waitForSlot(t *Task) {
 	t.traceEndRegion()
 	unlocked := s.unlockThreadToWait(t)
-	<-t.wake
+	if s.osMode && !unlocked {
+		s.waitPinnable(t) // the goroutine waits locked (pin.go)
+	} else {
+		<-t.wake
+	}
 	s.noteWake(t)
 	if unlocked {
 		s.lockThread(t, false)

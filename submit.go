@@ -48,7 +48,7 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 		// fn runs on a hand-off thread; this goroutine only waits for the end. It
 		// must not touch t.wake, which that thread owns once t has started.
 		if started {
-			err := awaitEnd(t, s.spawn(t))
+			err := awaitEnd(t, s.spawn(t, false))
 			recycle(t)
 			return err
 		}
@@ -114,7 +114,7 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 		return nil, err
 	}
 	if started {
-		s.spawn(t)
+		s.spawn(t, false)
 	}
 	return &t.handle, nil
 }

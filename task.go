@@ -140,6 +140,8 @@ type Task struct {
 	// (The fields are packed so that a Task stays in the 384-byte size
 	// class: TestQueuedTaskMemory.)
 	tid         atomic.Int32
+	waitTid     atomic.Int32 // pin.go
+	pinned      atomic.Bool
 	loweredFrom osprio.Attr
 	markTid     int32
 	// computed is what the task had computed (ns) by its thread's CPU

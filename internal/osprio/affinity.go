@@ -1,0 +1,24 @@
+package osprio
+
+// CPU affinity, for hand-offs between threads: a thread about to sleep
+// pins the thread it wakes to its own CPU (PinThread), and the woken
+// thread puts its own mask back (Affinity.Restore).
+
+// CPU returns the CPU the calling thread runs on now, or -1 where that
+// cannot be read (not Linux).
+func CPU() int { return cpu() }
+
+// Affinity is a thread's CPU mask, as ReadAffinity read it.
+type Affinity struct{ set cpuSet }
+
+// ReadAffinity reads the calling thread's CPU mask into a and reports
+// whether it could (false where affinity is not supported).
+func (a *Affinity) ReadAffinity() bool { return readAffinity(&a.set) }
+
+// Restore sets the calling thread's CPU mask to a.
+func (a *Affinity) Restore() error { return writeAffinity(&a.set) }
+
+// PinThread sets thread tid's CPU mask (tid of this process; 0: the
+// calling thread) to cpu alone. The caller must make sure that thread
+// restores its mask when it runs.
+func PinThread(tid, cpu int) error { return pinThread(tid, cpu) }

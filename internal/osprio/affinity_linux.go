@@ -1,0 +1,31 @@
+//go:build linux
+
+package osprio
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+type cpuSet = unix.CPUSet
+
+// cpu returns the CPU the calling thread runs on (getcpu(2), which needs
+// no privilege and cannot block).
+func cpu() int {
+	var c uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c)), 0, 0); e != 0 {
+		return -1
+	}
+	return int(c)
+}
+
+func readAffinity(set *cpuSet) bool { return unix.SchedGetaffinity(0, set) == nil }
+
+func writeAffinity(set *cpuSet) error { return unix.SchedSetaffinity(0, set) }
+
+func pinThread(tid, cpu int) error {
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(tid, &set)
+}

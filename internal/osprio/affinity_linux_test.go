@@ -1,0 +1,55 @@
+//go:build linux
+
+package osprio
+
+import (
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestPinThread pins a locked thread to one CPU of its mask by its tid, as
+// a hand-off pins another thread, and puts the mask back.
+func TestPinThread(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before Affinity
+	if !before.ReadAffinity() {
+		t.Fatal("ReadAffinity failed")
+	}
+	cpu := -1
+	for c := range 1024 {
+		if before.set.IsSet(c) {
+			cpu = c // the last CPU of the mask: likely not the current one
+		}
+	}
+	if err := PinThread(ThreadID(), cpu); err != nil {
+		t.Fatal(err)
+	}
+	var pinned unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &pinned); err != nil {
+		t.Fatal(err)
+	}
+	if pinned.Count() != 1 || !pinned.IsSet(cpu) {
+		t.Fatalf("after PinThread(self, %d) the mask has %d CPUs", cpu, pinned.Count())
+	}
+	runtime.Gosched() // a locked thread: the kernel moves it at its next switch at the latest
+	for range 1000 {
+		if CPU() == cpu {
+			break
+		}
+		runtime.Gosched()
+	}
+	if got := CPU(); got != cpu {
+		t.Errorf("CPU() = %d on a thread pinned to CPU %d", got, cpu)
+	}
+	if err := before.Restore(); err != nil {
+		t.Fatal(err)
+	}
+	var after Affinity
+	after.ReadAffinity()
+	if after.set != before.set {
+		t.Errorf("Restore: mask of %d CPUs, want the %d before", after.set.Count(), before.set.Count())
+	}
+}

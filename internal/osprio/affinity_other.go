@@ -1,0 +1,13 @@
+//go:build !linux
+
+package osprio
+
+type cpuSet struct{}
+
+func cpu() int { return -1 }
+
+func readAffinity(*cpuSet) bool { return false }
+
+func writeAffinity(*cpuSet) error { return errUnsupported }
+
+func pinThread(int, int) error { return errUnsupported }

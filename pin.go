@@ -1,0 +1,71 @@
+package cpusched
+
+// Pinned hand-offs: in IsolationOSPriority, a task that gives its slot to a
+// parked task at a Checkpoint wakes the next task's thread on the CPU it
+// is about to leave.
+//
+// Both are lowered threads, the yielding one about to sleep and the next
+// one asleep. Woken without a hint, the next thread is placed by the
+// kernel's wake-up rules, which count a CPU that runs only SCHED_IDLE
+// threads as idle: it was often queued behind the other slot's task, where
+// SCHED_IDLE threads take turns by the kernel's slice of milliseconds,
+// while the CPU the yielding thread left ran nothing, and the P the runtime
+// had handed to the woken thread (with the goroutines and timers queued on
+// it) waited with it (docs/performance.md#pinned-hand-offs). So the
+// yielding thread pins the next thread to its own CPU (handOff), and
+// the woken thread puts its own mask back as soon as it runs
+// (waitPinnable; handoffThread.wait for an idle hand-off thread), before
+// anything else: two system calls per hand-off, at most one
+// hand-off per slice and slot.
+//
+// Only a thread that waits locked is pinned: a hand-off thread, or a task's
+// own goroutine on its lowered thread. A parked task's tid is in waitTid
+// while it waits, and pinned tells it to restore. Only yield pins: at a
+// task's end its thread may go on (a Run caller's own goroutine) or spin
+// for the next task (handoffThread), and the ends of long tasks are
+// fewer than their slices. Nothing else wakes a parked task
+// (it is woken once it has been given a slot, by whoever gave it), so the
+// pin cannot outlive the wake.
+
+import "github.com/cpusched/cpusched/internal/osprio"
+
+// pinForHandOff pins the thread that next, a parked task given a slot by
+// the calling task's thread, waits on to this thread's CPU, which the
+// caller is about to leave.
+func (s *Scheduler) pinForHandOff(next *Task) {
+	tid := next.waitTid.Load()
+	if tid == 0 {
+		return
+	}
+	cpu := osprio.CPU()
+	if cpu < 0 {
+		return
+	}
+	if osprio.PinThread(int(tid), cpu) == nil {
+		next.pinned.Store(true)
+	}
+}
+
+// waitPinnable is waitForSlot's wait on t.wake where t's goroutine waits
+// locked to a lowered thread: its mask is read first and put back after
+// the wake if a hand-off pinned it.
+func (s *Scheduler) waitPinnable(t *Task) {
+	var mask osprio.Affinity
+	if !mask.ReadAffinity() {
+		<-t.wake
+		return
+	}
+	t.waitTid.Store(int32(osprio.ThreadID()))
+	<-t.wake
+	t.waitTid.Store(0)
+	if t.pinned.Swap(false) {
+		if s.cfg.onPinnedWake != nil {
+			s.cfg.onPinnedWake()
+		}
+		if err := mask.Restore(); err != nil {
+			// Unexpected (the mask was the thread's own); the thread
+			// stays on one CPU until its next pinned wake.
+			s.log.Warn("cpusched: putting a thread's CPU mask back after a hand-off failed", "err", err)
+		}
+	}
+}
