@@ -133,7 +133,7 @@ func (q *runQueue) pastLane(t *Task, now int64) bool {
 // whatever the slice (IsolationOSPriority's is 10 ms: docs/small-task-lane.md
 // has what the cap changed) or a task's own (WithTaskSlice).
 func (q *runQueue) laneSlice(t *Task) int64 {
-	return min(t.slice, q.slice, int64(DefaultSlice))
+	return min(int64(t.slice), q.slice, int64(DefaultSlice))
 }
 
 // laneJoin appends waiting task t to its group's lane: to the part for

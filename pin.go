@@ -19,8 +19,9 @@ package cpusched
 // hand-off per slice and slot.
 //
 // Only a thread that waits locked is pinned: a hand-off thread, or a task's
-// own goroutine on its lowered thread. A parked task's tid is in waitTid
-// while it waits, and pinned tells it to restore. Only yield pins: at a
+// own goroutine on its lowered thread. A parked task's waitTid is its
+// thread's id while it waits, negated by the pin to tell it to restore
+// (one field: a Task stays in its size class, TestQueuedTaskMemory). Only yield pins: at a
 // task's end its thread may go on (a Run caller's own goroutine) or spin
 // for the next task (handoffThread), and the ends of long tasks are
 // fewer than their slices. Nothing else wakes a parked task
@@ -34,15 +35,11 @@ import "github.com/cpusched/cpusched/internal/osprio"
 // caller is about to leave.
 func (s *Scheduler) pinForHandOff(next *Task) {
 	tid := next.waitTid.Load()
-	if tid == 0 {
+	if tid <= 0 {
 		return
 	}
-	cpu := osprio.CPU()
-	if cpu < 0 {
-		return
-	}
-	if osprio.PinThread(int(tid), cpu) == nil {
-		next.pinned.Store(true)
+	if cpu := osprio.CPU(); cpu >= 0 && osprio.PinThread(int(tid), cpu) == nil {
+		next.waitTid.Store(-tid)
 	}
 }
 
@@ -57,8 +54,7 @@ func (s *Scheduler) waitPinnable(t *Task) {
 	}
 	t.waitTid.Store(int32(osprio.ThreadID()))
 	<-t.wake
-	t.waitTid.Store(0)
-	if t.pinned.Swap(false) {
+	if t.waitTid.Swap(0) < 0 {
 		if s.cfg.onPinnedWake != nil {
 			s.cfg.onPinnedWake()
 		}

@@ -225,7 +225,7 @@ func TestRealtimePreemptsAtOnce(t *testing.T) {
 }
 
 func TestBlockingMakesDeadlinesEarlier(t *testing.T) {
-	task := &Task{slice: int64(time.Millisecond)}
+	task := &Task{slice: int32(time.Millisecond)}
 	if got := requestSlice(task, false); got != int64(time.Millisecond) {
 		t.Errorf("no history: request %v, want the full slice", time.Duration(got))
 	}

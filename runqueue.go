@@ -194,7 +194,7 @@ func (q *runQueue) waiting() []*Task {
 
 // requestSlice is the slice t asks for when it next gets a deadline.
 func requestSlice(t *Task, first bool) int64 {
-	slice := t.slice
+	slice := int64(t.slice)
 	if first {
 		return max(slice/firstSliceDivisor, int64(minSlice))
 	}
@@ -233,7 +233,7 @@ func (q *runQueue) activate(t *Task, first bool) {
 	// waited for seconds, until the stream stopped (docs/performance.md,
 	// "Starvation under a stream of new tasks").
 	req := requestSlice(t, first)
-	g.tasks.activate(&t.ent, t.slice, scaleVirtual(req, t.ent.weight))
+	g.tasks.activate(&t.ent, int64(t.slice), scaleVirtual(req, t.ent.weight))
 }
 
 // deactivate makes t inactive (finished or blocking); its group goes

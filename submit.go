@@ -150,14 +150,14 @@ func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error,
 		classID:   int8(tc.class),
 		qidx:      int8(queueOf(tc.class)),
 		spawned:   spawned,
-		slice:     int64(tc.slice),
+		slice:     int32(tc.slice),
 		groupName: tc.group,
 		runIdx:    -1,
 	}
 	if t.slice == 0 {
-		t.slice = int64(s.cfg.slice)
+		t.slice = int32(s.cfg.slice)
 		if tc.class == ClassBatch {
-			t.slice = min(t.slice*batchSliceFactor, int64(maxSlice))
+			t.slice = int32(min(int64(t.slice)*batchSliceFactor, int64(maxSlice)))
 		}
 	}
 	t.ent = entity{weight: niceWeight(tc.nice), heapIdx: -1, task: t}

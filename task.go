@@ -100,7 +100,9 @@ type Task struct {
 	gstats    *groupCounters // the counters it adds to, set when accepted
 	trace     *taskTrace     // set when runtime/trace was on as it was accepted
 
-	slice    int64 // ns
+	slice int32 // ns, at most maxSlice (int32: the Task's size class)
+	// waitTid: see pin.go (here, it fills the rest of slice's word).
+	waitTid  atomic.Int32
 	sliceEnd int64 // when the current slice ends
 	// since is, while the task holds a slot, when its run time was last
 	// charged, and while it waits for one, when it began to wait.
@@ -140,8 +142,6 @@ type Task struct {
 	// (The fields are packed so that a Task stays in the 384-byte size
 	// class: TestQueuedTaskMemory.)
 	tid         atomic.Int32
-	waitTid     atomic.Int32 // pin.go
-	pinned      atomic.Bool
 	loweredFrom osprio.Attr
 	markTid     int32
 	// computed is what the task had computed (ns) by its thread's CPU
