@@ -49,7 +49,7 @@ package cpusched
 //     would otherwise go behind every task that arrived meanwhile, once per
 //     Blocking call; with 100 tasks of 16 Blocking calls each on 2 slots,
 //     the tasks that lost their slot most often waited 5-6 times longer
-//     than the median (BenchmarkManyTasksTail, docs/performance.md,
+//     than the median (BenchmarkManyTasksTail, docs/small-task-lane.md,
 //     "Starvation under a stream of new tasks"). It cannot starve new
 //     tasks: the lane serves a task only within its first slice.
 //  3. Its run time is charged to its vruntime and its group's as any other
