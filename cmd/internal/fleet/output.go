@@ -90,6 +90,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 	ew.Printf("(cpu used: CPUs over the window; throttled: the quota's periods in which it ran out; reported: the mean utilizations\n" +
 		" of the load reports in its calls' trailers; heavy run, wait: the heavy calls' mean slot time and wait for a slot, ms)\n")
 
+	if len(r.Results) > 0 && r.Config.Rounds > 1 {
+		rounds := report.NewTable("scenario", "policy", "p99 of each round, in order")
+		for _, res := range r.Results {
+			var ps []string
+			for _, p := range res.RoundP99Ms {
+				ps = append(ps, num(p))
+			}
+			rounds.Row(res.Scenario, res.Policy, strings.Join(ps, "  "))
+		}
+		ew.Printf("\n")
+		if err := rounds.Write(ew); err != nil {
+			return err
+		}
+	}
+
 	for _, s := range r.Skipped {
 		ew.Printf("\nskipped: %s: %s", s.Scenario, s.Reason)
 	}

@@ -75,6 +75,9 @@ type Result struct {
 	// Rounds is how many segments the row merges: Config's Rounds, or
 	// fewer in a run that was interrupted.
 	Rounds int `json:"rounds"`
+	// RoundP99Ms is each round's p99 on its own, in the order the rounds
+	// ran (null for a round without calls): how far one segment decides.
+	RoundP99Ms []*float64 `json:"round_p99_ms"`
 	// Calls, the latencies and Errors cover every call due in the
 	// measured windows, of all methods; a failed call's latency runs to
 	// its failure.

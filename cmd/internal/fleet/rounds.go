@@ -27,11 +27,12 @@ func roundOrder(policies, round int) []int {
 type rows struct {
 	done    []*segment // the merged segments of the completed rounds, by policy
 	pending []*segment // this round's
+	p99s    [][]float64
 	rounds  int
 }
 
 func newRows(policies int) *rows {
-	return &rows{done: make([]*segment, policies), pending: make([]*segment, policies)}
+	return &rows{done: make([]*segment, policies), pending: make([]*segment, policies), p99s: make([][]float64, policies)}
 }
 
 // add records policy pi's segment of the current round.
@@ -47,6 +48,7 @@ func (r *rows) endRound() {
 		}
 	}
 	for i, s := range r.pending {
+		r.p99s[i] = append(r.p99s[i], percentiles(s.rec.all)[1])
 		if r.done[i] == nil {
 			r.done[i] = s
 		} else {
@@ -65,6 +67,9 @@ func (r *rows) result(pi int, scenario, policy string, rate float64) *Result {
 	}
 	res := newResult(scenario, policy, rate, s.procs, s.rec, s.w)
 	res.Rounds = r.rounds
+	for _, p := range r.p99s[pi] {
+		res.RoundP99Ms = append(res.RoundP99Ms, optional(p))
+	}
 	return &res
 }
 

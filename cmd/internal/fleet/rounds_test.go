@@ -68,6 +68,9 @@ func TestRowsMerge(t *testing.T) {
 	if res.Rounds != 2 || res.Calls != 80 || res.Errors != 2 || res.ErrorsByCode["DeadlineExceeded"] != 2 {
 		t.Errorf("rounds %d, calls %d, errors %d %v; want 2, 80, 2 DeadlineExceeded", res.Rounds, res.Calls, res.Errors, res.ErrorsByCode)
 	}
+	if len(res.RoundP99Ms) != 2 || math.Abs(*res.RoundP99Ms[0]-1) > 0.01 || math.Abs(*res.RoundP99Ms[1]-100) > 0.1 {
+		t.Errorf("the rounds' p99s %v, want about 1 and 100 ms", res.RoundP99Ms)
+	}
 	if res.ReqS != 78.0/4 {
 		t.Errorf("req/s %v, want 78 calls over 4 s", res.ReqS)
 	}
