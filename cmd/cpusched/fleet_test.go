@@ -40,7 +40,7 @@ func TestFleetUsageErrors(t *testing.T) {
 		{"rounds zero", []string{"-rounds", "0"}, "Rounds (-rounds) must be in 1..20, got 0"},
 		{"rounds many", []string{"-rounds", "21"}, "Rounds (-rounds) must be in 1..20, got 21"},
 		{"segments too short", []string{"-duration", "1s", "-rounds", "3"}, "Duration (-duration) 1s over Rounds (-rounds) 3 is a segment of 333.333333ms: each must be at least 500ms"},
-		{"quick segments too short", []string{"-quick", "-rounds", "10"}, "Duration (-duration) 4s over Rounds (-rounds) 10 is a segment of 400ms: each must be at least 500ms"},
+		{"quick segments too short", []string{"-quick", "-rounds", "10"}, "Duration (-duration) 3s over Rounds (-rounds) 10 is a segment of 300ms: each must be at least 500ms"},
 		{"arrivals", []string{"-arrivals", "bursty"}, `Arrivals (-arrivals) must be one of fixed, poisson, got "bursty"`},
 		{"duration with quick", []string{"-quick", "-duration", "11m"}, "Duration (-duration) must be in 500ms..10m0s, got 11m0s"},
 		{"warmup", []string{"-warmup", "-1s"}, "Warmup (-warmup) must be in 0..1m0s, got -1s"},

@@ -92,7 +92,7 @@ const (
 	DefaultRounds = 5
 	// QuickDuration, QuickWarmup and QuickRounds keep a -quick run of
 	// every scenario and policy under 60 s.
-	QuickDuration = 4 * time.Second
+	QuickDuration = 3 * time.Second
 	QuickWarmup   = DefaultWarmup
 	QuickRounds   = 2
 	// MinDuration is the shortest segment: Duration over Rounds.
@@ -102,8 +102,10 @@ const (
 	MinRounds   = 1
 	MaxRounds   = 20
 
-	// DefaultArrivals is the arrival process of the load.
-	DefaultArrivals = ArrivalsPoisson
+	// DefaultArrivals is the arrival process of the load: the fixed
+	// interval the rates were chosen for, and the one that adds no noise
+	// of its own to the comparison.
+	DefaultArrivals = ArrivalsFixed
 
 	// DefaultTimeout is each call's deadline from the time it was due: a
 	// call that has not been answered by then is an error.
