@@ -30,8 +30,10 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	batchRate := fs.Float64("batch-rate", fleet.DefaultBatchRate, fmt.Sprintf("open-loop rate of the batch scenario, calls/s (%d..%d)", fleet.MinRate, fleet.MaxRate))
 	weakCPU := fs.Float64("weak-cpu", fleet.DefaultWeakCPU, fmt.Sprintf("the quota scenario's CPU limit of the first replica, CPUs (%g..%d)", bench.MinCPUQuota, runtime.NumCPU()))
 	cpu := fs.Float64("cpu", fleet.DefaultCPU, fmt.Sprintf("the quota scenario's CPU limit of the other replicas, CPUs (%g..%d)", bench.MinCPUQuota, runtime.NumCPU()))
-	duration := fs.Duration("duration", fleet.DefaultDuration, fmt.Sprintf("measured time of each row (%v..%v); default %v, or %v with -quick", fleet.MinDuration, fleet.MaxDuration, fleet.DefaultDuration, fleet.QuickDuration))
-	warmup := fs.Duration("warmup", fleet.DefaultWarmup, fmt.Sprintf("unmeasured load before each row's measured time (0..%v); default %v, or %v with -quick", fleet.MaxWarmup, fleet.DefaultWarmup, fleet.QuickWarmup))
+	duration := fs.Duration("duration", fleet.DefaultDuration, fmt.Sprintf("measured time of each row, split into -rounds segments of at least %v (%v..%v); default %v, or %v with -quick", fleet.MinDuration, fleet.MinDuration, fleet.MaxDuration, fleet.DefaultDuration, fleet.QuickDuration))
+	rounds := fs.Int("rounds", fleet.DefaultRounds, fmt.Sprintf("rounds per scenario, each a segment of every policy in turn on fresh replicas (%d..%d); default %d, or %d with -quick", fleet.MinRounds, fleet.MaxRounds, fleet.DefaultRounds, fleet.QuickRounds))
+	warmup := fs.Duration("warmup", fleet.DefaultWarmup, fmt.Sprintf("unmeasured load before each segment's measured time (0..%v)", fleet.MaxWarmup))
+	arrivals := fs.String("arrivals", fleet.DefaultArrivals, "when the calls fall due: "+strings.Join(fleet.Arrivals(), " or ")+" (a fixed interval, or random Poisson times at the rate)")
 	timeout := fs.Duration("timeout", fleet.DefaultTimeout, fmt.Sprintf("each call's deadline from its due time (%v..%v)", fleet.MinTimeout, fleet.MaxTimeout))
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the tables)")
 	outDir := fs.String("out", "", "also write DIR/"+fleet.JSONFile+", DIR/"+fleet.P99Plot+" (p99s) and DIR/"+fleet.SharePlot+" (the replicas' shares)")
@@ -56,12 +58,16 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.QuotaRate, cfg.BatchRate = *quotaRate, *batchRate
 	cfg.WeakCPU, cfg.CPU = *weakCPU, *cpu
 	cfg.Duration, cfg.Warmup, cfg.Timeout = *duration, *warmup, *timeout
+	cfg.Rounds, cfg.Arrivals = *rounds, *arrivals
 	if *quick {
 		if !cli.Given(fs, "duration") {
 			cfg.Duration = fleet.QuickDuration
 		}
 		if !cli.Given(fs, "warmup") {
 			cfg.Warmup = fleet.QuickWarmup
+		}
+		if !cli.Given(fs, "rounds") {
+			cfg.Rounds = fleet.QuickRounds
 		}
 	}
 	cfg.JSONPath, cfg.OutDir = *jsonPath, *outDir

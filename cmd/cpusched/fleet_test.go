@@ -37,10 +37,15 @@ func TestFleetUsageErrors(t *testing.T) {
 		{"weak cpu", []string{"-weak-cpu", "0.05"}, "WeakCPU (-weak-cpu) must be in 0.1.." + cpus + " CPUs, got 0.05"},
 		{"cpu above the CPUs", []string{"-cpu", strconv.Itoa(runtime.NumCPU() + 1)}, "CPU (-cpu) must be in 0.1.." + cpus + " CPUs"},
 		{"duration", []string{"-duration", "100ms"}, "Duration (-duration) must be in 500ms..10m0s, got 100ms"},
+		{"rounds zero", []string{"-rounds", "0"}, "Rounds (-rounds) must be in 1..20, got 0"},
+		{"rounds many", []string{"-rounds", "21"}, "Rounds (-rounds) must be in 1..20, got 21"},
+		{"segments too short", []string{"-duration", "1s", "-rounds", "3"}, "Duration (-duration) 1s over Rounds (-rounds) 3 is a segment of 333.333333ms: each must be at least 500ms"},
+		{"quick segments too short", []string{"-quick", "-rounds", "10"}, "Duration (-duration) 3s over Rounds (-rounds) 10 is a segment of 300ms: each must be at least 500ms"},
+		{"arrivals", []string{"-arrivals", "bursty"}, `Arrivals (-arrivals) must be one of fixed, poisson, got "bursty"`},
 		{"duration with quick", []string{"-quick", "-duration", "11m"}, "Duration (-duration) must be in 500ms..10m0s, got 11m0s"},
 		{"warmup", []string{"-warmup", "-1s"}, "Warmup (-warmup) must be in 0..1m0s, got -1s"},
 		{"timeout", []string{"-timeout", "1ms"}, "Timeout (-timeout) must be in 10ms..1m0s, got 1ms"},
-		{"no call", []string{"-batch-rate", "1", "-duration", "500ms"}, "the batch scenario's rate 1 calls/s over Duration (-duration) 500ms makes no call"},
+		{"no call", []string{"-batch-rate", "1", "-duration", "500ms", "-rounds", "1"}, "the batch scenario's rate 1 calls/s over a segment of 500ms (Duration (-duration) over Rounds (-rounds)) makes no call"},
 		{"not a duration", []string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,8 +66,8 @@ func TestFleetNothingToRun(t *testing.T) {
 		"cpusched fleet: -scenarios quota: no scenario can run here: quota: cannot run the servers under a CPU quota: permission denied\n")
 }
 
-// TestFleetQuick: -quick shortens the rows unless -duration or -warmup is
-// given.
+// TestFleetQuick: -quick shortens the rows unless -duration, -warmup or
+// -rounds is given.
 func TestFleetQuick(t *testing.T) {
 	defer func(run func(context.Context, fleet.Config) error) { fleetRun = run }(fleetRun)
 	var got fleet.Config
@@ -73,31 +78,35 @@ func TestFleetQuick(t *testing.T) {
 	for _, tt := range []struct {
 		args             []string
 		duration, warmup time.Duration
+		rounds           int
 	}{
-		{nil, fleet.DefaultDuration, fleet.DefaultWarmup},
-		{[]string{"-quick"}, fleet.QuickDuration, fleet.QuickWarmup},
-		{[]string{"-quick", "-duration", "2s"}, 2 * time.Second, fleet.QuickWarmup},
-		{[]string{"-quick", "-warmup", "0s"}, fleet.QuickDuration, 0},
+		{nil, fleet.DefaultDuration, fleet.DefaultWarmup, fleet.DefaultRounds},
+		{[]string{"-quick"}, fleet.QuickDuration, fleet.QuickWarmup, fleet.QuickRounds},
+		{[]string{"-quick", "-duration", "2s"}, 2 * time.Second, fleet.QuickWarmup, fleet.QuickRounds},
+		{[]string{"-quick", "-warmup", "0s"}, fleet.QuickDuration, 0, fleet.QuickRounds},
+		{[]string{"-quick", "-rounds", "1"}, fleet.QuickDuration, fleet.QuickWarmup, 1},
+		{[]string{"-rounds", "3", "-arrivals", "fixed"}, fleet.DefaultDuration, fleet.DefaultWarmup, 3},
 	} {
 		var stdout, stderr bytes.Buffer
 		if code := dispatch(context.Background(), append([]string{"fleet"}, tt.args...), &stdout, &stderr); code != 0 {
 			t.Fatalf("fleet %q: exit %d, %s", tt.args, code, stderr.String())
 		}
-		if got.Duration != tt.duration || got.Warmup != tt.warmup {
-			t.Errorf("fleet %q: duration %v, warmup %v; want %v, %v", tt.args, got.Duration, got.Warmup, tt.duration, tt.warmup)
+		if got.Duration != tt.duration || got.Warmup != tt.warmup || got.Rounds != tt.rounds {
+			t.Errorf("fleet %q: duration %v, warmup %v, rounds %d; want %v, %v, %d", tt.args, got.Duration, got.Warmup, got.Rounds, tt.duration, tt.warmup, tt.rounds)
 		}
 	}
 }
 
 // TestFleetEndToEnd runs a very short fleet for real (the batch scenario,
-// two replicas of this test binary, a tiny rate) and checks its JSON.
+// two replicas of this test binary, a tiny rate, two rounds) and checks
+// its JSON: each row merges its two segments.
 func TestFleetEndToEnd(t *testing.T) {
 	verifyNoLeaks(t)
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "fleet.json")
 	var stdout, stderr bytes.Buffer
 	args := []string{"fleet", "-scenarios", "batch", "-policies", "round_robin,weighted_round_robin", "-replicas", "2",
-		"-batch-rate", "40", "-warmup", "300ms", "-duration", "1s", "-json", jsonPath, "-out", dir}
+		"-batch-rate", "40", "-warmup", "300ms", "-duration", "1s", "-rounds", "2", "-arrivals", "fixed", "-json", jsonPath, "-out", dir}
 	if code := dispatch(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("cpusched %q: exit %d, stderr %s", args, code, stderr.String())
 	}
@@ -123,6 +132,7 @@ func TestFleetEndToEnd(t *testing.T) {
 			P99Ms    float64 `json:"p99_ms"`
 			Errors   int64   `json:"errors"`
 			Calls    int64   `json:"calls"`
+			Rounds   int     `json:"rounds"`
 			Replicas []struct {
 				Share    float64 `json:"share"`
 				CPULimit float64 `json:"cpu_limit"`
@@ -144,9 +154,9 @@ func TestFleetEndToEnd(t *testing.T) {
 		t.Fatalf("results %+v: want round_robin and weighted_round_robin", rep.Results)
 	}
 	for _, r := range rep.Results {
-		if r.Scenario != fleet.ScenarioBatch || r.Calls != 40 || r.Errors != 0 || !(r.P50Ms > 0 && r.P99Ms >= r.P50Ms) {
-			t.Errorf("%s: scenario %s, %d calls, %d errors, p50 %v, p99 %v; want batch, 40 calls (40/s over 1 s), no errors, 0 < p50 <= p99",
-				r.Policy, r.Scenario, r.Calls, r.Errors, r.P50Ms, r.P99Ms)
+		if r.Scenario != fleet.ScenarioBatch || r.Calls != 40 || r.Rounds != 2 || r.Errors != 0 || !(r.P50Ms > 0 && r.P99Ms >= r.P50Ms) {
+			t.Errorf("%s: scenario %s, %d calls in %d rounds, %d errors, p50 %v, p99 %v; want batch, 40 calls (40/s over 1 s) in 2, no errors, 0 < p50 <= p99",
+				r.Policy, r.Scenario, r.Calls, r.Rounds, r.Errors, r.P50Ms, r.P99Ms)
 		}
 		if len(r.Replicas) != 2 || !r.Replicas[0].Batch || r.Replicas[1].Batch || r.Replicas[0].CPULimit != 0 {
 			t.Fatalf("%s: replicas %+v: want two, the first with the batch job, no CPU limit", r.Policy, r.Replicas)
@@ -175,7 +185,7 @@ func FuzzFleetArgs(f *testing.F) {
 	for _, args := range []string{"", "-quick", "-replicas\n1", "-replicas\n9", "-scenarios\nquota,quota", "-scenarios\nburst",
 		"-policies\n", "-policies\nround_robin,weighted_round_robin_cpu", "-quota-rate\n0", "-batch-rate\nInf", "-weak-cpu\n0",
 		"-cpu\n-1", "-duration\n0s", "-quick\n-duration\n0s", "-warmup\n2m", "-timeout\n0s", "now", "-bogus", "-h",
-		"-batch-rate\n1\n-duration\n900ms"} {
+		"-batch-rate\n1\n-duration\n900ms", "-rounds\n0", "-rounds\n3\n-duration\n1s", "-arrivals\nfixed", "-arrivals\nx"} {
 		f.Add(args)
 	}
 	flags := flagMention(f, "fleet")

@@ -20,8 +20,9 @@
 // Normal), counted as no more than the process's CPU time (a slot whose
 // thread the kernel did not run, because other processes had the CPU or
 // a cgroup quota was spent, is not work: the calls that waited meanwhile
-// count as queued), and the time their tasks spent queued for a first
-// slot, each over the slot time the scheduler has; and since a CPU that
+// count as queued), each over the slot time the scheduler has, and the
+// utilization that the mean number of their tasks queued for a first slot
+// implies (the M/M/1 queue's with that many waiting); and since a CPU that
 // is saturated by other work than the yielding classes (the RPC
 // framework, the garbage collector, code outside the scheduler) or
 // limited by a quota delays calls too, Application is the largest of
@@ -39,6 +40,7 @@
 package loadreport
 
 import (
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -85,8 +87,8 @@ func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // window (or since the Meter was made, if sooner).
 type Report struct {
 	// Application is ORCA's application_utilization: the largest of the
-	// latency-relevant slot time (at most the process's CPU time) and
-	// time queued for a first slot, each over the slot capacity, and the
+	// latency-relevant slot time (at most the process's CPU time) over the
+	// slot capacity, the utilization its queue implies, and the
 	// CPU's saturation (net of ClassBatch and ClassIdle, plus the share of
 	// the quota's periods in which it ran out); at least minApplication
 	// while calls end.
@@ -350,14 +352,30 @@ func compute(b, c sample, budget float64) Report {
 		// The yielding classes used at most their slot time of CPU.
 		saturation += max(0, used-(c.yieldRun-b.yieldRun).Seconds()) / (budget * dt)
 	}
-	// The queued tasks count on their own, not on top of the slot time: a
-	// weighted round robin weighs a replica by qps over this, and below
-	// saturation the queue grows faster than the load and swings from one
-	// window to the next, so that added to the slot time it moved the
-	// weights of equal replicas to and fro (docs/grpc.md#the-results). It
-	// exceeds the rest where the replica is past what it can serve.
-	r.Application = max(saturation, run/slots, queued/slots)
+	// The queued tasks count on their own, not on top of the slot time,
+	// and as the utilization that a queue of their length implies, not as
+	// the length itself: a weighted round robin weighs a replica by qps
+	// over this, and the queue grows faster than the load (without bound
+	// as the load nears the capacity), so that as a length it swung the
+	// weights of equal replicas to and fro wherever arrivals came at
+	// random or other processes took the CPU (docs/grpc.md#the-results).
+	r.Application = max(saturation, run/slots, queueUtilization(queued/slots))
 	return r
+}
+
+// queueUtilization returns the utilization of the simplest queue (one
+// server, Poisson arrivals, exponential service: M/M/1) whose mean number
+// waiting is queued, ρ²/(1−ρ) = queued solved for ρ. There qps over ρ is
+// the server's capacity, whatever its load, as it is over the CPU's
+// share; the queue's length, over which qps is the capacity times
+// (1−ρ)/ρ, falls steeply as the load rises. It is below 1 for any
+// finite queue: past its capacity a replica reads fully busy, and its
+// shed calls (eps) are what lowers its weight further.
+func queueUtilization(queued float64) float64 {
+	if queued <= 0 {
+		return 0
+	}
+	return (math.Sqrt(queued*queued+4*queued) - queued) / 2
 }
 
 // quotaStat reads the throttling of the cgroup whose CPU limit applies to

@@ -106,8 +106,9 @@ func TestApplicationUtilization(t *testing.T) {
 		{"normal slot time", 0, 0, load{d: s, normal: s, cpu: s}, 0, 0, 0.5, 0.5},
 		{"realtime counts as normal", 0, 0, load{d: s, realtime: s / 2, normal: s / 2, cpu: s}, 0, 0, 0.5, 0.5},
 		{"both slots busy", 0, 0, load{d: s, normal: 2 * s, cpu: 2 * s}, 0, 0, 1, 1},
-		{"queued tasks past the slots", 0, 0, load{d: s, normal: 2 * s, normalQueue: 3 * s, realtimeQueue: s, cpu: 2 * s}, 0, 0, 2, 1},
-		{"a call that left while queued: the scheduler's queue time counts it, End does not again", 0, 0, load{d: s, normal: s, normalQueue: 3 * s, cpu: s}, s, 0, 1.5, 0.5},
+		{"two queued per slot: the utilization they imply, below the slots' 1", 0, 0, load{d: s, normal: 2 * s, normalQueue: 3 * s, realtimeQueue: s, cpu: 2 * s}, 0, 0, 1, 1},
+		{"four queued per slot: theirs, above the slot time", 0, 0, load{d: s, normal: s / 10, normalQueue: 7 * s, realtimeQueue: s, cpu: 200 * ms}, 0, 0, 2*math.Sqrt2 - 2, 0.1},
+		{"a call that left while queued: the scheduler's queue time counts it, End does not again", 0, 0, load{d: s, normal: s, normalQueue: 3 * s, cpu: s}, s, 0, (math.Sqrt(8.25) - 1.5) / 2, 0.5},
 		{"batch and idle do not count", 0, 0, load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 0, 0, 1},
 		{"nor do they, with calls: the floor", 0, 0, load{d: s, batch: s, idle: s, cpu: 2 * s}, 0, 3, minApplication, 1},
 		{"the CPU saturated by other work", 0, 0, load{d: s, normal: s / 10, cpu: 1800 * ms}, 0, 0, 0.9, 0.9},
@@ -117,7 +118,7 @@ func TestApplicationUtilization(t *testing.T) {
 		{"and the tasks queued meanwhile as queued", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 600 * ms}, 0, 0, 0.5, 0.3},
 		{"queued tasks below the CPU's saturation", 0, 0, load{d: s, normal: s / 10, normalQueue: s, cpu: 1800 * ms}, 0, 0, 0.9, 0.9},
 		{"queued tasks below the slot time", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 2 * s}, 0, 0, 1, 1},
-		{"queued tasks above it", 0, 0, load{d: s, normal: s / 10, normalQueue: 3 * s, cpu: 1800 * ms}, 0, 0, 1.5, 0.9},
+		{"queued tasks above it, their utilization below the CPU's saturation", 0, 0, load{d: s, normal: s / 10, normalQueue: 3 * s, cpu: 1800 * ms}, 0, 0, 0.9, 0.9},
 		{"a quota below the slots: the CPU's saturation", 1, 0.3, load{d: s, normal: 250 * ms, cpu: 200 * ms}, 0, 0, 2.0 / 3, 2.0 / 3},
 		{"a budget above the slots: the cap is CPU time, not its share", 1, 2, load{d: s, normal: s, cpu: s}, 0, 0, 1, 0.5},
 		{"a quota that ran out adds its share of the periods", 1, 0.3, load{d: s, normal: 250 * ms, cpu: 270 * ms, periods: 10, throttled: 3}, 0, 0, 1.2, 0.9},
@@ -335,6 +336,24 @@ func TestFor(t *testing.T) {
 	}
 }
 
+// TestQueueUtilization: the utilization of the M/M/1 queue whose mean
+// number waiting is given: the inverse of ρ²/(1−ρ), 0 without a queue,
+// below 1 however long the queue.
+func TestQueueUtilization(t *testing.T) {
+	for _, rho := range []float64{0.1, 0.3, 0.5, 0.7, 0.9, 0.99} {
+		queued := rho * rho / (1 - rho)
+		if got := queueUtilization(queued); math.Abs(got-rho) > 1e-9 {
+			t.Errorf("queueUtilization(%v) = %v, want %v", queued, got, rho)
+		}
+	}
+	if got := queueUtilization(0); got != 0 {
+		t.Errorf("queueUtilization(0) = %v, want 0", got)
+	}
+	if got := queueUtilization(1e6); got >= 1 || got < 0.999 {
+		t.Errorf("queueUtilization(1e6) = %v, want just below 1", got)
+	}
+}
+
 func TestThroughScheduler(t *testing.T) {
 	// With a real scheduler and the process's CPU: Normal work on the one
 	// slot reads as busy as the CPU it got, Idle work not at all, and a
@@ -389,7 +408,9 @@ func TestThroughScheduler(t *testing.T) {
 		}
 	}
 	t.Logf("a slot held idle, 2 tasks queued: %+v", r)
-	if r.Application < 1.5 || r.Application > 2.5 {
-		t.Errorf("a slot held without computing and 2 tasks queued behind it for 0.3s: got application %v, want about 2", r.Application)
+	// Two queued on the one slot: the utilization of the M/M/1 queue with
+	// two waiting, √3 − 1.
+	if want := math.Sqrt(3) - 1; math.Abs(r.Application-want) > 0.15 {
+		t.Errorf("a slot held without computing and 2 tasks queued behind it for 0.3s: got application %v, want about %.2f", r.Application, want)
 	}
 }

@@ -37,6 +37,20 @@ const (
 	PolicyWRRCPU = "weighted_round_robin_cpu"
 )
 
+// The arrival processes of the load, as -arrivals and the JSON name them.
+const (
+	// ArrivalsFixed makes the calls fall due at a fixed interval, 1/rate
+	// apart.
+	ArrivalsFixed = "fixed"
+	// ArrivalsPoisson makes them fall due at random times, a Poisson
+	// process at the rate: exponential gaps, as from many independent
+	// clients.
+	ArrivalsPoisson = "poisson"
+)
+
+// Arrivals returns every arrival process.
+func Arrivals() []string { return []string{ArrivalsFixed, ArrivalsPoisson} }
+
 // Scenarios returns every scenario, in the order Run measures them.
 func Scenarios() []string { return []string{ScenarioQuota, ScenarioBatch} }
 
@@ -66,16 +80,32 @@ const (
 	DefaultWeakCPU = 0.3
 	DefaultCPU     = 0.8
 
+	// DefaultDuration is a row's measured time, split into DefaultRounds
+	// segments; each segment runs on fresh replicas after DefaultWarmup of
+	// load that is not measured, longer than the balancer's blackout
+	// period so that the weights are in use when the measuring starts.
 	DefaultDuration = 15 * time.Second
-	DefaultWarmup   = 3 * time.Second
-	// QuickDuration and QuickWarmup keep a -quick run of every scenario
-	// and policy under 60 s; the warm-up is still longer than the
-	// balancer's blackout period, so that the weights are in use.
-	QuickDuration = 4 * time.Second
-	QuickWarmup   = 1500 * time.Millisecond
-	MinDuration   = 500 * time.Millisecond
-	MaxDuration   = 10 * time.Minute
-	MaxWarmup     = time.Minute
+	DefaultWarmup   = 1500 * time.Millisecond
+	// DefaultRounds interleaves the policies' segments so that the slow
+	// drift of a shared machine's load falls on every policy alike, while
+	// each segment stays long against the balancer's weight updates.
+	DefaultRounds = 5
+	// QuickDuration, QuickWarmup and QuickRounds keep a -quick run of
+	// every scenario and policy under 60 s.
+	QuickDuration = 3 * time.Second
+	QuickWarmup   = DefaultWarmup
+	QuickRounds   = 2
+	// MinDuration is the shortest segment: Duration over Rounds.
+	MinDuration = 500 * time.Millisecond
+	MaxDuration = 10 * time.Minute
+	MaxWarmup   = time.Minute
+	MinRounds   = 1
+	MaxRounds   = 20
+
+	// DefaultArrivals is the arrival process of the load: the fixed
+	// interval the rates were chosen for, and the one that adds no noise
+	// of its own to the comparison.
+	DefaultArrivals = ArrivalsFixed
 
 	// DefaultTimeout is each call's deadline from the time it was due: a
 	// call that has not been answered by then is an error.
@@ -102,8 +132,18 @@ type Config struct {
 	// first replica's and the others' (bench.MinCPUQuota..NumCPU).
 	WeakCPU, CPU float64
 	// Duration is each row's measured time (MinDuration..MaxDuration),
-	// after Warmup (0..MaxWarmup) of load that is not measured.
+	// split into Rounds segments (MinRounds..MaxRounds, each at least
+	// MinDuration): round after round, every policy of a scenario runs one
+	// segment on fresh replicas, after Warmup (0..MaxWarmup) of load that
+	// is not measured.
 	Duration, Warmup time.Duration
+	Rounds           int
+	// Arrivals is the load's arrival process: ArrivalsFixed or
+	// ArrivalsPoisson.
+	Arrivals string
+	// Seed seeds the Poisson arrivals; 0 takes one from the clock. The
+	// report gives the one used.
+	Seed uint64
 	// Timeout is each call's deadline from its due time
 	// (MinTimeout..MaxTimeout).
 	Timeout time.Duration
@@ -132,6 +172,8 @@ func DefaultConfig(program string) Config {
 		CPU:       DefaultCPU,
 		Duration:  DefaultDuration,
 		Warmup:    DefaultWarmup,
+		Rounds:    DefaultRounds,
+		Arrivals:  DefaultArrivals,
 		Timeout:   DefaultTimeout,
 	}
 }
@@ -162,17 +204,31 @@ func (c Config) Validate() error {
 		return fmt.Errorf("fleet: CPU (-cpu) must be in %g..%g CPUs, got %v", bench.MinCPUQuota, numCPU, c.CPU)
 	case c.Duration < MinDuration || c.Duration > MaxDuration:
 		return fmt.Errorf("fleet: Duration (-duration) must be in %v..%v, got %v", MinDuration, MaxDuration, c.Duration)
+	case c.Rounds < MinRounds || c.Rounds > MaxRounds:
+		return fmt.Errorf("fleet: Rounds (-rounds) must be in %d..%d, got %d", MinRounds, MaxRounds, c.Rounds)
+	case c.segment() < MinDuration:
+		return fmt.Errorf("fleet: Duration (-duration) %v over Rounds (-rounds) %d is a segment of %v: each must be at least %v", c.Duration, c.Rounds, c.segment(), MinDuration)
+	case !slices.Contains(Arrivals(), c.Arrivals):
+		return fmt.Errorf("fleet: Arrivals (-arrivals) must be one of %s, got %q", strings.Join(Arrivals(), ", "), c.Arrivals)
 	case c.Warmup < 0 || c.Warmup > MaxWarmup:
 		return fmt.Errorf("fleet: Warmup (-warmup) must be in 0..%v, got %v", MaxWarmup, c.Warmup)
 	case c.Timeout < MinTimeout || c.Timeout > MaxTimeout:
 		return fmt.Errorf("fleet: Timeout (-timeout) must be in %v..%v, got %v", MinTimeout, MaxTimeout, c.Timeout)
 	}
 	for _, s := range c.Scenarios {
-		if r := c.rate(s); r*c.Duration.Seconds() < 1 {
-			return fmt.Errorf("fleet: the %s scenario's rate %v calls/s over Duration (-duration) %v makes no call to measure: give at least one", s, r, c.Duration)
+		if r := c.rate(s); r*c.segment().Seconds() < 1 {
+			return fmt.Errorf("fleet: the %s scenario's rate %v calls/s over a segment of %v (Duration (-duration) over Rounds (-rounds)) makes no call to measure: give at least one", s, r, c.segment())
 		}
 	}
 	return nil
+}
+
+// segment is the measured time of one policy in one round.
+func (c Config) segment() time.Duration {
+	if c.Rounds < 1 {
+		return c.Duration
+	}
+	return c.Duration / time.Duration(c.Rounds)
 }
 
 // inRange reports whether lo <= v <= hi (false for NaN).

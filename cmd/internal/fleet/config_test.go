@@ -12,7 +12,7 @@ func TestDefaultConfigIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig("cpusched")
-	cfg.Duration, cfg.Warmup = QuickDuration, QuickWarmup
+	cfg.Duration, cfg.Warmup, cfg.Rounds = QuickDuration, QuickWarmup, QuickRounds
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("the -quick config: %v", err)
 	}
@@ -43,7 +43,12 @@ func TestValidate(t *testing.T) {
 		{"long warmup", func(c *Config) { c.Warmup = time.Hour }, "-warmup) must be in 0..1m0s, got 1h0m0s"},
 		{"negative warmup", func(c *Config) { c.Warmup = -time.Second }, "-warmup) must be in 0..1m0s"},
 		{"no timeout", func(c *Config) { c.Timeout = 0 }, "-timeout) must be in 10ms..1m0s, got 0s"},
-		{"no call in the window", func(c *Config) { c.BatchRate, c.Duration = 1, 600*time.Millisecond }, "batch scenario's rate 1 calls/s over Duration (-duration) 600ms makes no call"},
+		{"no call in the window", func(c *Config) { c.BatchRate, c.Duration, c.Rounds = 1, 600*time.Millisecond, 1 }, "batch scenario's rate 1 calls/s over a segment of 600ms (Duration (-duration) over Rounds (-rounds)) makes no call"},
+		{"no call in a segment", func(c *Config) { c.BatchRate, c.Duration, c.Rounds = 1, 1500*time.Millisecond, 2 }, "batch scenario's rate 1 calls/s over a segment of 750ms"},
+		{"no rounds", func(c *Config) { c.Rounds = 0 }, "-rounds) must be in 1..20, got 0"},
+		{"many rounds", func(c *Config) { c.Rounds = MaxRounds + 1 }, "-rounds) must be in 1..20, got 21"},
+		{"short segments", func(c *Config) { c.Duration, c.Rounds = 2*time.Second, 5 }, "Duration (-duration) 2s over Rounds (-rounds) 5 is a segment of 400ms: each must be at least 500ms"},
+		{"unknown arrivals", func(c *Config) { c.Arrivals = "bursty" }, `Arrivals (-arrivals) must be one of fixed, poisson, got "bursty"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig("cpusched")

@@ -1,13 +1,15 @@
 package fleet
 
-// The client: one grpc-go channel over the row's replicas, balanced by the
-// row's policy, driven open loop at a fixed rate. Each call's latency runs
+// The client: one grpc-go channel over the segment's replicas, balanced by
+// the row's policy, driven open loop at the scenario's rate, the calls due
+// at a fixed interval or at Poisson times. Each call's latency runs
 // from the time it was due, as `cpusched load` measures (so a late client
 // is charged, not hidden), and its deadline is Timeout after that.
 
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -59,11 +61,13 @@ const (
 // loadReportKey is the trailer of ORCA's per-call load report (gRFC A51).
 const loadReportKey = "endpoint-load-metrics-bin"
 
-// driveSpec is one row's load.
+// driveSpec is one segment's load.
 type driveSpec struct {
 	addrs            []string // the replicas', loopback only
 	policy           string
 	rate             float64
+	arrivals         string // ArrivalsFixed or ArrivalsPoisson
+	seed             uint64 // of the Poisson arrivals: the same seed, the same due times
 	warmup, duration time.Duration
 	timeout          time.Duration
 	// window is called when the measured window starts (true) and ends
@@ -181,8 +185,9 @@ func drive(ctx context.Context, spec driveSpec) (*recording, error) {
 	start := time.Now()
 	windowStart, end := start.Add(spec.warmup), start.Add(spec.warmup+spec.duration)
 	started := false
+	next := dueTimes(spec.arrivals, spec.rate, spec.seed)
 	for i := int64(0); ; i++ {
-		due := start.Add(load.DueOffset(i, spec.rate))
+		due := start.Add(next())
 		if !due.Before(end) {
 			break
 		}
@@ -205,6 +210,27 @@ func drive(ctx context.Context, spec driveSpec) (*recording, error) {
 		return nil, err
 	}
 	return rec, nil
+}
+
+// dueTimes returns a function that gives the due time of each call in
+// turn, as offsets from the start: at a fixed interval (load's schedule),
+// or a Poisson process at rate whose exponential gaps come from seed.
+func dueTimes(arrivals string, rate float64, seed uint64) func() time.Duration {
+	if arrivals != ArrivalsPoisson {
+		var i int64
+		return func() time.Duration {
+			d := load.DueOffset(i, rate)
+			i++
+			return d
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 0))
+	var at float64 // seconds; the first call is due at the start, as with the fixed interval
+	return func() time.Duration {
+		d := time.Duration(at * float64(time.Second))
+		at += rng.ExpFloat64() / rate
+		return d
+	}
 }
 
 // call makes one call of method m due at due and, if measured, records it.

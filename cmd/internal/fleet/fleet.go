@@ -4,7 +4,7 @@
 // reports (docs/grpc.md) do to a fleet against round robin and against a
 // balancer fed by the CPU alone.
 //
-// Each row is a scenario under a policy, on fresh replicas: the quota
+// Each row is a scenario under a policy: the quota
 // scenario gives the first replica a smaller cgroup CPU quota than the
 // others; the batch scenario runs equal replicas, the first of which also
 // runs a batch job at ClassIdle through its own scheduler. The policies
@@ -14,11 +14,18 @@
 // schedule their calls through cpusched in every row: only the reports
 // differ, so that the rows compare what the balancer is told.
 //
+// A row's measured time is split into rounds: each round runs one segment
+// of every policy of the scenario, one after another on fresh replicas,
+// and a row merges its policy's segments (rounds.go). The noise of a
+// shared machine drifts over tens of seconds; interleaved, each policy
+// sees as much of it as the others, where rows run one after the other
+// would each see a stretch of their own.
+//
 // Everything stays on the machine: the replicas listen on 127.0.0.1, the
-// client dials loopback addresses only, a row stops by itself after its
-// warm-up, measured time and the last call's deadline, and the replicas
-// die with the process (childproc.DieWithParent) and are stopped, and
-// their cgroups removed, at the end of each row.
+// client dials loopback addresses only, a segment stops by itself after
+// its warm-up, measured time and the last call's deadline, and the
+// replicas die with the process (childproc.DieWithParent) and are
+// stopped, and their cgroups removed, at the end of each segment.
 package fleet
 
 import (
@@ -42,7 +49,8 @@ var ErrNothingToRun = errors.New("no scenario can run here")
 
 // Run validates cfg, measures every scenario under every policy, and
 // writes the tables, the JSON and the plots as cfg asks. If ctx ends (or a
-// row fails) it writes the rows measured so far and returns the error.
+// segment fails) it writes the rows measured so far, of the scenario it
+// was measuring the rounds it completed, and returns the error.
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -78,23 +86,46 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	proc, _ := sysstat.NewReader("") // nil where /proc cannot be read: no CPU figures
 
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	rep.Config.Seed = seed
 	var runErr error
-rows:
-	for _, scenario := range cfg.Scenarios {
+	done := 0
+	for si, scenario := range cfg.Scenarios {
 		if scenario == ScenarioQuota && quotas == nil {
 			continue
 		}
-		for _, policy := range cfg.Policies {
-			cfg.Progress.Set("fleet: %s under %s (row %d of %d)", scenario, policy, len(rep.Results)+1, cfg.rows(len(rep.Skipped)))
-			res, err := runRow(ctx, cfg, quotas, proc, scenario, policy)
-			if err != nil {
-				runErr = fmt.Errorf("fleet: %s under %s: %w", scenario, policy, err)
-				if ctx.Err() != nil {
-					runErr = ctx.Err()
+		rows := newRows(len(cfg.Policies))
+	rounds:
+		for round := range cfg.Rounds {
+			for _, pi := range roundOrder(len(cfg.Policies), round) {
+				policy := cfg.Policies[pi]
+				done++
+				cfg.Progress.Set("fleet: %s round %d of %d, %s (segment %d of %d)", scenario, round+1, cfg.Rounds, policy, done, cfg.segments(len(rep.Skipped)))
+				// The policies of a round share their arrival times, so
+				// that they differ by the balancer and the machine only.
+				spec := segmentSpec{scenario: scenario, policy: policy, seed: seed + uint64(si)<<32 + uint64(round)}
+				seg, err := runSegment(ctx, cfg, quotas, proc, spec)
+				if err != nil {
+					runErr = fmt.Errorf("fleet: %s under %s, round %d: %w", scenario, policy, round+1, err)
+					if ctx.Err() != nil {
+						runErr = ctx.Err()
+					}
+					break rounds
 				}
-				break rows
+				rows.add(pi, seg)
 			}
-			rep.Results = append(rep.Results, res)
+			rows.endRound()
+		}
+		for pi, policy := range cfg.Policies {
+			if r := rows.result(pi, scenario, policy, cfg.rate(scenario)); r != nil {
+				rep.Results = append(rep.Results, *r)
+			}
+		}
+		if runErr != nil {
+			break
 		}
 	}
 	cfg.Progress.Done()
@@ -108,14 +139,18 @@ rows:
 	return runErr
 }
 
-// rows is how many rows a run measures with skipped scenarios left out.
-func (c Config) rows(skipped int) int { return (len(c.Scenarios) - skipped) * len(c.Policies) }
+// segments is how many segments a run measures with skipped scenarios
+// left out.
+func (c Config) segments(skipped int) int {
+	return (len(c.Scenarios) - skipped) * len(c.Policies) * c.Rounds
+}
 
 // reportConfig is the Report's copy of cfg.
 func (c Config) reportConfig() ReportConfig {
 	rc := ReportConfig{
 		Replicas: c.Replicas, QuotaRate: c.QuotaRate, BatchRate: c.BatchRate, WeakCPU: c.WeakCPU, CPU: c.CPU,
 		DurationS: c.Duration.Seconds(), WarmupS: c.Warmup.Seconds(), TimeoutS: c.Timeout.Seconds(),
+		Rounds: c.Rounds, SegmentS: c.segment().Seconds(), Arrivals: c.Arrivals,
 		BatchGOMAXPROCS: batchGOMAXPROCS, ServiceConfigs: map[string]string{},
 		NumCPU: runtime.NumCPU(), GoVersion: runtime.Version(), Started: time.Now().UTC().Truncate(time.Second),
 	}
@@ -134,10 +169,23 @@ func (c Config) reportConfig() ReportConfig {
 	return rc
 }
 
-// runRow measures one scenario under one policy, on replicas it starts and
-// stops.
-func runRow(ctx context.Context, cfg Config, quotas *bench.CPUQuotas, proc *sysstat.Reader, scenario, policy string) (res Result, err error) {
-	specs := cfg.replicas(scenario, policy)
+// segmentSpec is one policy's segment of a round.
+type segmentSpec struct {
+	scenario, policy string
+	seed             uint64 // of its Poisson arrivals
+}
+
+// segment is what one segment measured.
+type segment struct {
+	procs []*replicaProc // stopped: their hellos and specs
+	rec   *recording
+	w     window
+}
+
+// runSegment measures one scenario under one policy for one segment, on
+// replicas it starts and stops.
+func runSegment(ctx context.Context, cfg Config, quotas *bench.CPUQuotas, proc *sysstat.Reader, spec segmentSpec) (seg segment, err error) {
+	specs := cfg.replicas(spec.scenario, spec.policy)
 	procs := make([]*replicaProc, len(specs))
 	errs := make([]error, len(specs))
 	var wg sync.WaitGroup
@@ -148,7 +196,7 @@ func runRow(ctx context.Context, cfg Config, quotas *bench.CPUQuotas, proc *syss
 	started := slices.DeleteFunc(slices.Clone(procs), func(p *replicaProc) bool { return p == nil })
 	defer func() { err = errors.Join(err, stopAll(started)) }() // a replica that failed says why as it exits
 	if err := errors.Join(errs...); err != nil {
-		return Result{}, err
+		return segment{}, err
 	}
 
 	addrs := make([]string, len(procs))
@@ -157,9 +205,10 @@ func runRow(ctx context.Context, cfg Config, quotas *bench.CPUQuotas, proc *syss
 	}
 	var snaps [2]snapshot
 	var snapping sync.WaitGroup
+	duration := cfg.segment()
 	rec, err := drive(ctx, driveSpec{
-		addrs: addrs, policy: policy, rate: cfg.rate(scenario),
-		warmup: cfg.Warmup, duration: cfg.Duration, timeout: cfg.Timeout,
+		addrs: addrs, policy: spec.policy, rate: cfg.rate(spec.scenario), arrivals: cfg.Arrivals, seed: spec.seed,
+		warmup: cfg.Warmup, duration: duration, timeout: cfg.Timeout,
 		window: func(start bool) {
 			// Off the pacer's goroutine, which must not be late.
 			i := 1
@@ -171,13 +220,13 @@ func runRow(ctx context.Context, cfg Config, quotas *bench.CPUQuotas, proc *syss
 	})
 	snapping.Wait()
 	if err != nil {
-		return Result{}, err
+		return segment{}, err
 	}
-	w, err := snaps[1].since(snaps[0], cfg.Duration)
+	w, err := snaps[1].since(snaps[0], duration)
 	if err != nil {
-		return Result{}, err
+		return segment{}, err
 	}
-	return newResult(scenario, policy, cfg.rate(scenario), procs, rec, w), nil
+	return segment{procs: procs, rec: rec, w: w}, nil
 }
 
 // snapshot is what was read at one end of a row's window.

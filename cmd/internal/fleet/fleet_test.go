@@ -79,6 +79,7 @@ func testConfig(t *testing.T) Config {
 	cfg := DefaultConfig(exe)
 	cfg.Replicas, cfg.QuotaRate, cfg.BatchRate = 2, 40, 40
 	cfg.Warmup, cfg.Duration, cfg.Timeout = 300*time.Millisecond, MinDuration, 5*time.Second
+	cfg.Rounds, cfg.Arrivals = 1, ArrivalsFixed
 	cfg.Policies = []string{PolicyRoundRobin}
 	return cfg
 }
@@ -96,14 +97,7 @@ func TestRunQuota(t *testing.T) {
 	if err := Run(context.Background(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(cfg.JSONPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep Report
-	if err := json.Unmarshal(data, &rep); err != nil {
-		t.Fatal(err)
-	}
+	rep := readReport(t, cfg.JSONPath)
 	if len(rep.Results) != 1 || rep.Cgroup == "" {
 		t.Fatalf("results %+v, cgroup %q", rep.Results, rep.Cgroup)
 	}
@@ -123,19 +117,22 @@ func TestRunQuota(t *testing.T) {
 	}
 }
 
-// TestRunInterrupted: a run whose context ends as its second row starts
-// writes the first row and returns the context's error, leaving no
+// TestRunInterrupted: a run whose context ends as its second round's
+// second segment starts writes the rows of the first round only (both
+// policies', one round each) and returns the context's error, leaving no
 // replica running (goleak checks this process's side).
 func TestRunInterrupted(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.Scenarios = []string{ScenarioBatch}
 	cfg.Policies = []string{PolicyRoundRobin, PolicyWRR}
+	cfg.Rounds, cfg.Duration = 2, 2*MinDuration
+	cfg.JSONPath = filepath.Join(t.TempDir(), "fleet.json")
 	var out bytes.Buffer
 	cfg.Stdout = &out
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg.Progress = report.ForceProgress(writerFunc(func(p []byte) {
-		if bytes.Contains(p, []byte("row 2 of 2")) {
+		if bytes.Contains(p, []byte("segment 4 of 4")) {
 			cancel()
 		}
 	}))
@@ -143,9 +140,29 @@ func TestRunInterrupted(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v, want the context's cancellation", err)
 	}
-	if !strings.Contains(out.String(), "batch     round_robin") || strings.Contains(out.String(), "batch     weighted_round_robin") {
-		t.Errorf("want the first row only:\n%s", out.String())
+	rep := readReport(t, cfg.JSONPath)
+	if len(rep.Results) != 2 {
+		t.Fatalf("%d rows, want both policies' of the first round:\n%s", len(rep.Results), out.String())
 	}
+	for _, r := range rep.Results {
+		if r.Rounds != 1 || r.Calls != 20 {
+			t.Errorf("%s: %d rounds, %d calls; want 1 round of 20 calls (40/s over 0.5 s)", r.Policy, r.Rounds, r.Calls)
+		}
+	}
+}
+
+// readReport reads the JSON file of a run.
+func readReport(t *testing.T, path string) Report {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
 
 // writerFunc is an io.Writer that hands each write to a function.

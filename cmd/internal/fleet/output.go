@@ -38,8 +38,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, m := range c.Mix {
 		mix = append(mix, fmt.Sprintf("%s %s (%d CRC passes)", m.Method, report.Pct(100*m.Share), m.Passes))
 	}
-	ew.Printf("fleet: %d replicas, calls %s; %s measured per row after %s of warm-up, deadline %s\n",
-		c.Replicas, strings.Join(mix, ", "), seconds(c.DurationS), seconds(c.WarmupS), seconds(c.TimeoutS))
+	ew.Printf("fleet: %d replicas, calls %s, due %s; deadline %s\n",
+		c.Replicas, strings.Join(mix, ", "), arrivalsText(c.Arrivals), seconds(c.TimeoutS))
+	ew.Printf("%s measured per row in %d rounds of %s, the policies in turn, each segment on fresh replicas after %s of warm-up\n",
+		seconds(c.DurationS), c.Rounds, seconds(c.SegmentS), seconds(c.WarmupS))
 	if r.Cgroup != "" {
 		ew.Printf("cgroups: each replica in its own, on %s\n", r.Cgroup)
 	}
@@ -88,6 +90,21 @@ func (r *Report) WriteTable(w io.Writer) error {
 	ew.Printf("(cpu used: CPUs over the window; throttled: the quota's periods in which it ran out; reported: the mean utilizations\n" +
 		" of the load reports in its calls' trailers; heavy run, wait: the heavy calls' mean slot time and wait for a slot, ms)\n")
 
+	if len(r.Results) > 0 && r.Config.Rounds > 1 {
+		rounds := report.NewTable("scenario", "policy", "p99 of each round, in order")
+		for _, res := range r.Results {
+			var ps []string
+			for _, p := range res.RoundP99Ms {
+				ps = append(ps, num(p))
+			}
+			rounds.Row(res.Scenario, res.Policy, strings.Join(ps, "  "))
+		}
+		ew.Printf("\n")
+		if err := rounds.Write(ew); err != nil {
+			return err
+		}
+	}
+
 	for _, s := range r.Skipped {
 		ew.Printf("\nskipped: %s: %s", s.Scenario, s.Reason)
 	}
@@ -105,6 +122,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 		ew.Printf("  %s: %s: %s (%s)\n", t.Scenario, t.Target, verdict, t.Detail)
 	}
 	return ew.Err()
+}
+
+// arrivalsText says what the arrival process is.
+func arrivalsText(arrivals string) string {
+	if arrivals == ArrivalsPoisson {
+		return "at Poisson times"
+	}
+	return "at a fixed interval"
 }
 
 // seconds writes a number of seconds briefly: "20 s", "1.5 s".

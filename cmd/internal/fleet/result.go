@@ -29,15 +29,22 @@ type Report struct {
 
 // ReportConfig is what the run was asked to do.
 type ReportConfig struct {
-	Replicas  int       `json:"replicas"`
-	QuotaRate float64   `json:"quota_rate"`
-	BatchRate float64   `json:"batch_rate"`
-	WeakCPU   float64   `json:"weak_cpu"`
-	CPU       float64   `json:"cpu"`
-	DurationS float64   `json:"duration_s"`
-	WarmupS   float64   `json:"warmup_s"`
-	TimeoutS  float64   `json:"timeout_s"`
-	Mix       []MixItem `json:"mix"`
+	Replicas  int     `json:"replicas"`
+	QuotaRate float64 `json:"quota_rate"`
+	BatchRate float64 `json:"batch_rate"`
+	WeakCPU   float64 `json:"weak_cpu"`
+	CPU       float64 `json:"cpu"`
+	DurationS float64 `json:"duration_s"`
+	WarmupS   float64 `json:"warmup_s"`
+	TimeoutS  float64 `json:"timeout_s"`
+	// Rounds is how many segments of SegmentS each row's DurationS is
+	// measured in, each after WarmupS on fresh replicas.
+	Rounds   int     `json:"rounds"`
+	SegmentS float64 `json:"segment_s"`
+	// Arrivals is the arrival process; Seed seeds its Poisson times.
+	Arrivals string    `json:"arrivals"`
+	Seed     uint64    `json:"seed"`
+	Mix      []MixItem `json:"mix"`
 	// BatchGOMAXPROCS is the GOMAXPROCS of the batch scenario's replicas.
 	BatchGOMAXPROCS int `json:"batch_gomaxprocs"`
 	// ServiceConfigs are the client's service configs, by policy.
@@ -65,9 +72,15 @@ type Result struct {
 	Scenario string  `json:"scenario"`
 	Policy   string  `json:"policy"`
 	Rate     float64 `json:"rate"`
+	// Rounds is how many segments the row merges: Config's Rounds, or
+	// fewer in a run that was interrupted.
+	Rounds int `json:"rounds"`
+	// RoundP99Ms is each round's p99 on its own, in the order the rounds
+	// ran (null for a round without calls): how far one segment decides.
+	RoundP99Ms []*float64 `json:"round_p99_ms"`
 	// Calls, the latencies and Errors cover every call due in the
-	// measured window, of all methods; a failed call's latency runs to its
-	// failure.
+	// measured windows, of all methods; a failed call's latency runs to
+	// its failure.
 	Calls  int64   `json:"calls"`
 	ReqS   float64 `json:"req_s"` // the calls answered without error, per second
 	P50Ms  float64 `json:"p50_ms"`
