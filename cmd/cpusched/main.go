@@ -40,6 +40,7 @@ var commands = []command{
 	{"soak", "drive the demo server with a hostile mix for a long time and check it does not leak", runSoak},
 	{"lab", "reproduce the scheduling experiments behind cpusched", runLab},
 	{"fleet", "run gRPC replicas behind grpc-go's balancers, with and without cpusched's load reports", runFleet},
+	{"frontier", "plot the p99-against-throughput trade-off of settings measured in separate bench runs", runFrontier},
 	{lab.ChildCommand, "(internal) one measured workload of a lab experiment", runLabChild},
 	{idlehog.Command, "(internal) the CPU load of bench's floor mode, in a SCHED_IDLE process", runIdleHog},
 	{fleet.ReplicaCommand, "(internal) one replica of fleet's gRPC demo service", runFleetReplica},

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/cpusched/cpusched/cmd/internal/report"
@@ -43,4 +45,95 @@ func (r *Report) WriteFrontier(path string) error {
 	m := r.Machine
 	title := fmt.Sprintf("cpusched bench: p99 against throughput, each step beside the floor (%d CPUs, %s)", m.CPUs, m.Go)
 	return report.LinePlot(path, title, "CPU-heavy throughput, % of direct", "probe p99, x the floor's (io-heavy: closed loop)", true, series)
+}
+
+// FrontierSetting is one setting of a frontier drawn from several bench
+// runs: its name and the reports of its runs (bench -json, or -out's
+// bench.json), each run with its own floor.
+type FrontierSetting struct {
+	Name string
+	Runs []*Report
+}
+
+// WriteFrontierOf draws, to path, the settings' trade-offs at step (one of
+// hog-sched, hog-nockpt, io-heavy): for every run, each mode's p99 over
+// that run's floor (y, log scale) against its throughput as a share of
+// direct (x), and the floor's own point at y = 1, as WriteFrontier does
+// for one run. A setting whose runs hold one mode besides the floor is
+// named by the setting alone, otherwise "SETTING MODE" (hog-nockpt's
+// floor point is the floor's hog-sched, as in the table). It fails, writing
+// nothing, if step is not a frontier step or a run has no floor or no
+// point at step, naming the setting and run.
+func WriteFrontierOf(path, step string, settings []FrontierSetting) error {
+	if !slices.Contains(frontierSteps, step) {
+		return fmt.Errorf("bench: frontier step %q: want one of %v", step, frontierSteps)
+	}
+	floorStep := floorStepOf(step) // hog-nockpt compares with the floor's hog-sched
+	floor := report.Series{Name: "floor (each run's)"}
+	var series []report.Series
+	for _, set := range settings {
+		modes := map[string]*report.Series{}
+		var order []string
+		for i, run := range set.Runs {
+			found, hasFloor := false, false
+			for _, row := range run.Results {
+				if row.Hog == nil || row.Hog.PctOfDirect == nil {
+					continue
+				}
+				if row.Mode == ModeFloor {
+					if row.Step != floorStep {
+						continue
+					}
+					hasFloor = true
+					floor.X, floor.Y = append(floor.X, *row.Hog.PctOfDirect), append(floor.Y, 1)
+					continue
+				}
+				if row.Step != step || row.VsFloor == nil {
+					continue
+				}
+				found = true
+				sr := modes[row.Mode]
+				if sr == nil {
+					sr = &report.Series{}
+					modes[row.Mode] = sr
+					order = append(order, row.Mode)
+				}
+				sr.X, sr.Y = append(sr.X, *row.Hog.PctOfDirect), append(sr.Y, row.VsFloor.P99X)
+			}
+			if !hasFloor || !found {
+				return fmt.Errorf("bench: frontier: setting %q, run %d: no %s row of the floor and of a mode beside it, with their throughput", set.Name, i+1, step)
+			}
+		}
+		for _, mode := range order {
+			sr := modes[mode]
+			sr.Name = set.Name
+			if len(order) > 1 {
+				sr.Name += " " + mode
+			}
+			series = append(series, *sr)
+		}
+	}
+	if len(series) == 0 {
+		return fmt.Errorf("bench: frontier: no settings")
+	}
+	series = append(series, floor)
+	m := settings[0].Runs[0].Machine
+	title := fmt.Sprintf("%s: p99 against throughput, each run against its floor (%d CPUs, %s)", step, m.CPUs, m.Go)
+	return report.ScatterPlot(path, title, "CPU-heavy throughput, % of direct", "probe p99, x the run's floor's (io-heavy: closed loop)", true, series)
+}
+
+// ReadReport reads a report that bench wrote as JSON.
+func ReadReport(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: not a bench report: %w", path, err)
+	}
+	if len(r.Results) == 0 {
+		return nil, fmt.Errorf("%s: not a bench report: no results", path)
+	}
+	return &r, nil
 }

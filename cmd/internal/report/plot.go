@@ -58,6 +58,17 @@ type Bars struct {
 // there are no series, a series has len(X) != len(Y), no point is left to
 // draw, or the format is unknown; a failed write may leave a partial file.
 func LinePlot(path, title, xLabel, yLabel string, logY bool, series []Series) error {
+	return xyPlot(path, title, xLabel, yLabel, logY, true, series)
+}
+
+// ScatterPlot is LinePlot without the lines: each series' points are
+// marks only, for points that are separate runs rather than a curve.
+func ScatterPlot(path, title, xLabel, yLabel string, logY bool, series []Series) error {
+	return xyPlot(path, title, xLabel, yLabel, logY, false, series)
+}
+
+// xyPlot is LinePlot, and with lines false ScatterPlot.
+func xyPlot(path, title, xLabel, yLabel string, logY, lines bool, series []Series) error {
 	if len(series) == 0 {
 		return fmt.Errorf("report: line plot %s: no series", path)
 	}
@@ -92,10 +103,18 @@ func LinePlot(path, title, xLabel, yLabel string, logY bool, series []Series) er
 		colour := plotutil.DarkColors[i%len(plotutil.DarkColors)]
 		line := &plotter.Line{XYs: pts, LineStyle: draw.LineStyle{Color: colour, Width: vg.Points(1.5)}}
 		marks := &plotter.Scatter{XYs: pts, GlyphStyle: draw.GlyphStyle{Color: colour, Radius: vg.Points(3), Shape: plotutil.Shape(i)}}
-		if len(pts) > 0 {
+		switch {
+		case len(pts) == 0:
+		case lines:
 			p.Add(line, marks)
+		default:
+			p.Add(marks)
 		}
-		legend.Add(s.Name, line, marks)
+		if lines {
+			legend.Add(s.Name, line, marks)
+		} else {
+			legend.Add(s.Name, marks)
+		}
 	}
 	if useLog {
 		setLogY(p)
