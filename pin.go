@@ -21,12 +21,12 @@ package cpusched
 // Only a thread that waits locked is pinned: a hand-off thread, or a task's
 // own goroutine on its lowered thread. A parked task's waitTid is its
 // thread's id while it waits, negated by the pin to tell it to restore
-// (one field: a Task stays in its size class, TestQueuedTaskMemory). Only yield pins: at a
-// task's end its thread may go on (a Run caller's own goroutine) or spin
-// for the next task (handoffThread), and the ends of long tasks are
-// fewer than their slices. Nothing else wakes a parked task
-// (it is woken once it has been given a slot, by whoever gave it), so the
-// pin cannot outlive the wake.
+// (one field: a Task stays in its size class, TestQueuedTaskMemory).
+// Only yield pins: at a task's end its thread may go on (a Run caller's
+// own goroutine) or spin for the next task (handoffThread), and the ends
+// of long tasks are fewer than their slices. A parked task is woken once,
+// by whoever gave it a slot (or by its cancellation, which does not pin),
+// so a pin cannot outlive the wake.
 
 import "github.com/cpusched/cpusched/internal/osprio"
 
