@@ -52,11 +52,17 @@ func TestDrive(t *testing.T) {
 	if calls != 50 {
 		t.Errorf("%d calls measured, want 50 (100/s over 0.5 s)", calls)
 	}
-	if rec.replicas[0].calls != 25 || rec.replicas[1].calls != 25 {
-		t.Errorf("round robin gave %d and %d calls, want 25 each", rec.replicas[0].calls, rec.replicas[1].calls)
+	// Round robin alternates, but grpc-go's picker starts at a random
+	// replica whenever it is rebuilt (a connection becoming ready late, on
+	// a loaded machine), so one call may go twice to the same one.
+	a, b := rec.replicas[0].calls, rec.replicas[1].calls
+	if a+b != 50 || a < 24 || b < 24 {
+		t.Errorf("round robin gave %d and %d calls, want 25 each, give or take one", a, b)
 	}
-	if rec.replicas[0].reports != 25 {
-		t.Errorf("%d load reports from 25 calls", rec.replicas[0].reports)
+	for i, r := range rec.replicas {
+		if r.reports != r.calls {
+			t.Errorf("replica %d: %d load reports from %d calls, want one per call", i, r.reports, r.calls)
+		}
 	}
 }
 
