@@ -87,9 +87,9 @@ const (
 var stopThread = new(Task)
 
 // give hands t (or stopThread) to w, which the caller has taken out of
-// s.idleThreads, and reports whether w was spinning (awake). With pin, a
-// caller about to leave its CPU, w if it is asleep and pinnable is woken
-// on that CPU (pin.go).
+// s.idleThreads, and reports whether w was spinning (awake). With pin
+// (the caller is about to leave its CPU), w, if asleep and pinnable, is
+// woken on the caller's CPU (pin.go).
 func (w *handoffThread) give(t *Task, pin bool) (awake bool) {
 	if w.state.CompareAndSwap(threadSpinning, threadClaimed) {
 		w.slot.Store(t)
