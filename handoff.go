@@ -95,10 +95,8 @@ func (w *handoffThread) give(t *Task, pin bool) (awake bool) {
 		w.slot.Store(t)
 		return true
 	}
-	if pin && w.pinnable {
-		if cpu := osprio.CPU(); cpu >= 0 && osprio.PinThread(int(w.tid), cpu) == nil {
-			w.pinned.Store(true)
-		}
+	if pin && w.pinnable && pinHere(w.tid) {
+		w.pinned.Store(true)
 	}
 	w.next <- t
 	return false
@@ -109,12 +107,7 @@ func (w *handoffThread) give(t *Task, pin bool) (awake bool) {
 func (w *handoffThread) wait(s *Scheduler) *Task {
 	t := <-w.next
 	if w.pinned.Swap(false) {
-		if s.cfg.onPinnedWake != nil {
-			s.cfg.onPinnedWake()
-		}
-		if err := w.mask.Restore(); err != nil {
-			s.log.Warn("cpusched: putting a thread's CPU mask back after a hand-off failed", "err", err)
-		}
+		s.unpin(&w.mask)
 	}
 	return t
 }

@@ -34,12 +34,28 @@ import "github.com/cpusched/cpusched/internal/osprio"
 // the calling task's thread, waits on to this thread's CPU, which the
 // caller is about to leave.
 func (s *Scheduler) pinForHandOff(next *Task) {
-	tid := next.waitTid.Load()
-	if tid <= 0 {
-		return
-	}
-	if cpu := osprio.CPU(); cpu >= 0 && osprio.PinThread(int(tid), cpu) == nil {
+	if tid := next.waitTid.Load(); tid > 0 && pinHere(tid) {
 		next.waitTid.Store(-tid)
+	}
+}
+
+// pinHere pins thread tid to the calling thread's CPU and reports whether
+// it did.
+func pinHere(tid int32) bool {
+	cpu := osprio.CPU()
+	return cpu >= 0 && osprio.PinThread(int(tid), cpu) == nil
+}
+
+// unpin is a pinned thread's first step once woken: it puts back mask, the
+// mask the thread read before it waited.
+func (s *Scheduler) unpin(mask *osprio.Affinity) {
+	if s.cfg.onPinnedWake != nil {
+		s.cfg.onPinnedWake()
+	}
+	if err := mask.Restore(); err != nil {
+		// Unexpected (the mask was the thread's own); the thread stays
+		// on one CPU until its next pinned wake.
+		s.log.Warn("cpusched: putting a thread's CPU mask back after a hand-off failed", "err", err)
 	}
 }
 
@@ -55,13 +71,6 @@ func (s *Scheduler) waitPinnable(t *Task) {
 	t.waitTid.Store(int32(osprio.ThreadID()))
 	<-t.wake
 	if t.waitTid.Swap(0) < 0 {
-		if s.cfg.onPinnedWake != nil {
-			s.cfg.onPinnedWake()
-		}
-		if err := mask.Restore(); err != nil {
-			// Unexpected (the mask was the thread's own); the thread
-			// stays on one CPU until its next pinned wake.
-			s.log.Warn("cpusched: putting a thread's CPU mask back after a hand-off failed", "err", err)
-		}
+		s.unpin(&mask)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/cpusched/cpusched/cmd/internal/bench"
@@ -16,7 +17,8 @@ import (
 // commits, a -slice, a throwaway build.
 func runFrontier(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("frontier", stderr)
-	step := fs.String("step", bench.StepHogSched, "the step to plot: "+bench.StepHogSched+", "+bench.StepHogNoCkpt+" or "+bench.StepIOHeavy)
+	steps := bench.FrontierSteps()
+	step := fs.String("step", bench.StepHogSched, "the step to plot: "+strings.Join(steps, ", "))
 	out := fs.String("o", "frontier.png", "the plot to write (.png or .svg)")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched frontier [-step STEP] [-o FILE] SETTING=RUN.json[,RUN.json...] ...")
@@ -29,10 +31,8 @@ func runFrontier(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() == 0 {
 		return cli.Usagef("no argument: want SETTING=RUN.json[,RUN.json...], one per setting")
 	}
-	switch *step {
-	case bench.StepHogSched, bench.StepHogNoCkpt, bench.StepIOHeavy:
-	default:
-		return cli.Usagef("-step %q: want %s, %s or %s", *step, bench.StepHogSched, bench.StepHogNoCkpt, bench.StepIOHeavy)
+	if !slices.Contains(steps, *step) {
+		return cli.Usagef("-step %q: want one of %s", *step, strings.Join(steps, ", "))
 	}
 	var settings []bench.FrontierSetting
 	for _, arg := range fs.Args() {

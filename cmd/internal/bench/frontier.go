@@ -13,6 +13,9 @@ import (
 // the CPU load, with and without Checkpoints, and the busy fast path.
 var frontierSteps = []string{StepHogSched, StepHogNoCkpt, StepIOHeavy}
 
+// FrontierSteps returns the steps a frontier plot can show.
+func FrontierSteps() []string { return slices.Clone(frontierSteps) }
+
 // WriteFrontier draws, to path, each mode's trade-off at the steps that
 // have a floor to compare with: its p99 as a multiple of the floor's
 // (y, log scale) against its CPU-heavy throughput as a share of direct
