@@ -35,6 +35,12 @@ func withLendSample(tick time.Duration, f func() (running, runnable uint64, ok b
 	return optionFunc(func(cfg *config) error { cfg.lendSample, cfg.lendTick = f, tick; return nil })
 }
 
+// withoutSlicePins turns slice pins off (pin.go), for the tests of the
+// pinned hand-off alone.
+func withoutSlicePins() Option {
+	return optionFunc(func(cfg *config) error { cfg.noSlicePins = true; return nil })
+}
+
 // withPinnedWake has f called by each thread that a hand-off pinned, on
 // that thread as it wakes, before it puts its mask back (pin.go).
 func withPinnedWake(f func()) Option {

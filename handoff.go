@@ -87,10 +87,15 @@ const (
 var stopThread = new(Task)
 
 // give hands t (or stopThread) to w, which the caller has taken out of
-// s.idleThreads, and reports whether w was spinning (awake). With pin
-// (the caller is about to leave its CPU), w, if asleep and pinnable, is
-// woken on the caller's CPU (pin.go).
-func (w *handoffThread) give(t *Task, pin bool) (awake bool) {
+// s.idleThreads, and reports whether w was spinning (awake). With slice
+// pins, w is placed for t's slice; otherwise, with pin (the caller is
+// about to leave its CPU), w, if asleep and pinnable, is woken on the
+// caller's CPU (pin.go).
+func (w *handoffThread) give(s *Scheduler, t *Task, pin bool) (awake bool) {
+	if s.pins != nil && t != stopThread {
+		s.pins.place(t, w.tid)
+		pin = false
+	}
 	if w.state.CompareAndSwap(threadSpinning, threadClaimed) {
 		w.slot.Store(t)
 		return true
@@ -168,7 +173,7 @@ func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
 		s.idleThreads[n-1] = nil
 		s.idleThreads = s.idleThreads[:n-1]
 		s.mu.Unlock()
-		return w.give(t, pin)
+		return w.give(s, t, pin)
 	}
 	s.threads.Add(1)
 	s.mu.Unlock()
@@ -192,6 +197,10 @@ func (s *Scheduler) handoffLoop(t *Task) {
 		s.log.Warn("cpusched: lowering a hand-off thread's priority failed; its tasks run at normal priority", "err", err)
 	}
 	w := &handoffThread{next: make(chan *Task, 1), tid: int32(osprio.ThreadID())}
+	if s.pins != nil {
+		defer s.pins.forget(w.tid)
+		s.pins.place(t, w.tid) // a new thread places itself
+	}
 	for t != stopThread {
 		start := time.Now()
 		s.runGo(t)
@@ -199,7 +208,8 @@ func (s *Scheduler) handoffLoop(t *Task) {
 		spin := time.Since(start) < callerSpin
 		// After a long task, read the mask that a pinned wake puts back;
 		// a short one does not pay the system call, and is not pinned.
-		pinnable := !spin && w.mask.ReadAffinity()
+		// (With slice pins, the table has the mask.)
+		pinnable := !spin && s.pins == nil && w.mask.ReadAffinity()
 		s.mu.Lock()
 		w.pinnable = pinnable
 		if s.threadsStopping || len(s.idleThreads) >= s.maxIdleThreads() {
@@ -233,7 +243,7 @@ func (s *Scheduler) stopThreads() {
 	s.idleThreads = nil
 	s.mu.Unlock()
 	for _, w := range idle {
-		w.give(stopThread, false)
+		w.give(s, stopThread, false)
 	}
 	s.threads.Wait()
 	s.restoreProcs()

@@ -68,6 +68,7 @@ type config struct {
 	os             osAccess      // the probes and the cgroup limit (ospriority.go)
 	lendSample     lendSampler   // nil: the runtime's goroutine counts (lend.go)
 	onPinnedWake   func()        // tests: called by a pinned thread as it wakes, before it restores (pin.go)
+	noSlicePins    bool          // tests: no slice pins (pin.go)
 	lendTick       time.Duration // the lender's sampling period (lendTick)
 }
 

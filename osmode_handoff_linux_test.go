@@ -76,13 +76,13 @@ func TestOSWorkerHandOff(t *testing.T) {
 		if i%10 == 9 {
 			time.Sleep(2 * threadSpin)
 		}
-		if (<-idle).give(tk, false) {
+		if (<-idle).give(&Scheduler{}, tk, false) {
 			awake++
 		} else {
 			parked++
 		}
 	}
-	(<-idle).give(stopThread, false)
+	(<-idle).give(&Scheduler{}, stopThread, false)
 	next := int32(0)
 	for idx := range got {
 		if idx != next {

@@ -1,6 +1,6 @@
 //go:build linux
 
-// IsolationOSPriority's pinned hand-offs (pin.go).
+// IsolationOSPriority's pinned hand-offs and slice pins (pin.go).
 
 package cpusched
 
@@ -33,7 +33,7 @@ func TestHandOffPinsTheNextThread(t *testing.T) {
 		}
 		pinnedWakes.Add(1)
 	}
-	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice), withPinnedWake(onWake))
+	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice), withPinnedWake(onWake), withoutSlicePins())
 	var wrongMask atomic.Int64
 	var wg sync.WaitGroup
 	for range 3 {
@@ -67,4 +67,189 @@ func TestHandOffPinsTheNextThread(t *testing.T) {
 	if n := wrongMask.Load(); n != 0 {
 		t.Errorf("a task went on %d times from a Checkpoint on a thread whose mask was not put back", n)
 	}
+}
+
+// processCPUs returns the calling thread's mask and its CPUs, skipping the
+// test where there are fewer than 2.
+func processCPUs(t *testing.T) (unix.CPUSet, int) {
+	t.Helper()
+	var full unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &full); err != nil {
+		t.Fatal(err)
+	}
+	if full.Count() < 2 {
+		t.Skip("slice pins need 2 CPUs or more")
+	}
+	return full, full.Count()
+}
+
+// pinnedCPU returns the one CPU of the calling thread's mask, or -1 if
+// the mask is not a single CPU.
+func pinnedCPU() int {
+	var m unix.CPUSet
+	if unix.SchedGetaffinity(0, &m) != nil || m.Count() != 1 {
+		return -1
+	}
+	for c := range 1024 {
+		if m.IsSet(c) {
+			return c
+		}
+	}
+	return -1
+}
+
+// TestSlicePinsGiveEachSlotACPU: with a slot per CPU and every slot taken,
+// each running task's thread is pinned to a CPU that no other running task
+// is pinned to, and the slices pass from thread to thread at Checkpoints.
+func TestSlicePinsGiveEachSlotACPU(t *testing.T) {
+	needOSPriority(t)
+	_, ncpu := processCPUs(t)
+	s := handoffScheduler(t, WithWorkers(ncpu), WithSlice(minSlice))
+	if s.pins == nil {
+		t.Fatal("no slice pins with a slot per CPU")
+	}
+	owner := make([]atomic.Int64, 1024) // by CPU: the task pinned there, between Checkpoints
+	// pinned and unpinned count the samples taken while some task waited
+	// for a slot (more tasks in fn than slots): every slot was taken.
+	var pinned, unpinned, conflicts, inFn atomic.Int64
+	var wg sync.WaitGroup
+	for id := range 3 * ncpu {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			me := int64(id + 1)
+			err := s.Run(context.Background(), func(tk *Task) error {
+				inFn.Add(1)
+				defer inFn.Add(-1)
+				for end := time.Now().Add(60 * time.Millisecond); time.Now().Before(end); {
+					busy := inFn.Load() > int64(ncpu)
+					if c := pinnedCPU(); c >= 0 {
+						if busy {
+							pinned.Add(1)
+						}
+						if !owner[c].CompareAndSwap(0, me) {
+							conflicts.Add(1)
+						}
+						for range 1000 {
+							_ = time.Now() // some work while pinned
+						}
+						owner[c].CompareAndSwap(me, 0)
+					} else if busy {
+						unpinned.Add(1)
+					}
+					if err := tk.Checkpoint(); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := conflicts.Load(); n != 0 {
+		t.Errorf("%d times two running tasks were pinned to one CPU (%d pinned samples)", n, pinned.Load())
+	}
+	// A task placed before the last slot was taken runs unpinned until the
+	// next placement pins it, so a few samples may be.
+	if p, u := pinned.Load(), unpinned.Load(); p == 0 || u > p/10 {
+		t.Errorf("with every slot taken, %d samples pinned and %d not", p, u)
+	}
+	if s.Stats().Preempted == 0 {
+		t.Error("no task gave its slot up at a Checkpoint")
+	}
+}
+
+// TestSlicePinsDropWhenASlotEmpties: once a slot is left empty, the other
+// tasks' threads get their masks back, and a task alone is not pinned.
+func TestSlicePinsDropWhenASlotEmpties(t *testing.T) {
+	needOSPriority(t)
+	full, ncpu := processCPUs(t)
+	s := handoffScheduler(t, WithWorkers(ncpu))
+	var started sync.WaitGroup
+	started.Add(ncpu)
+	short := make(chan struct{})
+	results := make(chan string, ncpu)
+	var pinnedBefore atomic.Bool
+	for id := range ncpu {
+		go func() {
+			msg := ""
+			err := s.Run(context.Background(), func(tk *Task) error {
+				started.Done()
+				if id == 0 {
+					<-short // ends first, its slot left empty: nothing is queued
+					return nil
+				}
+				msg = waitForFullMask(full, short, &pinnedBefore)
+				return nil
+			})
+			if err != nil {
+				msg = err.Error()
+			}
+			results <- msg // after Run: its slot is free again
+		}()
+	}
+	started.Wait()
+	time.Sleep(20 * time.Millisecond)
+	close(short)
+	for range ncpu {
+		if msg := <-results; msg != "" {
+			t.Error(msg)
+		}
+	}
+	if !pinnedBefore.Load() {
+		t.Error("no task was pinned while every slot was taken")
+	}
+	// Alone, a task runs on the process's mask.
+	err := s.Run(context.Background(), func(*Task) error {
+		var m unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &m); err != nil {
+			return err
+		}
+		if m != full {
+			t.Errorf("a task alone on %d slots ran on %d CPUs of %d", ncpu, m.Count(), ncpu)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoSlicePinsWithFewerSlotsThanCPUs: where the process may use more
+// CPUs than there are slots, a task's thread keeps the process's mask.
+func TestNoSlicePinsWithFewerSlotsThanCPUs(t *testing.T) {
+	needOSPriority(t)
+	_, ncpu := processCPUs(t)
+	s := handoffScheduler(t, WithWorkers(ncpu-1))
+	if s.pins != nil {
+		t.Fatalf("slice pins with %d slots for %d CPUs", ncpu-1, ncpu)
+	}
+}
+
+// waitForFullMask waits, in a task that holds a slot, until the calling
+// thread's mask is full again after short was closed, and returns what
+// went wrong, if anything; it sets pinned if the mask was a single CPU
+// before short was closed.
+func waitForFullMask(full unix.CPUSet, short <-chan struct{}, pinned *atomic.Bool) string {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		var m unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &m); err != nil {
+			return err.Error()
+		}
+		select {
+		case <-short:
+			if m == full {
+				return ""
+			}
+		default:
+			if m.Count() == 1 {
+				pinned.Store(true)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return "a thread kept its pin 5 s after a slot was left empty"
 }

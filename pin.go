@@ -1,40 +1,75 @@
 package cpusched
 
-// Pinned hand-offs: in IsolationOSPriority, a task that gives its slot to a
-// parked task at a Checkpoint wakes the next task's thread on the CPU it
-// is about to leave.
+// Pinned hand-offs and slice pins: in IsolationOSPriority, a task that
+// gives its slot to a parked task at a Checkpoint wakes the next task's
+// thread on the CPU it is about to leave, and where the slots cover every
+// CPU the process may use, each running task's thread keeps a CPU of its
+// own for its slice.
 //
-// Both are lowered threads, the yielding one about to sleep and the next
-// one asleep. Woken without a hint, the next thread is placed by the
-// kernel's wake-up rules, which count a CPU that runs only SCHED_IDLE
-// threads as idle: it was often queued behind the other slot's task, where
-// SCHED_IDLE threads take turns by the kernel's slice of milliseconds,
-// while the CPU the yielding thread left ran nothing, and the P the runtime
-// had handed to the woken thread (with the goroutines and timers queued on
-// it) waited with it (docs/performance.md#pinned-hand-offs). So the
-// yielding thread pins the next thread to its own CPU (handOff), and
-// the woken thread puts its own mask back as soon as it runs
+// The hand-off. Both are lowered threads, the yielding one about to sleep
+// and the next one asleep. Woken without a hint, the next thread is placed
+// by the kernel's wake-up rules, which count a CPU that runs only
+// SCHED_IDLE threads as idle: it was often queued behind the other slot's
+// task, where SCHED_IDLE threads take turns by the kernel's slice of
+// milliseconds, while the CPU the yielding thread left ran nothing, and the
+// P the runtime had handed to the woken thread (with the goroutines and
+// timers queued on it) waited with it (docs/performance.md#pinned-hand-offs).
+// So the yielding thread pins the next thread to its own CPU (handOff),
+// and the woken thread puts its own mask back as soon as it runs
 // (waitPinnable; handoffThread.wait for an idle hand-off thread), before
-// anything else: two system calls per hand-off, at most one
-// hand-off per slice and slot.
+// anything else: two system calls per hand-off, at most one hand-off per
+// slice and slot.
 //
 // Only a thread that waits locked is pinned: a hand-off thread, or a task's
 // own goroutine on its lowered thread. A parked task's waitTid is its
 // thread's id while it waits, negated by the pin to tell it to restore
-// (one field: a Task stays in its size class, TestQueuedTaskMemory).
-// Only yield pins: at a task's end its thread may go on (a Run caller's
-// own goroutine) or spin for the next task (handoffThread), and the ends
-// of long tasks are fewer than their slices. A parked task is woken once,
-// by whoever gave it a slot (or by its cancellation, which does not pin),
-// so a pin cannot outlive the wake.
+// (one field: a Task stays in its size class, TestQueuedTaskMemory). A
+// parked task is woken once, by whoever gave it a slot (or by its
+// cancellation, which does not pin), so a pin cannot outlive the wake.
+//
+// Slice pins (cpuTable). Where the process may use no more CPUs than there
+// are slots, and every slot is taken, the hand-off threads of the running
+// tasks hold one CPU each (on this project's 2-CPU machine, two slots).
+// Unpinned, a running task's thread that a normal thread preempted waits
+// on that CPU, or the kernel's load balancer moves it behind the other
+// slot's task, and a CPU whose normal thread then sleeps runs nothing:
+// the kernel does not pull a thread that ran within the last half
+// millisecond (its migration cost) over to an idle CPU. The CPUs were idle
+// 2.4% of the time beside the hog with a thread of the tasks waiting on
+// the other CPU, 0.9% with slice pins (docs/performance.md#slice-pins). So
+// a hand-off thread is pinned for its slice: the thread that wakes it
+// places it (place), on the CPU the waker leaves (a yield, a task's end)
+// or a free one. The woken thread keeps the pin; the next wake re-pins it,
+// so an idle thread's stale pin costs nothing. When a slot is left empty
+// (a task ended with none queued, a lent slot, a Blocking call), every
+// pin is put back at once (dropPins), so that the kernel spreads fewer
+// tasks than CPUs as it would. Where the CPUs outnumber the slots (a
+// container with a CPU quota on a larger machine) a pinned thread could
+// wait on a busy CPU while others idle, so there are no slice pins.
+// Tasks on their own goroutines (lowering.go) are never slice-pinned: their
+// threads go back to the program's goroutines.
 
-import "github.com/cpusched/cpusched/internal/osprio"
+import (
+	"sync"
+
+	"github.com/cpusched/cpusched/internal/osprio"
+)
 
 // pinForHandOff pins the thread that next, a parked task given a slot by
 // the calling task's thread, waits on to this thread's CPU, which the
-// caller is about to leave.
+// caller is about to leave; with slice pins, next's hand-off thread is
+// placed for its slice (cpuTable.place).
 func (s *Scheduler) pinForHandOff(next *Task) {
-	if tid := next.waitTid.Load(); tid > 0 && pinHere(tid) {
+	tid := next.waitTid.Load()
+	if tid <= 0 {
+		return
+	}
+	if s.pins != nil && next.handoff {
+		s.pins.place(next, tid)
+		next.waitTid.Store(-tid) // placed: the thread keeps its mask
+		return
+	}
+	if pinHere(tid) {
 		next.waitTid.Store(-tid)
 	}
 }
@@ -61,8 +96,20 @@ func (s *Scheduler) unpin(mask *osprio.Affinity) {
 
 // waitPinnable is waitForSlot's wait on t.wake where t's goroutine waits
 // locked to a lowered thread: its mask is read first and put back after
-// the wake if a hand-off pinned it.
+// the wake if a hand-off pinned it. With slice pins, a hand-off thread's
+// wake was placed (cpuTable) and keeps its mask.
 func (s *Scheduler) waitPinnable(t *Task) {
+	if s.pins != nil && t.handoff {
+		tid := int32(osprio.ThreadID())
+		t.waitTid.Store(tid)
+		<-t.wake
+		if t.waitTid.Swap(0) > 0 {
+			// The waker did not place this thread (it woke before tid
+			// was stored, or a cancellation woke it): place itself.
+			s.pins.place(t, tid)
+		}
+		return
+	}
 	var mask osprio.Affinity
 	if !mask.ReadAffinity() {
 		<-t.wake
@@ -73,4 +120,163 @@ func (s *Scheduler) waitPinnable(t *Task) {
 	if t.waitTid.Swap(0) < 0 {
 		s.unpin(&mask)
 	}
+}
+
+// cpuTable is the slice pins' state (see the file comment): which running
+// task's hand-off thread has each of the process's CPUs, whether it is
+// pinned there, and which threads are still pinned from a slice they left.
+type cpuTable struct {
+	mask osprio.Affinity // the process's CPUs, as New found them
+	cpus []int
+
+	mu      sync.Mutex
+	running int // slots taken, as s.running has it
+	holders []cpuHolder
+	stale   map[int32]struct{} // pinned threads that have no CPU
+	// onPlace, for tests, is called with the CPU of each pin (-1: a mask
+	// put back).
+	onPlace func(cpu int)
+}
+
+// cpuHolder is a running task whose hand-off thread has a CPU, pinned
+// there while every slot is taken.
+type cpuHolder struct {
+	t      *Task
+	tid    int32
+	pinned bool
+}
+
+// newCPUTable returns the slice pins' table for a scheduler of the given
+// worker slots, or nil where there are to be no slice pins: the process's
+// CPUs (the calling thread's mask) outnumber the slots, or there is one.
+func newCPUTable(workers int) *cpuTable {
+	c := &cpuTable{stale: make(map[int32]struct{})}
+	if !c.mask.ReadAffinity() {
+		return nil
+	}
+	c.cpus = c.mask.CPUs()
+	if len(c.cpus) < 2 || len(c.cpus) > workers {
+		return nil
+	}
+	c.holders = make([]cpuHolder, len(c.cpus))
+	return c
+}
+
+// started records that a task took a slot, n now taken; s.mu is held.
+func (c *cpuTable) started(n int) {
+	c.mu.Lock()
+	c.running = n
+	c.mu.Unlock()
+}
+
+// left records that t left its slot, n now taken; s.mu is held. Its
+// thread, if pinned, stays pinned, so that its CPU goes to the next task
+// placed from this thread (a Checkpoint's hand-off, a task's end).
+func (c *cpuTable) left(t *Task, n int) {
+	c.mu.Lock()
+	c.running = n
+	for i, h := range c.holders {
+		if h.t == t {
+			if h.pinned {
+				c.stale[h.tid] = struct{}{}
+			}
+			c.holders[i] = cpuHolder{}
+		}
+	}
+	c.mu.Unlock()
+}
+
+// pin is a change of one thread's mask that place or drop decided.
+type pin struct {
+	tid int32
+	cpu int // -1: the process's mask
+}
+
+// place gives the hand-off thread tid, about to run task t (woken by the
+// caller, or the caller itself), a CPU for t's slice: the calling
+// thread's if nobody has it (the caller leaves it: a Checkpoint's
+// hand-off, a task's end), or another that nobody has. While every slot
+// is taken, the thread is pinned there, and so are the other holders
+// that were placed before the last slot was taken; otherwise a mask that
+// a slice left pinned is put back.
+func (c *cpuTable) place(t *Task, tid int32) {
+	here := osprio.CPU()
+	c.mu.Lock()
+	i := -1
+	for j, h := range c.holders {
+		if h.t == t {
+			c.holders[j] = cpuHolder{} // cannot happen: a waking thread has none
+		}
+		if h.t == nil && (i < 0 || c.cpus[j] == here) {
+			i = j
+		}
+	}
+	full := c.running >= len(c.cpus)
+	_, stale := c.stale[tid]
+	delete(c.stale, tid)
+	var pins []pin
+	switch {
+	case i >= 0 && full:
+		c.holders[i] = cpuHolder{t: t, tid: tid, pinned: true}
+		pins = append(pins, pin{tid, c.cpus[i]})
+		for j, h := range c.holders {
+			if h.t != nil && !h.pinned {
+				c.holders[j].pinned = true
+				pins = append(pins, pin{h.tid, c.cpus[j]})
+			}
+		}
+	case i >= 0:
+		c.holders[i] = cpuHolder{t: t, tid: tid}
+		fallthrough
+	case stale:
+		if stale {
+			pins = append(pins, pin{tid, -1})
+		}
+	}
+	onPlace := c.onPlace
+	c.mu.Unlock()
+	c.apply(pins, onPlace)
+}
+
+// drop puts back the mask of every pinned holder once a slot is left
+// empty (the caller left one; another task may have taken it meanwhile),
+// so that the kernel places fewer tasks than CPUs where it likes. Threads
+// pinned from an earlier slice are put back as they are next placed.
+func (c *cpuTable) drop() {
+	c.mu.Lock()
+	var pins []pin
+	if c.running < len(c.cpus) {
+		for i, h := range c.holders {
+			if h.pinned {
+				c.holders[i].pinned = false
+				pins = append(pins, pin{h.tid, -1})
+			}
+		}
+	}
+	onPlace := c.onPlace
+	c.mu.Unlock()
+	c.apply(pins, onPlace)
+}
+
+// apply makes the mask changes in pins. One that fails (the thread exited
+// meanwhile, or a kernel that refuses) leaves that thread as it was: a
+// pin is a placement hint, never needed for correctness.
+func (c *cpuTable) apply(pins []pin, onPlace func(int)) {
+	for _, p := range pins {
+		if p.cpu >= 0 {
+			_ = osprio.PinThread(int(p.tid), p.cpu)
+		} else {
+			_ = c.mask.SetThread(int(p.tid))
+		}
+		if onPlace != nil {
+			onPlace(p.cpu)
+		}
+	}
+}
+
+// forget drops thread tid, which is exiting, from the table.
+func (c *cpuTable) forget(tid int32) {
+	c.mu.Lock()
+	delete(c.stale, tid)
+	c.mu.Unlock()
 }

@@ -15,6 +15,9 @@ import (
 func (s *Scheduler) runGo(t *Task) {
 	for t != nil {
 		t, _ = s.call(t, true)
+		if t != nil && t.handoff && s.pins != nil {
+			s.pins.place(t, int32(osprio.ThreadID())) // this thread runs it (pin.go)
+		}
 	}
 }
 

@@ -185,6 +185,7 @@ type Scheduler struct {
 	lastLendStart   int64 // when a task last got a slot, for the lender
 	lender          *lender
 	lengths         [lengthSlots]atomic.Int32 // task lengths by function (dispatch)
+	pins            *cpuTable                 // slice pins (pin.go); nil without
 	idleThreads     []*handoffThread
 	threadsStopping bool
 	// blockAvg is the moving average of Blocking's fn durations over all
@@ -283,6 +284,9 @@ func New(opts ...Option) (*Scheduler, error) {
 	if cfg.isolation == IsolationOSPriority {
 		s.osMode = true
 		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
+		if !cfg.noSlicePins {
+			s.pins = newCPUTable(cfg.workers)
+		}
 		s.lender = &lender{sample: cfg.lendSample}
 		if s.lender.sample == nil {
 			s.lender.sample = readGoroutineCounts()

@@ -33,6 +33,9 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.state = stateRunning
 	t.runIdx = int32(len(s.running))
 	s.running = append(s.running, t)
+	if s.pins != nil {
+		s.pins.started(len(s.running))
+	}
 	if s.osMode {
 		s.lastLendStart = now
 		s.watchLocked() // the lender samples while tasks run (lend.go)
@@ -67,16 +70,26 @@ func (s *Scheduler) releaseSlotLocked(t *Task) {
 	s.running = s.running[:last]
 	t.runIdx = -1
 	t.laneRun = false
+	if s.pins != nil {
+		s.pins.left(t, len(s.running))
+	}
 }
 
-// resume lets next run on the slot it was given.
+// resume lets next run on the slot it was given; next nil: the caller left
+// a slot empty.
 func (s *Scheduler) resume(next *Task, first bool) {
 	if next == nil {
+		if s.pins != nil {
+			s.pins.drop()
+		}
 		return
 	}
 	if next.spawned && first {
 		s.spawn(next, false)
 		return
+	}
+	if s.pins != nil && next.handoff {
+		s.pinForHandOff(next) // places next's thread (pin.go)
 	}
 	next.wake <- struct{}{}
 }
@@ -123,6 +136,7 @@ func (s *Scheduler) yield(t *Task) {
 		s.rq.add(t)
 		s.parkLocked(t)
 		s.mu.Unlock()
+		s.resume(nil, false)
 		s.waitForSlot(t)
 		return
 	}

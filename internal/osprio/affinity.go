@@ -2,7 +2,8 @@ package osprio
 
 // CPU affinity, for hand-offs between threads: a thread about to sleep
 // pins the thread it wakes to its own CPU (PinThread), and the woken
-// thread puts its own mask back (Affinity.Restore).
+// thread puts its own mask back (Affinity.Restore, or SetThread from
+// another thread).
 
 // CPU returns the CPU the calling thread runs on now, or -1 where that
 // cannot be read (not Linux).
@@ -17,6 +18,12 @@ func (a *Affinity) ReadAffinity() bool { return readAffinity(&a.set) }
 
 // Restore sets the calling thread's CPU mask to a.
 func (a *Affinity) Restore() error { return writeAffinity(&a.set) }
+
+// SetThread sets thread tid's CPU mask (tid of this process) to a.
+func (a *Affinity) SetThread(tid int) error { return writeAffinityOf(tid, &a.set) }
+
+// CPUs lists the CPUs of a, in order.
+func (a *Affinity) CPUs() []int { return cpusOf(&a.set) }
 
 // PinThread sets thread tid's CPU mask (tid of this process; 0: the
 // calling thread) to cpu alone. The caller must make sure that thread

@@ -24,6 +24,18 @@ func readAffinity(set *cpuSet) bool { return unix.SchedGetaffinity(0, set) == ni
 
 func writeAffinity(set *cpuSet) error { return unix.SchedSetaffinity(0, set) }
 
+func writeAffinityOf(tid int, set *cpuSet) error { return unix.SchedSetaffinity(tid, set) }
+
+func cpusOf(set *cpuSet) []int {
+	var cpus []int
+	for c := 0; len(cpus) < set.Count(); c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus
+}
+
 func pinThread(tid, cpu int) error {
 	var set unix.CPUSet
 	set.Set(cpu)

@@ -10,7 +10,7 @@ import (
 )
 
 // TestPinThread pins a locked thread to one CPU of its mask by its tid, as
-// a hand-off pins another thread, and puts the mask back.
+// a hand-off pins another thread, and puts the mask back by its tid.
 func TestPinThread(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -44,12 +44,29 @@ func TestPinThread(t *testing.T) {
 	if got := CPU(); got != cpu {
 		t.Errorf("CPU() = %d on a thread pinned to CPU %d", got, cpu)
 	}
-	if err := before.Restore(); err != nil {
+	if err := before.SetThread(ThreadID()); err != nil {
 		t.Fatal(err)
 	}
 	var after Affinity
 	after.ReadAffinity()
 	if after.set != before.set {
 		t.Errorf("Restore: mask of %d CPUs, want the %d before", after.set.Count(), before.set.Count())
+	}
+}
+
+// TestCPUs lists the CPUs of the calling thread's mask.
+func TestCPUs(t *testing.T) {
+	var a Affinity
+	if !a.ReadAffinity() {
+		t.Fatal("ReadAffinity failed")
+	}
+	cpus := a.CPUs()
+	if len(cpus) != a.set.Count() {
+		t.Fatalf("CPUs() = %v for a mask of %d CPUs", cpus, a.set.Count())
+	}
+	for i, c := range cpus {
+		if !a.set.IsSet(c) || i > 0 && c <= cpus[i-1] {
+			t.Fatalf("CPUs() = %v: not the mask's CPUs in order", cpus)
+		}
 	}
 }

@@ -11,3 +11,7 @@ func readAffinity(*cpuSet) bool { return false }
 func writeAffinity(*cpuSet) error { return errUnsupported }
 
 func pinThread(int, int) error { return errUnsupported }
+
+func writeAffinityOf(int, *cpuSet) error { return errUnsupported }
+
+func cpusOf(*cpuSet) []int { return nil }
