@@ -93,7 +93,7 @@ var stopThread = new(Task)
 // caller's CPU (pin.go).
 func (w *handoffThread) give(s *Scheduler, t *Task, pin bool) (awake bool) {
 	if s.pins != nil && t != stopThread {
-		s.pins.place(t, w.tid)
+		s.pins.place(t, w.tid, pin)
 		pin = false
 	}
 	if w.state.CompareAndSwap(threadSpinning, threadClaimed) {
@@ -199,7 +199,7 @@ func (s *Scheduler) handoffLoop(t *Task) {
 	w := &handoffThread{next: make(chan *Task, 1), tid: int32(osprio.ThreadID())}
 	if s.pins != nil {
 		defer s.pins.forget(w.tid)
-		s.pins.place(t, w.tid) // a new thread places itself
+		s.pins.place(t, w.tid, false) // a new thread places itself
 	}
 	for t != stopThread {
 		start := time.Now()
@@ -227,6 +227,9 @@ func (s *Scheduler) handoffLoop(t *Task) {
 			t = w.await(s)
 		} else {
 			t = w.wait(s)
+		}
+		if s.pins != nil {
+			s.pins.woken(w.tid) // a pin for the wake only is put back (pin.go)
 		}
 	}
 }

@@ -6,6 +6,7 @@ package cpusched
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -252,4 +253,56 @@ func waitForFullMask(full unix.CPUSet, short <-chan struct{}, pinned *atomic.Boo
 		time.Sleep(time.Millisecond)
 	}
 	return "a thread kept its pin 5 s after a slot was left empty"
+}
+
+// TestCPUTablePinsForTheWakeOnly: with a slot empty, a hand-off from a
+// thread that leaves its CPU pins the woken thread there for its wake
+// only, as without slice pins, and woken puts its mask back; with every
+// slot taken the pin is for the slice, and woken keeps it.
+func TestCPUTablePinsForTheWakeOnly(t *testing.T) {
+	full, ncpu := processCPUs(t)
+	runtime.LockOSThread() // the placing thread's CPU is the one pinned to
+	defer runtime.UnlockOSThread()
+	for _, tc := range []struct {
+		running  int
+		leaving  bool
+		pinned   bool // after the placement
+		afterPin bool // after woken
+	}{
+		{running: 1, leaving: true, pinned: true, afterPin: false},
+		{running: 1, leaving: false, pinned: false, afterPin: false},
+		{running: ncpu, leaving: false, pinned: true, afterPin: true},
+	} {
+		c := newCPUTable(ncpu)
+		c.running = tc.running
+		tids := make(chan int32)
+		wake := make(chan struct{})
+		after := make(chan unix.CPUSet)
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			tid := int32(osprio.ThreadID())
+			tids <- tid
+			<-wake
+			c.woken(tid)
+			var m unix.CPUSet
+			_ = unix.SchedGetaffinity(0, &m)
+			_ = c.mask.Restore()
+			after <- m
+		}()
+		tid := <-tids
+		c.place(new(Task), tid, tc.leaving)
+		var m unix.CPUSet
+		if err := unix.SchedGetaffinity(int(tid), &m); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Count() == 1; got != tc.pinned {
+			t.Errorf("running %d, leaving %v: placed thread pinned %v, want %v", tc.running, tc.leaving, got, tc.pinned)
+		}
+		close(wake)
+		m = <-after
+		if got := m != full; got != tc.afterPin {
+			t.Errorf("running %d, leaving %v: after woken the thread is pinned %v, want %v", tc.running, tc.leaving, got, tc.afterPin)
+		}
+	}
 }

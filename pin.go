@@ -65,12 +65,21 @@ func (s *Scheduler) pinForHandOff(next *Task) {
 		return
 	}
 	if s.pins != nil && next.handoff {
-		s.pins.place(next, tid)
-		next.waitTid.Store(-tid) // placed: the thread keeps its mask
+		s.placeParked(next, true)
 		return
 	}
 	if pinHere(tid) {
 		next.waitTid.Store(-tid)
+	}
+}
+
+// placeParked places the thread of next, a parked hand-off task about to be
+// woken, with slice pins (cpuTable.place): leaving, the caller is a task's
+// thread about to wait (a Checkpoint's hand-off).
+func (s *Scheduler) placeParked(next *Task, leaving bool) {
+	if tid := next.waitTid.Load(); tid > 0 {
+		s.pins.place(next, tid, leaving)
+		next.waitTid.Store(-tid) // placed
 	}
 }
 
@@ -106,7 +115,9 @@ func (s *Scheduler) waitPinnable(t *Task) {
 		if t.waitTid.Swap(0) > 0 {
 			// The waker did not place this thread (it woke before tid
 			// was stored, or a cancellation woke it): place itself.
-			s.pins.place(t, tid)
+			s.pins.place(t, tid, false)
+		} else {
+			s.pins.woken(tid)
 		}
 		return
 	}
@@ -133,6 +144,7 @@ type cpuTable struct {
 	running int // slots taken, as s.running has it
 	holders []cpuHolder
 	stale   map[int32]struct{} // pinned threads that have no CPU
+	wake    map[int32]struct{} // threads pinned for their wake only (woken)
 	// onPlace, for tests, is called with the CPU of each pin (-1: a mask
 	// put back).
 	onPlace func(cpu int)
@@ -150,7 +162,7 @@ type cpuHolder struct {
 // worker slots, or nil where there are to be no slice pins: the process's
 // CPUs (the calling thread's mask) outnumber the slots, or there is one.
 func newCPUTable(workers int) *cpuTable {
-	c := &cpuTable{stale: make(map[int32]struct{})}
+	c := &cpuTable{stale: make(map[int32]struct{}), wake: make(map[int32]struct{})}
 	if !c.mask.ReadAffinity() {
 		return nil
 	}
@@ -197,9 +209,11 @@ type pin struct {
 // thread's if nobody has it (the caller leaves it: a Checkpoint's
 // hand-off, a task's end), or another that nobody has. While every slot
 // is taken, the thread is pinned there, and so are the other holders
-// that were placed before the last slot was taken; otherwise a mask that
-// a slice left pinned is put back.
-func (c *cpuTable) place(t *Task, tid int32) {
+// that were placed before the last slot was taken. Otherwise a mask that
+// a slice left pinned is put back, and where the caller is leaving its
+// CPU (a Checkpoint's hand-off) the thread is pinned to it for its wake
+// only, as without slice pins: woken puts its mask back.
+func (c *cpuTable) place(t *Task, tid int32, leaving bool) {
 	here := osprio.CPU()
 	c.mu.Lock()
 	i := -1
@@ -225,17 +239,33 @@ func (c *cpuTable) place(t *Task, tid int32) {
 				pins = append(pins, pin{h.tid, c.cpus[j]})
 			}
 		}
-	case i >= 0:
-		c.holders[i] = cpuHolder{t: t, tid: tid}
-		fallthrough
-	case stale:
-		if stale {
+	default:
+		if i >= 0 {
+			c.holders[i] = cpuHolder{t: t, tid: tid}
+		}
+		switch {
+		case leaving && here >= 0:
+			c.wake[tid] = struct{}{}
+			pins = append(pins, pin{tid, here})
+		case stale:
 			pins = append(pins, pin{tid, -1})
 		}
 	}
 	onPlace := c.onPlace
 	c.mu.Unlock()
 	c.apply(pins, onPlace)
+}
+
+// woken is a placed thread's first step once woken: if it was pinned for
+// its wake only, it puts its mask back.
+func (c *cpuTable) woken(tid int32) {
+	c.mu.Lock()
+	_, ok := c.wake[tid]
+	delete(c.wake, tid)
+	c.mu.Unlock()
+	if ok {
+		_ = c.mask.Restore() // failing, the thread stays pinned until its next placement
+	}
 }
 
 // drop puts back the mask of every pinned holder once a slot is left
@@ -278,5 +308,6 @@ func (c *cpuTable) apply(pins []pin, onPlace func(int)) {
 func (c *cpuTable) forget(tid int32) {
 	c.mu.Lock()
 	delete(c.stale, tid)
+	delete(c.wake, tid)
 	c.mu.Unlock()
 }

@@ -16,7 +16,7 @@ func (s *Scheduler) runGo(t *Task) {
 	for t != nil {
 		t, _ = s.call(t, true)
 		if t != nil && t.handoff && s.pins != nil {
-			s.pins.place(t, int32(osprio.ThreadID())) // this thread runs it (pin.go)
+			s.pins.place(t, int32(osprio.ThreadID()), false) // this thread runs it (pin.go)
 		}
 	}
 }

@@ -89,7 +89,7 @@ func (s *Scheduler) resume(next *Task, first bool) {
 		return
 	}
 	if s.pins != nil && next.handoff {
-		s.pinForHandOff(next) // places next's thread (pin.go)
+		s.placeParked(next, false)
 	}
 	next.wake <- struct{}{}
 }
