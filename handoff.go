@@ -93,7 +93,11 @@ var stopThread = new(Task)
 // caller's CPU (pin.go).
 func (w *handoffThread) give(s *Scheduler, t *Task, pin bool) (awake bool) {
 	if s.pins != nil && t != stopThread {
-		s.pins.place(t, w.tid, pin)
+		how := placeOther
+		if pin {
+			how = placeLeave
+		}
+		s.pins.place(t, w.tid, how)
 		pin = false
 	}
 	if w.state.CompareAndSwap(threadSpinning, threadClaimed) {
@@ -177,7 +181,7 @@ func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
 	}
 	s.threads.Add(1)
 	s.mu.Unlock()
-	go s.handoffLoop(t)
+	go s.handoffLoop(t, pin)
 	return false
 }
 
@@ -187,8 +191,8 @@ func (s *Scheduler) maxIdleThreads() int { return s.workers + 1 }
 
 // handoffLoop is a hand-off thread's goroutine: it locks its thread,
 // lowers it, runs t and then the tasks handed to it, until it is told to
-// stop or the idle pool is full.
-func (s *Scheduler) handoffLoop(t *Task) {
+// stop or the idle pool is full. pin is spawn's, for t's placement.
+func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 	defer s.threads.Done()
 	runtime.LockOSThread() // never unlocked, see the file comment
 	if err := osprio.Lower(s.cfg.osPolicy); err != nil {
@@ -199,7 +203,11 @@ func (s *Scheduler) handoffLoop(t *Task) {
 	w := &handoffThread{next: make(chan *Task, 1), tid: int32(osprio.ThreadID())}
 	if s.pins != nil {
 		defer s.pins.forget(w.tid)
-		s.pins.place(t, w.tid, false) // a new thread places itself
+		how := placeOther
+		if pin {
+			how = placeSelf // a new thread places itself
+		}
+		s.pins.place(t, w.tid, how)
 	}
 	for t != stopThread {
 		start := time.Now()

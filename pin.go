@@ -65,7 +65,7 @@ func (s *Scheduler) pinForHandOff(next *Task) {
 		return
 	}
 	if s.pins != nil && next.handoff {
-		s.placeParked(next, true)
+		s.placeParked(next, placeLeave)
 		return
 	}
 	if pinHere(tid) {
@@ -74,11 +74,10 @@ func (s *Scheduler) pinForHandOff(next *Task) {
 }
 
 // placeParked places the thread of next, a parked hand-off task about to be
-// woken, with slice pins (cpuTable.place): leaving, the caller is a task's
-// thread about to wait (a Checkpoint's hand-off).
-func (s *Scheduler) placeParked(next *Task, leaving bool) {
+// woken, with slice pins (cpuTable.place).
+func (s *Scheduler) placeParked(next *Task, how placeHow) {
 	if tid := next.waitTid.Load(); tid > 0 {
-		s.pins.place(next, tid, leaving)
+		s.pins.place(next, tid, how)
 		next.waitTid.Store(-tid) // placed
 	}
 }
@@ -115,7 +114,7 @@ func (s *Scheduler) waitPinnable(t *Task) {
 		if t.waitTid.Swap(0) > 0 {
 			// The waker did not place this thread (it woke before tid
 			// was stored, or a cancellation woke it): place itself.
-			s.pins.place(t, tid, false)
+			s.pins.place(t, tid, placeSelf)
 		} else {
 			s.pins.woken(tid)
 		}
@@ -198,23 +197,42 @@ func (c *cpuTable) left(t *Task, n int) {
 	c.mu.Unlock()
 }
 
-// pin is a change of one thread's mask that place or drop decided.
-type pin struct {
+// pinTo is a change of one thread's mask that place or drop decided.
+type pinTo struct {
 	tid int32
 	cpu int // -1: the process's mask
 }
 
-// place gives the hand-off thread tid, about to run task t (woken by the
-// caller, or the caller itself), a CPU for t's slice: the calling
-// thread's if nobody has it (the caller leaves it: a Checkpoint's
-// hand-off, a task's end), or another that nobody has. While every slot
-// is taken, the thread is pinned there, and so are the other holders
-// that were placed before the last slot was taken. Otherwise a mask that
-// a slice left pinned is put back, and where the caller is leaving its
-// CPU (a Checkpoint's hand-off) the thread is pinned to it for its wake
-// only, as without slice pins: woken puts its mask back.
-func (c *cpuTable) place(t *Task, tid int32, leaving bool) {
-	here := osprio.CPU()
+// placeHow is who places a thread and why (cpuTable.place).
+type placeHow int8
+
+const (
+	// placeOther: the thread is woken for a task that is new or after a
+	// short one (submit, a short task's end, the monitor, a cancellation):
+	// no pin, for short tasks the system calls cost more than the
+	// kernel's placement.
+	placeOther placeHow = iota
+	// placeLeave: the caller is a long task's thread that leaves its CPU
+	// to the woken thread (a Checkpoint's hand-off, the end of a task that
+	// ran past callerSpin).
+	placeLeave
+	// placeSelf: the thread places itself to go on with long work (its
+	// own next task after a long one, or a wake that was not placed).
+	placeSelf
+)
+
+// place gives the hand-off thread tid, about to run task t, a CPU for t's
+// slice: the calling thread's if nobody has it, or another that nobody
+// has. Placed by placeLeave or placeSelf while every slot is taken, the
+// thread is pinned there, and so are the other holders not pinned yet.
+// With a slot empty, placeLeave pins it to the caller's CPU for its wake
+// only, as without slice pins (woken puts its mask back). A mask that a
+// slice left pinned is put back where the thread is not pinned anew.
+func (c *cpuTable) place(t *Task, tid int32, how placeHow) {
+	here := -1
+	if how != placeOther {
+		here = osprio.CPU() // a system call: only where it may pin
+	}
 	c.mu.Lock()
 	i := -1
 	for j, h := range c.holders {
@@ -228,15 +246,15 @@ func (c *cpuTable) place(t *Task, tid int32, leaving bool) {
 	full := c.running >= len(c.cpus)
 	_, stale := c.stale[tid]
 	delete(c.stale, tid)
-	var pins []pin
+	var pins []pinTo
 	switch {
-	case i >= 0 && full:
+	case i >= 0 && full && how != placeOther:
 		c.holders[i] = cpuHolder{t: t, tid: tid, pinned: true}
-		pins = append(pins, pin{tid, c.cpus[i]})
+		pins = append(pins, pinTo{tid, c.cpus[i]})
 		for j, h := range c.holders {
 			if h.t != nil && !h.pinned {
 				c.holders[j].pinned = true
-				pins = append(pins, pin{h.tid, c.cpus[j]})
+				pins = append(pins, pinTo{h.tid, c.cpus[j]})
 			}
 		}
 	default:
@@ -244,11 +262,11 @@ func (c *cpuTable) place(t *Task, tid int32, leaving bool) {
 			c.holders[i] = cpuHolder{t: t, tid: tid}
 		}
 		switch {
-		case leaving && here >= 0:
+		case how == placeLeave && !full && here >= 0:
 			c.wake[tid] = struct{}{}
-			pins = append(pins, pin{tid, here})
+			pins = append(pins, pinTo{tid, here})
 		case stale:
-			pins = append(pins, pin{tid, -1})
+			pins = append(pins, pinTo{tid, -1})
 		}
 	}
 	onPlace := c.onPlace
@@ -274,12 +292,12 @@ func (c *cpuTable) woken(tid int32) {
 // pinned from an earlier slice are put back as they are next placed.
 func (c *cpuTable) drop() {
 	c.mu.Lock()
-	var pins []pin
+	var pins []pinTo
 	if c.running < len(c.cpus) {
 		for i, h := range c.holders {
 			if h.pinned {
 				c.holders[i].pinned = false
-				pins = append(pins, pin{h.tid, -1})
+				pins = append(pins, pinTo{h.tid, -1})
 			}
 		}
 	}
@@ -291,7 +309,7 @@ func (c *cpuTable) drop() {
 // apply makes the mask changes in pins. One that fails (the thread exited
 // meanwhile, or a kernel that refuses) leaves that thread as it was: a
 // pin is a placement hint, never needed for correctness.
-func (c *cpuTable) apply(pins []pin, onPlace func(int)) {
+func (c *cpuTable) apply(pins []pinTo, onPlace func(int)) {
 	for _, p := range pins {
 		if p.cpu >= 0 {
 			_ = osprio.PinThread(int(p.tid), p.cpu)

@@ -6,6 +6,7 @@ package cpusched
 import (
 	"context"
 	"runtime/debug"
+	"time"
 
 	"github.com/cpusched/cpusched/internal/osprio"
 )
@@ -15,9 +16,6 @@ import (
 func (s *Scheduler) runGo(t *Task) {
 	for t != nil {
 		t, _ = s.call(t, true)
-		if t != nil && t.handoff && s.pins != nil {
-			s.pins.place(t, int32(osprio.ThreadID()), false) // this thread runs it (pin.go)
-		}
 	}
 }
 
@@ -57,6 +55,10 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	if s.rq.cpuClock && t.handoff {
 		t.cpuStart = osprio.ThreadCPU() // fn runs on this locked hand-off thread
 	}
+	var start time.Time // with slice pins, for a hand-off task: when fn began
+	if s.pins != nil && t.handoff {
+		start = time.Now()
+	}
 	normal := false
 	defer func() {
 		if normal {
@@ -76,11 +78,21 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	err = t.fn(t)
 	normal = true
 	t.leave(restore)
+	// A long task's thread leaves its CPU to the next task, or goes on
+	// with it (pin.go).
+	pin := !start.IsZero() && time.Since(start) >= callerSpin
 	n, first := s.finish(t, err, false)
 	if inline && n != nil && n.spawned && first && n.handoff == handoff {
+		if s.pins != nil && n.handoff {
+			how := placeOther
+			if pin {
+				how = placeSelf
+			}
+			s.pins.place(n, int32(osprio.ThreadID()), how) // this thread runs it
+		}
 		return n, err
 	}
-	s.resume(n, first)
+	s.resumePinned(n, first, pin)
 	return nil, err
 }
 

@@ -77,7 +77,11 @@ func (s *Scheduler) releaseSlotLocked(t *Task) {
 
 // resume lets next run on the slot it was given; next nil: the caller left
 // a slot empty.
-func (s *Scheduler) resume(next *Task, first bool) {
+func (s *Scheduler) resume(next *Task, first bool) { s.resumePinned(next, first, false) }
+
+// resumePinned is resume where, with pin, the caller is a long task's
+// thread that leaves its CPU to next (slice pins: cpuTable.place).
+func (s *Scheduler) resumePinned(next *Task, first, pin bool) {
 	if next == nil {
 		if s.pins != nil {
 			s.pins.drop()
@@ -85,11 +89,15 @@ func (s *Scheduler) resume(next *Task, first bool) {
 		return
 	}
 	if next.spawned && first {
-		s.spawn(next, false)
+		s.spawn(next, pin)
 		return
 	}
 	if s.pins != nil && next.handoff {
-		s.placeParked(next, false)
+		how := placeOther
+		if pin {
+			how = placeLeave
+		}
+		s.placeParked(next, how)
 	}
 	next.wake <- struct{}{}
 }
