@@ -29,25 +29,27 @@ package cpusched
 //
 // Slice pins (cpuTable). Where the process may use no more CPUs than there
 // are slots, and every slot is taken, the hand-off threads of the running
-// tasks hold one CPU each (on this project's 2-CPU machine, two slots).
-// Unpinned, a running task's thread that a normal thread preempted waits
-// on that CPU, or the kernel's load balancer moves it behind the other
-// slot's task, and a CPU whose normal thread then sleeps runs nothing:
-// the kernel does not pull a thread that ran within the last half
-// millisecond (its migration cost) over to an idle CPU. The CPUs were idle
-// 2.4% of the time beside the hog with a thread of the tasks waiting on
-// the other CPU, 0.9% with slice pins (docs/performance.md#slice-pins). So
-// a hand-off thread is pinned for its slice: the thread that wakes it
-// places it (place), on the CPU the waker leaves (a yield, a task's end)
-// or a free one. The woken thread keeps the pin; the next wake re-pins it,
-// so an idle thread's stale pin costs nothing. When a slot is left empty
-// (a task ended with none queued, a lent slot, a Blocking call), every
-// pin is put back at once (dropPins), so that the kernel spreads fewer
-// tasks than CPUs as it would. Where the CPUs outnumber the slots (a
-// container with a CPU quota on a larger machine) a pinned thread could
-// wait on a busy CPU while others idle, so there are no slice pins.
-// Tasks on their own goroutines (lowering.go) are never slice-pinned: their
-// threads go back to the program's goroutines.
+// long tasks hold one CPU each (on this project's 2-CPU machine, two
+// slots). Unpinned, a running task's thread that a normal thread preempted
+// waits on that CPU, or the kernel's load balancer moves it behind the
+// other slot's task, and a CPU whose normal thread then sleeps runs
+// nothing: the kernel does not pull a thread that ran within its migration
+// cost (half a millisecond) over to an idle CPU, and with tasks on every
+// slot the CPUs stayed partly idle (docs/performance.md#slice-pins). So a
+// long task's hand-off thread is pinned for its slice: the thread that
+// wakes it places it (place), on the CPU the waker leaves (a yield, a long
+// task's end) or a free one. The woken thread keeps the pin; its next
+// placement re-pins it or puts its mask back, so an idle thread's stale
+// pin costs nothing. When a slot is left empty (a task ended with none
+// queued, a lent slot, a Blocking call), every pin is put back at once
+// (drop), so that the kernel spreads fewer tasks than CPUs as it would,
+// and a Checkpoint's hand-off pins for the wake only, as above. Short
+// tasks are not pinned: for them the system calls cost more than the
+// kernel's placement. Where the CPUs outnumber the slots (a container
+// with a CPU quota on a larger machine) a pinned thread could wait on a
+// busy CPU while others idle, so there are no slice pins. Tasks on their
+// own goroutines (lowering.go) are never slice-pinned: their threads go
+// back to the program's goroutines.
 
 import (
 	"sync"
