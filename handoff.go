@@ -93,11 +93,7 @@ var stopThread = new(Task)
 // caller's CPU (pin.go).
 func (w *handoffThread) give(s *Scheduler, t *Task, pin bool) (awake bool) {
 	if s.pins != nil && t != stopThread {
-		how := placeOther
-		if pin {
-			how = placeLeave
-		}
-		s.pins.place(t, w.tid, how)
+		s.pins.place(t, w.tid, placeIf(pin, placeLeave))
 		pin = false
 	}
 	if w.state.CompareAndSwap(threadSpinning, threadClaimed) {
@@ -203,11 +199,7 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 	w := &handoffThread{next: make(chan *Task, 1), tid: int32(osprio.ThreadID())}
 	if s.pins != nil {
 		defer s.pins.forget(w.tid)
-		how := placeOther
-		if pin {
-			how = placeSelf // a new thread places itself
-		}
-		s.pins.place(t, w.tid, how)
+		s.pins.place(t, w.tid, placeIf(pin, placeSelf)) // a new thread places itself
 	}
 	for t != stopThread {
 		start := time.Now()

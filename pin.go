@@ -146,9 +146,6 @@ type cpuTable struct {
 	holders []cpuHolder
 	stale   map[int32]struct{} // pinned threads that have no CPU
 	wake    map[int32]struct{} // threads pinned for their wake only (woken)
-	// onPlace, for tests, is called with the CPU of each pin (-1: a mask
-	// put back).
-	onPlace func(cpu int)
 }
 
 // cpuHolder is a running task whose hand-off thread has a CPU, pinned
@@ -223,6 +220,14 @@ const (
 	placeSelf
 )
 
+// placeIf is how where the caller's task ran long (pin), else placeOther.
+func placeIf(pin bool, how placeHow) placeHow {
+	if pin {
+		return how
+	}
+	return placeOther
+}
+
 // place gives the hand-off thread tid, about to run task t, a CPU for t's
 // slice: the calling thread's if nobody has it, or another that nobody
 // has. Placed by placeLeave or placeSelf while every slot is taken, the
@@ -271,9 +276,8 @@ func (c *cpuTable) place(t *Task, tid int32, how placeHow) {
 			pins = append(pins, pinTo{tid, -1})
 		}
 	}
-	onPlace := c.onPlace
 	c.mu.Unlock()
-	c.apply(pins, onPlace)
+	c.apply(pins)
 }
 
 // woken is a placed thread's first step once woken: if it was pinned for
@@ -303,23 +307,19 @@ func (c *cpuTable) drop() {
 			}
 		}
 	}
-	onPlace := c.onPlace
 	c.mu.Unlock()
-	c.apply(pins, onPlace)
+	c.apply(pins)
 }
 
 // apply makes the mask changes in pins. One that fails (the thread exited
 // meanwhile, or a kernel that refuses) leaves that thread as it was: a
 // pin is a placement hint, never needed for correctness.
-func (c *cpuTable) apply(pins []pinTo, onPlace func(int)) {
+func (c *cpuTable) apply(pins []pinTo) {
 	for _, p := range pins {
 		if p.cpu >= 0 {
 			_ = osprio.PinThread(int(p.tid), p.cpu)
 		} else {
 			_ = c.mask.SetThread(int(p.tid))
-		}
-		if onPlace != nil {
-			onPlace(p.cpu)
 		}
 	}
 }

@@ -84,11 +84,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	n, first := s.finish(t, err, false)
 	if inline && n != nil && n.spawned && first && n.handoff == handoff {
 		if s.pins != nil && n.handoff {
-			how := placeOther
-			if pin {
-				how = placeSelf
-			}
-			s.pins.place(n, int32(osprio.ThreadID()), how) // this thread runs it
+			s.pins.place(n, int32(osprio.ThreadID()), placeIf(pin, placeSelf)) // this thread runs it
 		}
 		return n, err
 	}

@@ -93,11 +93,7 @@ func (s *Scheduler) resumePinned(next *Task, first, pin bool) {
 		return
 	}
 	if s.pins != nil && next.handoff {
-		how := placeOther
-		if pin {
-			how = placeLeave
-		}
-		s.placeParked(next, how)
+		s.placeParked(next, placeIf(pin, placeLeave))
 	}
 	next.wake <- struct{}{}
 }
