@@ -161,13 +161,13 @@ type Config struct {
 	// Warmup for a quick run (QuickStep, QuickWarmup).
 	Quick bool
 	// TraceDir, when set, records a runtime/trace of each server over the
-	// measured windows of the hog-sched, hog-sched+small and io-heavy steps
-	// (through its /debug/pprof/trace) and attributes every probe request
-	// slower than twice the idle step's p99, and every io-heavy request
-	// slower than twice the floor's io-heavy p99 (meter.threshold), to its
-	// causes (package tailtrace): DIR/MODE-STEP.trace and
-	// DIR/MODE-STEP.txt. The tracing itself costs the server some CPU and
-	// latency.
+	// measured windows of the hog-sched, hog-nockpt, hog-sched+small and
+	// io-heavy steps (through its /debug/pprof/trace) and attributes every
+	// probe request slower than twice the idle step's p99, and every
+	// io-heavy request slower than twice the floor's io-heavy p99
+	// (meter.threshold), to its causes (package tailtrace):
+	// DIR/MODE-STEP.trace and DIR/MODE-STEP.txt. The tracing itself costs
+	// the server some CPU and latency.
 	TraceDir string
 	// TraceAbove, when non-zero, is the client latency above which a traced
 	// request is attributed, in every traced step, instead of the defaults

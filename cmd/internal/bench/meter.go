@@ -280,7 +280,7 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 // tracedStep reports whether Config.TraceDir traces step: those with the
 // CPU-heavy load through the scheduler beside the probe, and io-heavy.
 func tracedStep(step string) bool {
-	return step == StepHogSched || step == StepHogSchedSm || step == StepIOHeavy
+	return step == StepHogSched || step == StepHogNoCkpt || step == StepHogSchedSm || step == StepIOHeavy
 }
 
 // threshold returns the client latency (ms) above which a traced request

@@ -29,7 +29,7 @@ func TestTracedSleeps(t *testing.T) {
 
 func TestTracedStep(t *testing.T) {
 	for _, step := range Steps() {
-		want := step == StepHogSched || step == StepHogSchedSm || step == StepIOHeavy
+		want := step == StepHogSched || step == StepHogNoCkpt || step == StepHogSchedSm || step == StepIOHeavy
 		if got := tracedStep(step); got != want {
 			t.Errorf("tracedStep(%s) = %v, want %v", step, got, want)
 		}
@@ -53,6 +53,7 @@ func TestThreshold(t *testing.T) {
 	}{
 		{m, StepHogSched, 4, "twice the idle step's p99"},
 		{m, StepHogSchedSm, 4, "twice the idle step's p99"},
+		{m, StepHogNoCkpt, 4, "twice the idle step's p99"},
 		{m, StepIOHeavy, 10, "twice the floor's io-heavy p99 in this run"},
 		{floor, StepIOHeavy, 14, "twice the floor's io-heavy p99, this step's"},
 		{floor, StepHogSched, 4, "twice the idle step's p99"},
