@@ -41,6 +41,12 @@ func withoutSlicePins() Option {
 	return optionFunc(func(cfg *config) error { cfg.noSlicePins = true; return nil })
 }
 
+// withYieldWoken has f called by each lowered thread as it yields its CPU
+// on waking (yieldWoken), on that thread.
+func withYieldWoken(f func()) Option {
+	return optionFunc(func(cfg *config) error { cfg.onYieldWoken = f; return nil })
+}
+
 // withPinnedWake has f called by each thread that a hand-off pinned, on
 // that thread as it wakes, before it puts its mask back (pin.go).
 func withPinnedWake(f func()) Option {

@@ -69,6 +69,7 @@ type config struct {
 	lendSample     lendSampler   // nil: the runtime's goroutine counts (lend.go)
 	onPinnedWake   func()        // tests: called by a pinned thread as it wakes, before it restores (pin.go)
 	noSlicePins    bool          // tests: no slice pins (pin.go)
+	onYieldWoken   func()        // tests: called by a lowered thread as it yields on waking (handoff.go)
 	lendTick       time.Duration // the lender's sampling period (lendTick)
 }
 

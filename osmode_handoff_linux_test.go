@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestRunWhileWorkersParkIsRaceFree pins a data race: in
@@ -63,7 +66,7 @@ func TestOSWorkerHandOff(t *testing.T) {
 		for {
 			w.state.Store(threadSpinning)
 			idle <- w
-			tk := w.await(nil) // no Scheduler: never pinned here
+			tk := w.await(&Scheduler{}) // a bare Scheduler: never pinned here
 			if tk == stopThread {
 				close(got)
 				return
@@ -289,4 +292,85 @@ func TestFirstBlockingCallFollowsTheOthers(t *testing.T) {
 	if firstKept(2 * time.Millisecond) {
 		t.Error("after 2 ms calls, a task's first Blocking call kept its slot")
 	}
+}
+
+// TestLoweredThreadsYieldOnWake: a lowered thread offers its CPU once as it
+// runs again after sleeping (yieldWoken), on both wakes: a task parked at a
+// Checkpoint given its slot back, and an idle hand-off thread given a task.
+func TestLoweredThreadsYieldOnWake(t *testing.T) {
+	needOSPriority(t)
+	var yields, unlowered atomic.Int64
+	onYield := func() {
+		attr, err := unix.SchedGetAttr(0, 0)
+		if err != nil || attr.Policy != unix.SCHED_IDLE {
+			unlowered.Add(1)
+		}
+		yields.Add(1)
+	}
+	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice), withYieldWoken(onYield))
+	ctx := context.Background()
+
+	// Two tasks that take turns on the one slot: each resume follows a park.
+	runConcurrently(t, s, 2, checkpointFor(20*time.Millisecond))
+	parks := s.Stats().Preempted
+	if parks == 0 {
+		t.Fatal("the two tasks never took turns at a Checkpoint")
+	}
+	if got := uint64(yields.Load()); got < parks {
+		t.Errorf("%d yields on waking for %d parked tasks given their slot back", got, parks)
+	}
+
+	// A task of more than callerSpin leaves its thread waiting on its
+	// channel (not spinning); the next task wakes it.
+	long := func(*Task) error {
+		for end := time.Now().Add(2 * time.Millisecond); time.Now().Before(end); {
+		}
+		return nil
+	}
+	for range 3 {
+		before := yields.Load()
+		if err := s.Run(ctx, long); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * threadSpin)
+		if err := s.Run(ctx, long); err != nil {
+			t.Fatal(err)
+		}
+		if yields.Load() == before {
+			t.Error("an idle hand-off thread given a task did not yield on waking")
+		}
+	}
+	if n := unlowered.Load(); n > 0 {
+		t.Errorf("%d yields on a thread that was not lowered to SCHED_IDLE", n)
+	}
+}
+
+// checkpointFor is a task that computes for d, with a Checkpoint between
+// short steps.
+func checkpointFor(d time.Duration) func(*Task) error {
+	return func(tk *Task) error {
+		for end := time.Now().Add(d); time.Now().Before(end); {
+			if err := tk.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// runConcurrently runs fn through s on n goroutines at once and waits for
+// them all; an error fails the test.
+func runConcurrently(t *testing.T, s *Scheduler, n int, fn func(*Task) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Run(context.Background(), fn); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -186,6 +186,7 @@ func (s *Scheduler) waitForSlot(t *Task) {
 	unlocked := s.unlockThreadToWait(t)
 	if s.osMode && !unlocked {
 		s.waitPinnable(t) // the goroutine waits locked (pin.go)
+		s.yieldWoken()
 	} else {
 		<-t.wake
 	}

@@ -66,6 +66,13 @@ func ThreadCPUOf(tid int) int64 { return threadCPUOf(tid) }
 // the setting that Current read before.
 func Lower(p Policy) error { return lower(0, p) }
 
+// Yield offers the calling thread's CPU to the other threads runnable on
+// it (sched_yield), and returns when the kernel runs the thread again: at
+// once where nothing else waits there. It does nothing where the system
+// has no such call. The goroutine keeps its P meanwhile, as it does when
+// the kernel preempts its thread.
+func Yield() { yield() }
+
 // ThreadID returns the calling thread's id (gettid), for LowerThread.
 func ThreadID() int { return threadID() }
 

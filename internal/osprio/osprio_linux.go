@@ -33,6 +33,10 @@ func threadCPUOf(tid int) int64 {
 
 func threadID() int { return unix.Gettid() }
 
+// yield is a raw system call: the runtime need not hand the P on for it,
+// as it does not for a preemption by the kernel.
+func yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
 // lower applies p to thread tid (0: the calling thread).
 func lower(tid int, p Policy) error {
 	if p.Sched != 0 {

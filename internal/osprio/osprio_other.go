@@ -14,6 +14,8 @@ var errUnsupported = errors.New("osprio: per-thread priorities need Linux")
 
 func threadID() int { return 0 }
 
+func yield() {}
+
 func lower(int, Policy) error { return errUnsupported }
 
 func current(int) (Attr, error) { return Attr{}, errUnsupported }
