@@ -32,8 +32,8 @@ func TestFleetUsageErrors(t *testing.T) {
 		{"no scenario", []string{"-scenarios", ","}, "Scenarios (-scenarios): no scenario given"},
 		{"unknown policy", []string{"-policies", "pick_first"}, `Policies (-policies): unknown policy "pick_first"`},
 		{"policy twice", []string{"-policies", "round_robin,round_robin"}, `policy "round_robin" given twice`},
-		{"rate zero", []string{"-quota-rate", "0"}, "QuotaRate (-quota-rate) must be in 1..5000 calls/s, got 0"},
-		{"rate NaN", []string{"-batch-rate", "NaN"}, "BatchRate (-batch-rate) must be in 1..5000 calls/s, got NaN"},
+		{"rate negative", []string{"-quota-rate", "-1"}, "QuotaRate (-quota-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got -1"},
+		{"rate NaN", []string{"-batch-rate", "NaN"}, "BatchRate (-batch-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got NaN"},
 		{"weak cpu", []string{"-weak-cpu", "0.05"}, "WeakCPU (-weak-cpu) must be in 0.1.." + cpus + " CPUs, got 0.05"},
 		{"cpu above the CPUs", []string{"-cpu", strconv.Itoa(runtime.NumCPU() + 1)}, "CPU (-cpu) must be in 0.1.." + cpus + " CPUs"},
 		{"duration", []string{"-duration", "100ms"}, "Duration (-duration) must be in 500ms..10m0s, got 100ms"},
@@ -183,7 +183,7 @@ func TestFleetEndToEnd(t *testing.T) {
 // files.
 func FuzzFleetArgs(f *testing.F) {
 	for _, args := range []string{"", "-quick", "-replicas\n1", "-replicas\n9", "-scenarios\nquota,quota", "-scenarios\nburst",
-		"-policies\n", "-policies\nround_robin,weighted_round_robin_cpu", "-quota-rate\n0", "-batch-rate\nInf", "-weak-cpu\n0",
+		"-policies\n", "-policies\nround_robin,weighted_round_robin_cpu", "-quota-rate\n-3", "-batch-rate\nInf", "-weak-cpu\n0",
 		"-cpu\n-1", "-duration\n0s", "-quick\n-duration\n0s", "-warmup\n2m", "-timeout\n0s", "now", "-bogus", "-h",
 		"-batch-rate\n1\n-duration\n900ms", "-rounds\n0", "-rounds\n3\n-duration\n1s", "-arrivals\nfixed", "-arrivals\nx"} {
 		f.Add(args)

@@ -66,11 +66,13 @@ const (
 
 	// DefaultQuotaRate overloads the weak replica under round robin (its
 	// third of the calls wants more CPU than its quota) while the fleet as
-	// a whole has CPU to spare.
+	// a whole has CPU to spare, where a heavy call takes ReferenceHeavy;
+	// a rate of 0 scales it to the machine (calibrate.go).
 	DefaultQuotaRate = 450
 	// DefaultBatchRate is near what the batch scenario's three replicas
 	// can serve on the project's 2-core machine beside the client and the
-	// batch job: round robin's p99 rose steeply past it.
+	// batch job, where a heavy call takes ReferenceHeavy: round robin's
+	// p99 rose steeply past it.
 	DefaultBatchRate = 400
 	MinRate          = 1
 	MaxRate          = 5000
@@ -126,7 +128,8 @@ type Config struct {
 	// combination is a row.
 	Scenarios, Policies []string
 	// QuotaRate and BatchRate are the open-loop rates of the two
-	// scenarios, calls/s (MinRate..MaxRate).
+	// scenarios, calls/s (MinRate..MaxRate), or 0: the default scaled to
+	// this machine's heavy call (MeasureHeavy), which Run measures first.
 	QuotaRate, BatchRate float64
 	// WeakCPU and CPU are the quota scenario's cgroup CPU limits: the
 	// first replica's and the others' (bench.MinCPUQuota..NumCPU).
@@ -166,8 +169,6 @@ func DefaultConfig(program string) Config {
 		Replicas:  DefaultReplicas,
 		Scenarios: Scenarios(),
 		Policies:  Policies(),
-		QuotaRate: DefaultQuotaRate,
-		BatchRate: DefaultBatchRate,
 		WeakCPU:   DefaultWeakCPU,
 		CPU:       DefaultCPU,
 		Duration:  DefaultDuration,
@@ -194,10 +195,10 @@ func (c Config) Validate() error {
 	switch {
 	case c.Replicas < MinReplicas || c.Replicas > MaxReplicas:
 		return fmt.Errorf("fleet: Replicas (-replicas) must be in %d..%d, got %d", MinReplicas, MaxReplicas, c.Replicas)
-	case !inRange(c.QuotaRate, MinRate, MaxRate):
-		return fmt.Errorf("fleet: QuotaRate (-quota-rate) must be in %d..%d calls/s, got %v", MinRate, MaxRate, c.QuotaRate)
-	case !inRange(c.BatchRate, MinRate, MaxRate):
-		return fmt.Errorf("fleet: BatchRate (-batch-rate) must be in %d..%d calls/s, got %v", MinRate, MaxRate, c.BatchRate)
+	case c.QuotaRate != 0 && !inRange(c.QuotaRate, MinRate, MaxRate):
+		return fmt.Errorf("fleet: QuotaRate (-quota-rate) must be 0 (scaled to this machine) or in %d..%d calls/s, got %v", MinRate, MaxRate, c.QuotaRate)
+	case c.BatchRate != 0 && !inRange(c.BatchRate, MinRate, MaxRate):
+		return fmt.Errorf("fleet: BatchRate (-batch-rate) must be 0 (scaled to this machine) or in %d..%d calls/s, got %v", MinRate, MaxRate, c.BatchRate)
 	case !inRange(c.WeakCPU, bench.MinCPUQuota, numCPU):
 		return fmt.Errorf("fleet: WeakCPU (-weak-cpu) must be in %g..%g CPUs, got %v", bench.MinCPUQuota, numCPU, c.WeakCPU)
 	case !inRange(c.CPU, bench.MinCPUQuota, numCPU):
@@ -216,7 +217,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("fleet: Timeout (-timeout) must be in %v..%v, got %v", MinTimeout, MaxTimeout, c.Timeout)
 	}
 	for _, s := range c.Scenarios {
-		if r := c.rate(s); r*c.segment().Seconds() < 1 {
+		if r := c.rate(s); r != 0 && r*c.segment().Seconds() < 1 {
 			return fmt.Errorf("fleet: the %s scenario's rate %v calls/s over a segment of %v (Duration (-duration) over Rounds (-rounds)) makes no call to measure: give at least one", s, r, c.segment())
 		}
 	}

@@ -34,9 +34,9 @@ func TestValidate(t *testing.T) {
 		{"scenario twice", func(c *Config) { c.Scenarios = []string{"batch", "batch"} }, `-scenarios): scenario "batch" given twice`},
 		{"unknown policy", func(c *Config) { c.Policies = []string{"pick_first"} }, `-policies): unknown policy "pick_first" (valid: round_robin, weighted_round_robin, weighted_round_robin_cpu)`},
 		{"policy twice", func(c *Config) { c.Policies = []string{PolicyWRR, PolicyWRR} }, "given twice"},
-		{"zero quota rate", func(c *Config) { c.QuotaRate = 0 }, "-quota-rate) must be in 1..5000 calls/s, got 0"},
-		{"NaN batch rate", func(c *Config) { c.BatchRate = math.NaN() }, "-batch-rate) must be in 1..5000 calls/s, got NaN"},
-		{"huge batch rate", func(c *Config) { c.BatchRate = 1e9 }, "-batch-rate) must be in 1..5000"},
+		{"negative quota rate", func(c *Config) { c.QuotaRate = -1 }, "-quota-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got -1"},
+		{"NaN batch rate", func(c *Config) { c.BatchRate = math.NaN() }, "-batch-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got NaN"},
+		{"huge batch rate", func(c *Config) { c.BatchRate = 1e9 }, "-batch-rate) must be 0 (scaled to this machine) or in 1..5000"},
 		{"weak cpu too small", func(c *Config) { c.WeakCPU = 0.01 }, "-weak-cpu) must be in 0.1.."},
 		{"cpu +Inf", func(c *Config) { c.CPU = math.Inf(1) }, "-cpu) must be in 0.1.."},
 		{"short duration", func(c *Config) { c.Duration = time.Millisecond }, "-duration) must be in 500ms..10m0s, got 1ms"},
@@ -116,5 +116,41 @@ func TestCheckLoopback(t *testing.T) {
 	}
 	if _, err := dial([]string{"127.0.0.1:1", "192.0.2.1:80"}, PolicyRoundRobin); err == nil {
 		t.Error("dial with a non-loopback address: no error")
+	}
+}
+
+// TestScaledRates: a rate left at 0 is the default scaled by
+// ReferenceHeavy over the heavy call measured here, within the valid
+// range; a rate given is kept, and then nothing is measured.
+func TestScaledRates(t *testing.T) {
+	cfg := DefaultConfig("cpusched")
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("the defaults (rates scaled): %v", err)
+	}
+	measured := 0
+	at := func(d time.Duration) func() time.Duration {
+		return func() time.Duration { measured++; return d }
+	}
+	got, heavy := cfg.withRates(at(ReferenceHeavy / 2))
+	if got.QuotaRate != 2*DefaultQuotaRate || got.BatchRate != 2*DefaultBatchRate || heavy != ReferenceHeavy/2 {
+		t.Errorf("at half the reference: rates %v, %v (heavy %v), want %v, %v", got.QuotaRate, got.BatchRate, heavy, 2*DefaultQuotaRate, 2*DefaultBatchRate)
+	}
+	if got, _ := cfg.withRates(at(time.Microsecond)); got.QuotaRate != MaxRate || got.BatchRate != MaxRate {
+		t.Errorf("at 1us: rates %v, %v, want the most, %v", got.QuotaRate, got.BatchRate, MaxRate)
+	}
+	if got, _ := cfg.withRates(at(10 * time.Second)); got.QuotaRate != MinRate || got.BatchRate != MinRate {
+		t.Errorf("at 10s: rates %v, %v, want the least, %v", got.QuotaRate, got.BatchRate, MinRate)
+	}
+	cfg.BatchRate = 123
+	if got, _ := cfg.withRates(at(ReferenceHeavy)); got.QuotaRate != DefaultQuotaRate || got.BatchRate != 123 {
+		t.Errorf("one rate given: rates %v, %v, want %v, 123", got.QuotaRate, got.BatchRate, DefaultQuotaRate)
+	}
+	measured = 0
+	cfg.QuotaRate = 321
+	if got, heavy := cfg.withRates(at(ReferenceHeavy)); got.QuotaRate != 321 || got.BatchRate != 123 || heavy != 0 || measured != 0 {
+		t.Errorf("both given: rates %v, %v, heavy %v, measured %d times; want them kept and no measurement", got.QuotaRate, got.BatchRate, heavy, measured)
+	}
+	if d := MeasureHeavy(); d <= 0 || d > time.Second {
+		t.Errorf("MeasureHeavy = %v, want a few ms", d)
 	}
 }

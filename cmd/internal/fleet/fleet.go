@@ -58,7 +58,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := ctx.Err(); err != nil {
 		return err // before the cgroup check makes one
 	}
+	cfg, heavy := cfg.withRates(MeasureHeavy)
 	rep := &Report{Config: cfg.reportConfig()}
+	rep.Config.HeavyMs = heavy.Seconds() * 1e3
 	// Every replica runs in a cgroup of its own where cgroups can be made,
 	// as in a container: the quota scenario's with their CPU limits, the
 	// batch scenario's without one, so that the kernel shares the CPU

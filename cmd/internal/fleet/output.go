@@ -42,6 +42,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 		c.Replicas, strings.Join(mix, ", "), arrivalsText(c.Arrivals), seconds(c.TimeoutS))
 	ew.Printf("%s measured per row in %d rounds of %s, the policies in turn, each segment on fresh replicas after %s of warm-up\n",
 		seconds(c.DurationS), c.Rounds, seconds(c.SegmentS), seconds(c.WarmupS))
+	if c.HeavyMs > 0 {
+		ew.Printf("rates: quota %s, batch %s calls/s; the defaults (%d, %d) scaled to a heavy call's work here, %s ms against %s\n",
+			report.Num(math.Round(c.QuotaRate)), report.Num(math.Round(c.BatchRate)), DefaultQuotaRate, DefaultBatchRate, report.Ms(c.HeavyMs), report.Ms(ReferenceHeavy.Seconds()*1e3))
+	}
 	if r.Cgroup != "" {
 		ew.Printf("cgroups: each replica in its own, on %s\n", r.Cgroup)
 	}

@@ -32,6 +32,9 @@ type ReportConfig struct {
 	Replicas  int     `json:"replicas"`
 	QuotaRate float64 `json:"quota_rate"`
 	BatchRate float64 `json:"batch_rate"`
+	// HeavyMs is the heavy call's work measured here (MeasureHeavy) where
+	// a rate was scaled to it, else 0.
+	HeavyMs   float64 `json:"heavy_ms"`
 	WeakCPU   float64 `json:"weak_cpu"`
 	CPU       float64 `json:"cpu"`
 	DurationS float64 `json:"duration_s"`

@@ -131,13 +131,14 @@ func TestTargets(t *testing.T) {
 }
 
 func testReport(t *testing.T) *Report {
-	cfg := DefaultConfig("cpusched")
+	cfg, heavy := DefaultConfig("cpusched").withRates(func() time.Duration { return 2 * time.Millisecond })
 	rep := &Report{Config: cfg.reportConfig(), Cgroup: "cgroup v1 /sys/fs/cgroup/cpu",
 		Skipped: []Skipped{{ScenarioQuota, "no cgroups"}}}
 	for _, p := range Policies() {
 		rep.Results = append(rep.Results, fakeRow(t, ScenarioBatch, p, 5*time.Millisecond, []int{10, 10, 10}, 0))
 	}
 	rep.Targets = targets(rep.Results)
+	rep.Config.HeavyMs = heavy.Seconds() * 1e3
 	return rep
 }
 
@@ -146,7 +147,7 @@ func TestWriteTable(t *testing.T) {
 	if err := testReport(t).WriteTable(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"heavy 50% (500 CRC passes)", "p99.9", "weighted_round_robin_cpu", "procs/workers", "reported app",
+	for _, want := range []string{"heavy 50% (500 CRC passes)", "rates: quota 900, batch 800 calls/s; the defaults (450, 400) scaled to a heavy call's work here, 2.00 ms against 4.00", "p99.9", "weighted_round_robin_cpu", "procs/workers", "reported app",
 		"skipped: quota: no cgroups", "targets:", "batch: weighted_round_robin p99 < round_robin's: NOT held"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
