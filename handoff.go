@@ -122,16 +122,16 @@ func (w *handoffThread) wait(s *Scheduler) *Task {
 // sleeping (a hand-off thread given a task, a parked task given its slot
 // back): it offers its CPU once to the normal threads waiting there.
 //
-// Linux's EEVDF scheduler (6.6 and later) does not keep SCHED_IDLE strict
-// at a wake-up. A normal thread woken on a CPU where a lowered one runs
-// preempts it at once; but where both are queued when the CPU picks its
-// next thread (a hand-off wakes the next task's thread onto the CPU its
+// Linux's EEVDF scheduler (measured on 6.18) does not keep SCHED_IDLE
+// strict at a wake-up. A normal thread woken on a CPU where a lowered one
+// runs preempts it at once; but where both are queued when the CPU picks
+// its next thread (a hand-off wakes the next task's thread onto the CPU its
 // yielder leaves, and a server thread wakes there too), the kernel may
 // pick the lowered one, which then keeps the CPU until the scheduler's
 // next tick (4 ms at HZ=250) while the normal thread waits. perf sched
 // found that only where tasks handed their slots on at Checkpoints, more
 // with shorter slices, and not where they ran through; yielding once on
-// waking cut it to a fifth (docs/performance.md#yield-on-wake). With
+// waking removed most of it (docs/performance.md#yield-on-wake). With
 // nothing else runnable on the CPU the system call returns at once.
 func (s *Scheduler) yieldWoken() {
 	if s.cfg.onYieldWoken != nil {
