@@ -23,29 +23,13 @@ import (
 // task's done channel. Run with -race.
 func TestRunWhileWorkersParkIsRaceFree(t *testing.T) {
 	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice))
-	var wg sync.WaitGroup
-	for i := range 200 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.Run(context.Background(), func(tk *Task) error {
-				if i%2 == 0 {
-					tk.Blocking(func() { time.Sleep(10 * time.Microsecond) })
-				}
-				end := time.Now().Add(50 * time.Microsecond)
-				for time.Now().Before(end) {
-					if err := tk.Checkpoint(); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
+	var started atomic.Int64
+	runConcurrently(t, s, 200, func(tk *Task) error {
+		if started.Add(1)%2 == 0 { // every other task
+			tk.Blocking(func() { time.Sleep(10 * time.Microsecond) })
+		}
+		return checkpointFor(50 * time.Microsecond)(tk)
+	})
 }
 
 // TestOSWorkerHandOff drives the worker hand-off (handoffThread) from both

@@ -7,7 +7,6 @@ package cpusched
 import (
 	"context"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,29 +36,18 @@ func TestHandOffPinsTheNextThread(t *testing.T) {
 	}
 	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice), withPinnedWake(onWake), withoutSlicePins())
 	var wrongMask atomic.Int64
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := s.Run(context.Background(), func(tk *Task) error {
-				for end := time.Now().Add(40 * time.Millisecond); time.Now().Before(end); {
-					if err := tk.Checkpoint(); err != nil {
-						return err
-					}
-					var m unix.CPUSet
-					if unix.SchedGetaffinity(0, &m) != nil || m != want {
-						wrongMask.Add(1)
-					}
-				}
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
+	runConcurrently(t, s, 3, func(tk *Task) error {
+		for end := time.Now().Add(40 * time.Millisecond); time.Now().Before(end); {
+			if err := tk.Checkpoint(); err != nil {
+				return err
 			}
-		}()
-	}
-	wg.Wait()
+			var m unix.CPUSet
+			if unix.SchedGetaffinity(0, &m) != nil || m != want {
+				wrongMask.Add(1)
+			}
+		}
+		return nil
+	})
 	if pinnedWakes.Load() == 0 {
 		t.Fatalf("no pinned wake in %d preemptions", s.Stats().Preempted)
 	}
@@ -120,44 +108,33 @@ func TestSlicePinsGiveEachSlotACPU(t *testing.T) {
 	owner := make([]atomic.Int64, 1024) // by CPU: the task pinned there, between Checkpoints
 	// pinned and unpinned count the samples taken while some task waited
 	// for a slot (more tasks in fn than slots): every slot was taken.
-	var pinned, unpinned, conflicts, inFn atomic.Int64
-	var wg sync.WaitGroup
-	for id := range 3 * ncpu {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			me := int64(id + 1)
-			err := s.Run(context.Background(), func(tk *Task) error {
-				inFn.Add(1)
-				defer inFn.Add(-1)
-				for end := time.Now().Add(60 * time.Millisecond); time.Now().Before(end); {
-					busy := inFn.Load() > int64(ncpu)
-					if c := pinnedCPU(); c >= 0 {
-						if busy {
-							pinned.Add(1)
-						}
-						if !owner[c].CompareAndSwap(0, me) {
-							conflicts.Add(1)
-						}
-						for range 1000 {
-							_ = time.Now() // some work while pinned
-						}
-						owner[c].CompareAndSwap(me, 0)
-					} else if busy {
-						unpinned.Add(1)
-					}
-					if err := tk.Checkpoint(); err != nil {
-						return err
-					}
+	var pinned, unpinned, conflicts, inFn, started atomic.Int64
+	runConcurrently(t, s, 3*ncpu, func(tk *Task) error {
+		me := started.Add(1) // the task's id in owner
+		inFn.Add(1)
+		defer inFn.Add(-1)
+		for end := time.Now().Add(60 * time.Millisecond); time.Now().Before(end); {
+			busy := inFn.Load() > int64(ncpu)
+			if c := pinnedCPU(); c >= 0 {
+				if busy {
+					pinned.Add(1)
 				}
-				return nil
-			})
-			if err != nil {
-				t.Error(err)
+				if !owner[c].CompareAndSwap(0, me) {
+					conflicts.Add(1)
+				}
+				for range 1000 {
+					_ = time.Now() // some work while pinned
+				}
+				owner[c].CompareAndSwap(me, 0)
+			} else if busy {
+				unpinned.Add(1)
 			}
-		}()
-	}
-	wg.Wait()
+			if err := tk.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if n := conflicts.Load(); n != 0 {
 		t.Errorf("%d times two running tasks were pinned to one CPU (%d pinned samples)", n, pinned.Load())
 	}
