@@ -69,11 +69,13 @@ const (
 	// a whole has CPU to spare, where a heavy call takes ReferenceHeavy;
 	// a rate of 0 scales it to the machine (calibrate.go).
 	DefaultQuotaRate = 450
-	// DefaultBatchRate is near what the batch scenario's three replicas
-	// can serve on the project's 2-core machine beside the client and the
-	// batch job, where a heavy call takes ReferenceHeavy: round robin's
-	// p99 rose steeply past it.
-	DefaultBatchRate = 400
+	// DefaultBatchRate is just below what the batch scenario's three
+	// replicas can serve on the project's 2-core machine beside the client
+	// and the batch job, where a heavy call takes ReferenceHeavy: there
+	// queues build on whichever replica is slowest, which round robin
+	// cannot see and a weighted balancer can. Far below it nothing waits
+	// and every balancer reads the same; past it every replica backs up.
+	DefaultBatchRate = 510
 	MinRate          = 1
 	MaxRate          = 5000
 

@@ -147,7 +147,7 @@ func TestWriteTable(t *testing.T) {
 	if err := testReport(t).WriteTable(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"heavy 50% (500 CRC passes)", "rates: quota 900, batch 800 calls/s; the defaults (450, 400) scaled to a heavy call's work here, 2.00 ms against 4.00", "p99.9", "weighted_round_robin_cpu", "procs/workers", "reported app",
+	for _, want := range []string{"heavy 50% (500 CRC passes)", "rates: quota 900, batch 1,020 calls/s; the defaults (450, 510) scaled to a heavy call's work here, 2.00 ms against 4.00", "p99.9", "weighted_round_robin_cpu", "procs/workers", "reported app",
 		"skipped: quota: no cgroups", "targets:", "batch: weighted_round_robin p99 < round_robin's: NOT held"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
