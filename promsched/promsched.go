@@ -51,7 +51,7 @@
 // and httpsched's WithLoadMetricsHeader to Envoy, averaged over the last
 // second (or since the previous scrape, when scrapes come less often):
 // application_utilization is the largest of the latency-relevant slot
-// time (of Realtime and Normal tasks, at most the process's CPU time) over
+// time (of Realtime and Normal tasks, at most their share of the process's CPU time) over
 // the slot capacity, the utilization that the mean number of them queued
 // for a first slot implies, and the CPU's saturation net of Batch and Idle work (plus the share of a
 // cgroup quota's periods in which it ran out), so that a replica whose

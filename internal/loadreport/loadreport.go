@@ -17,10 +17,11 @@
 // Checkpoint, Idle runs only when nothing else waits), so a replica whose
 // spare CPU runs a batch job is not busy for its callers. The demand is
 // the slot time of the classes a Normal call waits behind (Realtime and
-// Normal), counted as no more than the process's CPU time (a slot whose
-// thread the kernel did not run, because other processes had the CPU or
-// a cgroup quota was spent, is not work: the calls that waited meanwhile
-// count as queued), each over the slot time the scheduler has, and the
+// Normal), scaled where all the classes' slot time exceeds the process's
+// CPU time by the share of it that ran (a slot whose thread the kernel
+// did not run, because other processes had the CPU or a cgroup quota was
+// spent, is not work: the calls that waited meanwhile count as queued),
+// over the slot time the scheduler has, and the
 // utilization that the mean number of their tasks queued for a first slot
 // implies (the M/M/1 queue's with that many waiting); and since a CPU that
 // is saturated by other work than the yielding classes (the RPC
@@ -87,7 +88,8 @@ func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // window (or since the Meter was made, if sooner).
 type Report struct {
 	// Application is ORCA's application_utilization: the largest of the
-	// latency-relevant slot time (at most the process's CPU time) over the
+	// latency-relevant slot time (its share of the process's CPU time
+	// where all the classes held their slots longer than that) over the
 	// slot capacity, the utilization its queue implies, and the
 	// CPU's saturation (net of ClassBatch and ClassIdle, plus the share of
 	// the quota's periods in which it ran out); at least minApplication
@@ -347,10 +349,19 @@ func compute(b, c sample, budget float64) Report {
 		r.CPU = used / (budget * dt)
 		// Slot time beyond the process's CPU time is time the kernel ran
 		// other processes, or a spent quota stopped the process: not
-		// work, and the calls it delayed are counted as queued.
-		run = min(run, used)
-		// The yielding classes used at most their slot time of CPU.
-		saturation += max(0, used-(c.yieldRun-b.yieldRun).Seconds()) / (budget * dt)
+		// work, and the calls it delayed are counted as queued. Which
+		// class's slot the kernel stopped is not known, so every class's
+		// slot time is scaled by the share that ran: a replica whose spare
+		// slot time runs a batch job would otherwise count its calls' slot
+		// time whole where another replica's is cut to its CPU, and read
+		// busier for the batch job it is meant to hide.
+		yield := max(0, (c.yieldRun - b.yieldRun).Seconds())
+		if held := run + yield; held > used {
+			ran := used / held
+			run *= ran
+			yield *= ran
+		}
+		saturation += max(0, used-yield) / (budget * dt)
 	}
 	// The queued tasks count on their own, not on top of the slot time,
 	// and as the utilization that a queue of their length implies, not as
