@@ -12,11 +12,11 @@ import (
 // one in the trailer of every call, and for orca.Register's out-of-band
 // stream. Each report has
 //   - application_utilization: the largest of the slot time of Realtime
-//     and Normal tasks (at most their share of the process's CPU time) over the slot
-//     capacity, the utilization that the mean number of them queued for a
-//     first slot implies, and the CPU's saturation net of ClassBatch and ClassIdle (plus the share of a
-//     cgroup quota's periods in which it ran out); never 0 while calls
-//     come;
+//     and Normal tasks (at most their share of the process's CPU time)
+//     over the slot capacity, the utilization that the mean number of
+//     them queued for a first slot implies, and the CPU's saturation net
+//     of ClassBatch and ClassIdle (plus the share of a cgroup quota's
+//     periods in which it ran out); never 0 while calls come;
 //   - cpu_utilization: the process's CPU time over its CPU budget
 //     (GOMAXPROCS, the cgroup limit), left out where it cannot be read;
 //   - qps: the calls that came to s's adapters (these interceptors and

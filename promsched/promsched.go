@@ -51,12 +51,14 @@
 // and httpsched's WithLoadMetricsHeader to Envoy, averaged over the last
 // second (or since the previous scrape, when scrapes come less often):
 // application_utilization is the largest of the latency-relevant slot
-// time (of Realtime and Normal tasks, at most their share of the process's CPU time) over
-// the slot capacity, the utilization that the mean number of them queued
-// for a first slot implies, and the CPU's saturation net of Batch and Idle work (plus the share of a
-// cgroup quota's periods in which it ran out), so that a replica whose
-// spare CPU runs batch work does not read busy. It is what an autoscaler should scale on (a Kubernetes
-// HorizontalPodAutoscaler through the Prometheus adapter:
+// time (of Realtime and Normal tasks, at most their share of the
+// process's CPU time) over the slot capacity, the utilization that the
+// mean number of them queued for a first slot implies, and the CPU's
+// saturation net of Batch and Idle work (plus the share of a cgroup
+// quota's periods in which it ran out), so that a replica whose spare CPU
+// runs batch work does not read busy. It is what an autoscaler should
+// scale on (a Kubernetes HorizontalPodAutoscaler through the Prometheus
+// adapter:
 // docs/observability.md#autoscaling-on-the-utilization), and
 // docs/grpc.md#how-each-value-is-computed says exactly how it is computed.
 // cpusched_cpu_utilization is left out of a scrape where the process's CPU

@@ -21,9 +21,9 @@
 // CPU time by the share of it that ran (a slot whose thread the kernel
 // did not run, because other processes had the CPU or a cgroup quota was
 // spent, is not work: the calls that waited meanwhile count as queued),
-// over the slot time the scheduler has, and the
-// utilization that the mean number of their tasks queued for a first slot
-// implies (the M/M/1 queue's with that many waiting); and since a CPU that
+// over the slot time the scheduler has, and the utilization that the mean
+// number of their tasks queued for a first slot implies (the M/M/1
+// queue's with that many waiting); and since a CPU that
 // is saturated by other work than the yielding classes (the RPC
 // framework, the garbage collector, code outside the scheduler) or
 // limited by a quota delays calls too, Application is the largest of

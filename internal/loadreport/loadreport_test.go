@@ -88,8 +88,8 @@ func TestApplicationUtilization(t *testing.T) {
 	// (unless a case says otherwise), then a report: Application is the
 	// largest of the Realtime and Normal slot time (where all the classes'
 	// slot time exceeds the process's CPU time, their share of it) over
-	// the slot-seconds, the time their tasks spent
-	// queued over the slot-seconds, and the CPU's saturation: the CPU net
+	// the slot-seconds, the utilization their tasks' time queued per slot
+	// implies, and the CPU's saturation: the CPU net
 	// of Batch and Idle slot time over the CPU-seconds, plus the share of
 	// the quota's periods in which it ran out.
 	const s = time.Second
@@ -116,9 +116,9 @@ func TestApplicationUtilization(t *testing.T) {
 		{"the CPU net of idle", 0, 0, load{d: s, normal: s / 2, idle: s, cpu: 1800 * ms}, 0, 0, 0.4, 0.9},
 		{"idle slot time beyond the CPU it used", 0, 0, load{d: s, idle: 2 * s, cpu: s}, 0, 0, 0, 0.5},
 		{"slots held beyond the process's CPU count as the CPU", 0, 0, load{d: s, normal: 2 * s, cpu: 600 * ms}, 0, 0, 0.3, 0.3},
-		{"and with a batch job, each class as its share of the CPU", 1, 1, load{d: s, normal: s / 2, idle: s / 2, cpu: 800 * ms}, 0, 0, 0.4, 0.8},
-		{"the same share of the CPU for the saturation's net", 1, 1, load{d: s, normal: s / 4, batch: s / 4, idle: s / 2, cpu: 900 * ms}, 0, 0, 0.225, 0.9},
 		{"and the tasks queued meanwhile as queued", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 600 * ms}, 0, 0, 0.5, 0.3},
+		{"with a batch job, each class as its share of the CPU", 1, 1, load{d: s, normal: s / 2, idle: s / 2, cpu: 800 * ms}, 0, 0, 0.4, 0.8},
+		{"the same share of the CPU for the saturation's net", 1, 1, load{d: s, normal: s / 4, batch: s / 4, idle: s / 2, cpu: 900 * ms}, 0, 0, 0.225, 0.9},
 		{"queued tasks below the CPU's saturation", 0, 0, load{d: s, normal: s / 10, normalQueue: s, cpu: 1800 * ms}, 0, 0, 0.9, 0.9},
 		{"queued tasks below the slot time", 0, 0, load{d: s, normal: 2 * s, normalQueue: s, cpu: 2 * s}, 0, 0, 1, 1},
 		{"queued tasks above it, their utilization below the CPU's saturation", 0, 0, load{d: s, normal: s / 10, normalQueue: 3 * s, cpu: 1800 * ms}, 0, 0, 0.9, 0.9},
