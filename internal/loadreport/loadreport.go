@@ -23,14 +23,14 @@
 // spent, is not work: the calls that waited meanwhile count as queued),
 // over the slot time the scheduler has, and the utilization that the mean
 // number of their tasks queued for a first slot implies (the M/M/1
-// queue's with that many waiting); and since a CPU that
-// is saturated by other work than the yielding classes (the RPC
-// framework, the garbage collector, code outside the scheduler) or
-// limited by a quota delays calls too, Application is the largest of
-// those two and the CPU's saturation: the CPU net of the yielding classes
-// over the budget, plus the share of a cgroup quota's periods in which it
-// ran out (the CPU's share alone can read no more than 1 under a quota,
-// however far past it the calls are). How each value is computed, exactly:
+// queue's with that many waiting); and since a CPU that is saturated by
+// other work than the yielding classes (the RPC framework, the garbage
+// collector, code outside the scheduler) or limited by a quota delays
+// calls too, Application is the largest of those two and the CPU's
+// saturation: the CPU net of the yielding classes over the budget, plus
+// the share of a cgroup quota's periods in which it ran out (the CPU's
+// share alone can read no more than 1 under a quota, however far past it
+// the calls are). How each value is computed, exactly:
 // docs/grpc.md#how-each-value-is-computed.
 //
 // Everything comes from Scheduler.Stats, sampled at most every step (Stats

@@ -89,9 +89,9 @@ func TestApplicationUtilization(t *testing.T) {
 	// largest of the Realtime and Normal slot time (where all the classes'
 	// slot time exceeds the process's CPU time, their share of it) over
 	// the slot-seconds, the utilization their tasks' time queued per slot
-	// implies, and the CPU's saturation: the CPU net
-	// of Batch and Idle slot time over the CPU-seconds, plus the share of
-	// the quota's periods in which it ran out.
+	// implies, and the CPU's saturation: the CPU net of Batch and Idle
+	// slot time over the CPU-seconds, plus the share of the quota's
+	// periods in which it ran out.
 	const s = time.Second
 	const ms = time.Millisecond
 	tests := []struct {
