@@ -12,7 +12,7 @@ import (
 
 	"github.com/cpusched/cpusched/cmd/internal/bench"
 	"github.com/cpusched/cpusched/cmd/internal/cli"
-	"github.com/cpusched/cpusched/cmd/internal/idlehog"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
 
@@ -104,7 +104,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // CPU load: `cpusched idle-hog -c N`, talking with bench on its stdin and
 // stdout.
 func runIdleHog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return idlehog.Main(ctx, args, os.Stdin, stdout, stderr)
+	return hogproc.Main(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// runNeighbor is the hidden command that bench's neighbor step, and
+// fleet's neighbor scenario, start beside a server: `cpusched neighbor -c
+// N`, CPU-bound at normal priority, talking as the idle hog does.
+func runNeighbor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return hogproc.NeighborMain(ctx, args, os.Stdin, stdout, stderr)
 }
 
 // writeBenchOutputs prints the table (unless the JSON goes to stdout) and

@@ -21,7 +21,7 @@ import (
 
 	"github.com/cpusched/cpusched/cmd/internal/cli"
 	"github.com/cpusched/cpusched/cmd/internal/fleet"
-	"github.com/cpusched/cpusched/cmd/internal/idlehog"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/lab"
 )
 
@@ -42,7 +42,8 @@ var commands = []command{
 	{"fleet", "run gRPC replicas behind grpc-go's balancers, with and without cpusched's load reports", runFleet},
 	{"frontier", "plot the p99-against-throughput trade-off of settings measured in separate bench runs", runFrontier},
 	{lab.ChildCommand, "(internal) one measured workload of a lab experiment", runLabChild},
-	{idlehog.Command, "(internal) the CPU load of bench's floor mode, in a SCHED_IDLE process", runIdleHog},
+	{hogproc.Command, "(internal) the CPU load of bench's floor mode, in a SCHED_IDLE process", runIdleHog},
+	{hogproc.NeighborCommand, "(internal) a CPU-bound process at normal priority, bench's and fleet's neighbour", runNeighbor},
 	{fleet.ReplicaCommand, "(internal) one replica of fleet's gRPC demo service", runFleetReplica},
 }
 

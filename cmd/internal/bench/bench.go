@@ -20,7 +20,7 @@
 //
 // The floor mode (ModeFloor) is the reference the others are compared with:
 // its server gets no task, and the same CPU-heavy work runs in a separate
-// process whose threads are all SCHED_IDLE (package idlehog), in its
+// process whose threads are all SCHED_IDLE (package hogproc), in its
 // idle, hog-sched and io-heavy steps (StepsOf). Report.fillFloor sets each
 // row's ratios to the floor's step it compares with (floorStepOf).
 //
@@ -52,7 +52,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched"
-	"github.com/cpusched/cpusched/cmd/internal/idlehog"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
 
@@ -193,10 +193,10 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, fl
 			}
 		}()
 	}
-	var hog *idlehog.Process
+	var hog *hogproc.Process
 	if mode == ModeFloor {
 		if hog, err = startIdleHog(ctx, cfg, cg); err != nil {
-			if errors.Is(err, idlehog.ErrNoSchedIdle) {
+			if errors.Is(err, hogproc.ErrNoSchedIdle) {
 				return nil, "", &skipError{err}
 			}
 			return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)

@@ -20,7 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/cpusched/cpusched/cmd/internal/idlehog"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 )
 
 // cpuschedBin is the cpusched binary TestMain builds for the end-to-end
@@ -228,9 +228,9 @@ func checkFloorJSON(t *testing.T, rep *Report, mode string) {
 // made SCHED_IDLE, Run skips the floor, says why, and starts no server
 // for it.
 func TestRunSkipsFloorWithoutSchedIdle(t *testing.T) {
-	defer func(start func(context.Context, Config, *cpuCgroup) (*idlehog.Process, error)) { startIdleHog = start }(startIdleHog)
-	startIdleHog = func(context.Context, Config, *cpuCgroup) (*idlehog.Process, error) {
-		return nil, fmt.Errorf("%w: thread 42: sched_setattr(SCHED_IDLE): operation not permitted", idlehog.ErrNoSchedIdle)
+	defer func(start func(context.Context, Config, *cpuCgroup) (*hogproc.Process, error)) { startIdleHog = start }(startIdleHog)
+	startIdleHog = func(context.Context, Config, *cpuCgroup) (*hogproc.Process, error) {
+		return nil, fmt.Errorf("%w: thread 42: sched_setattr(SCHED_IDLE): operation not permitted", hogproc.ErrNoSchedIdle)
 	}
 	cfg := DefaultConfig(filepath.Join(t.TempDir(), "no-such-cpusched"), "serve")
 	cfg.Modes = []string{ModeFloor}

@@ -50,7 +50,7 @@ const quickBudget = 20 * time.Second
 
 // ModeFloor is the reference mode: the demo server with no task ever
 // submitted to its scheduler, beside the same CPU-heavy work run in a
-// separate process whose threads are all SCHED_IDLE (package idlehog).
+// separate process whose threads are all SCHED_IDLE (package hogproc).
 const ModeFloor = "floor"
 
 // Step names, in the order Run measures them.

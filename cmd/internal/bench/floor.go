@@ -12,17 +12,17 @@ import (
 
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/cmd/internal/childproc"
-	"github.com/cpusched/cpusched/cmd/internal/idlehog"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 )
 
 // startIdleHog starts the floor's hog, `ServerCmd[0] idle-hog -c
 // HogConcurrency`, paused, in cgroup cg unless that is nil (under a CPU
 // quota the hog shares the server's, as the other modes' CPU-heavy work
-// does). Its error wraps idlehog.ErrNoSchedIdle where the hog's threads
+// does). Its error wraps hogproc.ErrNoSchedIdle where the hog's threads
 // cannot be made SCHED_IDLE. A variable, so that a test can take that path
 // on any machine.
-var startIdleHog = func(ctx context.Context, cfg Config, cg *cpuCgroup) (*idlehog.Process, error) {
-	name, args := cfg.ServerCmd[0], []string{idlehog.Command, "-c", strconv.Itoa(cfg.HogConcurrency)}
+var startIdleHog = func(ctx context.Context, cfg Config, cg *cpuCgroup) (*hogproc.Process, error) {
+	name, args := cfg.ServerCmd[0], []string{hogproc.Command, "-c", strconv.Itoa(cfg.HogConcurrency)}
 	if cg != nil {
 		name, args = cg.inCgroup(name, args)
 	}
@@ -31,7 +31,7 @@ var startIdleHog = func(ctx context.Context, cfg Config, cg *cpuCgroup) (*idleho
 	// which then stops it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	childproc.DieWithParent(cmd)
-	return idlehog.Start(ctx, cmd)
+	return hogproc.Start(ctx, cmd)
 }
 
 // skipError is a mode that cannot be measured on this machine, and why.
@@ -49,8 +49,8 @@ type Skipped struct {
 
 // floorHogInfo checks, after the floor's steps, that every thread of its
 // hog is still SCHED_IDLE, and describes the hog for the servers line.
-func floorHogInfo(cfg Config, hog *idlehog.Process) (string, error) {
-	n, err := idlehog.CheckThreads(hog.PID())
+func floorHogInfo(cfg Config, hog *hogproc.Process) (string, error) {
+	n, err := hogproc.CheckThreads(hog.PID())
 	if err != nil {
 		return "", fmt.Errorf("the floor's hog is not all SCHED_IDLE: %w", err)
 	}

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cpusched/cpusched/cmd/internal/idlehog"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/load"
 	"github.com/cpusched/cpusched/cmd/internal/sysstat"
 )
@@ -56,7 +56,7 @@ type meter struct {
 	floorIOP99 float64
 	// floorHog, in the floor mode, is the process that runs the CPU-heavy
 	// work in the server's stead; nil otherwise.
-	floorHog *idlehog.Process
+	floorHog *hogproc.Process
 }
 
 // newMeter returns the meter of the server at base, running as serverPID

@@ -9,7 +9,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/cpusched/cpusched/cmd/internal/idlehog"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/sysstat"
 )
 
@@ -21,7 +21,7 @@ type sample struct {
 	sysOK  bool
 	cgroup cpuStat // the server cgroup's, if any
 	// floorHog is the floor's hog's count, in the floor mode.
-	floorHog idlehog.Count
+	floorHog hogproc.Count
 }
 
 // sample reads the machine's CPU times, the server cgroup's and process's

@@ -1,20 +1,24 @@
-// Package idlehog is the CPU load of `cpusched bench`'s floor mode: the
-// demo server's CRC32 passes, in the same jobs on as many goroutines as the
-// bench's CPU-heavy load, run in a process of their own whose every thread
-// is SCHED_IDLE. The kernel then runs that work only when no other thread
-// wants a CPU, so what a server beside it gets is the most any scheduler
-// inside the server could give it: the floor the bench measures the
-// isolation modes against (docs/bench.md#the-floor).
+// Package hogproc runs CPU load in a process of its own for `cpusched
+// bench`: the demo server's CRC32 passes, in the same jobs on as many
+// goroutines as asked, in one of two roles.
 //
-// The process is this program re-executed as `cpusched idle-hog -c N`
-// (Command). Before it starts any work it makes every thread it has
-// SCHED_IDLE; threads the runtime starts later are cloned from those and
-// inherit the policy. It then talks with its parent one JSON line at a
-// time: its first line on stdout is a Hello, and every command the parent
-// writes on its stdin ("run", "pause", "count") is answered by a Count.
-// It exits when its stdin closes. Start, in the parent, runs the other
-// side.
-package idlehog
+//   - The floor's hog (`cpusched idle-hog -c N`, Command): every thread is
+//     SCHED_IDLE, so the kernel runs that work only when no other thread
+//     wants a CPU, and what a server beside it gets is the most any
+//     scheduler inside the server could give it: the floor the bench
+//     measures the isolation modes against (docs/bench.md#the-floor).
+//     Before it starts any work it makes every thread it has SCHED_IDLE;
+//     threads the runtime starts later are cloned from those and inherit
+//     the policy.
+//   - The neighbour (`cpusched neighbor -c N`, NeighborCommand): the same
+//     work at normal priority, as another service or a batch job sharing
+//     the machine would run it.
+//
+// Either talks with its parent one JSON line at a time: its first line on
+// stdout is a Hello, and every command the parent writes on its stdin
+// ("run", "pause", "count") is answered by a Count. It exits when its
+// stdin closes. Start, in the parent, runs the other side.
+package hogproc
 
 import (
 	"bufio"
@@ -34,8 +38,13 @@ import (
 	"github.com/cpusched/cpusched/cmd/internal/demo"
 )
 
-// Command is the hidden command that runs the hog: `cpusched idle-hog`.
-const Command = "idle-hog"
+// Command is the hidden command that runs the floor's hog: `cpusched
+// idle-hog`; NeighborCommand the one that runs the neighbour, `cpusched
+// neighbor`.
+const (
+	Command         = "idle-hog"
+	NeighborCommand = "neighbor"
+)
 
 // MaxConcurrency bounds -c, as the bench bounds its CPU-heavy load's.
 const MaxConcurrency = 1000
@@ -84,14 +93,21 @@ func (c Count) PassesPerSecondSince(earlier Count) float64 {
 // stdout, and then answers the commands on stdin until it closes or ctx
 // ends. Nothing runs before the first "run".
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	return serve(ctx, args, stdin, stdout, stderr, lowerAll)
+	return serve(ctx, Command, args, stdin, stdout, stderr, lowerAll)
 }
 
-// serve is Main with the lowering of the threads given, so that a test
-// can take the path where it fails.
-func serve(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, lower func() (int, error)) error {
+// NeighborMain is `cpusched neighbor -c N`: Main's conversation with its
+// threads left at the priority they were started with (its Hello says 0
+// threads lowered).
+func NeighborMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	return serve(ctx, NeighborCommand, args, stdin, stdout, stderr, func() (int, error) { return 0, nil })
+}
+
+// serve is Main and NeighborMain, as the command name, with the lowering
+// of the threads given, so that a test can take the path where it fails.
+func serve(ctx context.Context, name string, args []string, stdin io.Reader, stdout, stderr io.Writer, lower func() (int, error)) error {
 	started := time.Now()
-	fs := cli.NewFlagSet(Command, stderr)
+	fs := cli.NewFlagSet(name, stderr)
 	c := fs.Int("c", 10, fmt.Sprintf("goroutines running the passes (1..%d)", MaxConcurrency))
 	if err := cli.Parse(fs, args); err != nil {
 		return err

@@ -1,6 +1,6 @@
 //go:build linux
 
-package idlehog
+package hogproc
 
 import (
 	"errors"

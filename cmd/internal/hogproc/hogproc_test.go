@@ -1,4 +1,4 @@
-package idlehog
+package hogproc
 
 import (
 	"bytes"
@@ -18,19 +18,22 @@ import (
 )
 
 // childEnv makes the test binary the hog child: "ok" runs Main, "deny"
-// runs it with every sched_setattr refused, as a sandbox would.
+// runs it with every sched_setattr refused, as a sandbox would,
+// "neighbor" runs NeighborMain.
 const childEnv = "IDLEHOG_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	switch os.Getenv(childEnv) {
 	case "ok":
 		exitWith(Main(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	case "neighbor":
+		exitWith(NeighborMain(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	case "deny":
 		deny := func() (int, error) {
 			return lowerThreads(func() ([]int, error) { return []int{os.Getpid()}, nil },
 				func(int) error { return syscall.EPERM })
 		}
-		exitWith(serve(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, deny))
+		exitWith(serve(context.Background(), Command, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, deny))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -116,7 +119,7 @@ func TestUsageErrors(t *testing.T) {
 	} {
 		var stdout, stderr bytes.Buffer
 		lower := func() (int, error) { t.Fatal("lowered the threads before checking the flags"); return 0, nil }
-		err := serve(context.Background(), tt.args, strings.NewReader(""), &stdout, &stderr, lower)
+		err := serve(context.Background(), Command, tt.args, strings.NewReader(""), &stdout, &stderr, lower)
 		if err == nil || !strings.Contains(err.Error(), tt.want) || stdout.Len() != 0 {
 			t.Errorf("%q: got %v (stdout %q), want an error containing %q and no stdout", tt.args, err, stdout.String(), tt.want)
 		}

@@ -1,4 +1,4 @@
-package idlehog
+package hogproc
 
 import (
 	"context"
@@ -68,6 +68,44 @@ func TestChildThreadsAreSchedIdle(t *testing.T) {
 	}
 	if _, err := p.Count(ctx); err != nil {
 		t.Errorf("after an unknown command: %v, want the conversation to go on", err)
+	}
+}
+
+// TestNeighborStaysAtNormalPriority: the neighbour lowers nothing, its
+// busy threads are SCHED_OTHER (0), and it works only while running.
+func TestNeighborStaysAtNormalPriority(t *testing.T) {
+	p, err := startChild(t, "neighbor", "-c", "2")
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if p.Threads() != 0 {
+		t.Errorf("got %d threads lowered, want 0", p.Threads())
+	}
+	ctx := context.Background()
+	before, err := p.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	running, err := p.Pause(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if running.PassesPerSecondSince(before) <= 0 {
+		t.Errorf("got %+v after %+v, want passes done while running", running, before)
+	}
+	busy := 0
+	for _, th := range threadStats(t, p.PID()) {
+		if th.cpuTicks == 0 {
+			continue
+		}
+		busy++
+		if th.policy != 0 {
+			t.Errorf("thread %d used %d ticks of CPU with policy %d, want SCHED_OTHER (0)", th.tid, th.cpuTicks, th.policy)
+		}
+	}
+	if busy == 0 {
+		t.Errorf("no thread of the neighbour used CPU")
 	}
 }
 

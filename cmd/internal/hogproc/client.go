@@ -1,7 +1,7 @@
 // The parent's side of the conversation: starting the child, its commands
 // and stopping it.
 
-package idlehog
+package hogproc
 
 import (
 	"bufio"
@@ -61,20 +61,20 @@ func Start(ctx context.Context, cmd *exec.Cmd) (*Process, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the idle hog: %w", err)
+		return nil, fmt.Errorf("starting the hog process: %w", err)
 	}
 	go p.read(stdout)
 	var hello Hello
 	if err := p.receive(ctx, helloTimeout, &hello); err != nil {
 		_ = p.Stop()
-		return nil, fmt.Errorf("the idle hog's first line: %w%s", err, p.stderrTail())
+		return nil, fmt.Errorf("the hog process's first line: %w%s", err, p.stderrTail())
 	}
 	if hello.Error != "" {
 		_ = p.Stop()
 		if hello.NoSchedIdle {
 			return nil, fmt.Errorf("%w%s", ErrNoSchedIdle, strings.TrimPrefix(hello.Error, ErrNoSchedIdle.Error()))
 		}
-		return nil, fmt.Errorf("the idle hog: %s", hello.Error)
+		return nil, fmt.Errorf("the hog process: %s", hello.Error)
 	}
 	p.threads = hello.Threads
 	return p, nil
@@ -109,9 +109,9 @@ func (p *Process) receive(ctx context.Context, timeout time.Duration, v any) err
 			return json.Unmarshal(line, v)
 		default:
 		}
-		return fmt.Errorf("the idle hog exited (%v)", p.waitErr)
+		return fmt.Errorf("the hog process exited (%v)", p.waitErr)
 	case <-t.C:
-		return fmt.Errorf("no answer from the idle hog within %v", timeout)
+		return fmt.Errorf("no answer from the hog process within %v", timeout)
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -142,15 +142,15 @@ func (p *Process) ask(ctx context.Context, command string) (Count, error) {
 		return c, p.broken
 	}
 	if _, err := io.WriteString(p.stdin, command+"\n"); err != nil {
-		p.broken = fmt.Errorf("the idle hog: %s: %w", command, err)
+		p.broken = fmt.Errorf("the hog process: %s: %w", command, err)
 		return c, p.broken
 	}
 	if err := p.receive(ctx, replyTimeout, &c); err != nil {
-		p.broken = fmt.Errorf("the idle hog: %s: %w", command, err)
+		p.broken = fmt.Errorf("the hog process: %s: %w", command, err)
 		return c, p.broken
 	}
 	if c.Error != "" {
-		return c, fmt.Errorf("the idle hog: %s", c.Error)
+		return c, fmt.Errorf("the hog process: %s", c.Error)
 	}
 	return c, nil
 }
@@ -169,11 +169,11 @@ func (p *Process) Stop() error {
 		case <-t.C:
 			_ = p.cmd.Process.Kill()
 			<-p.exited
-			p.stopErr = fmt.Errorf("the idle hog did not exit within %v of its stdin closing; killed", stopGrace)
+			p.stopErr = fmt.Errorf("the hog process did not exit within %v of its stdin closing; killed", stopGrace)
 			return
 		}
 		if p.waitErr != nil {
-			p.stopErr = fmt.Errorf("the idle hog: %v%s", p.waitErr, p.stderrTail())
+			p.stopErr = fmt.Errorf("the hog process: %v%s", p.waitErr, p.stderrTail())
 		}
 	})
 	return p.stopErr

@@ -1,6 +1,6 @@
 // Lowering every thread of the process, whatever the OS's call for one.
 
-package idlehog
+package hogproc
 
 import (
 	"errors"
