@@ -26,6 +26,14 @@ func (s *Scheduler) dispatch(fn func(*Task) error) (slot uint8, handoff bool) {
 	if !s.osMode {
 		return 0, false
 	}
+	if s.contended.Load() {
+		// No task goes to a lowered thread while other processes keep the
+		// CPUs busy (contention.go).
+		if !s.osOwn {
+			return 0, false
+		}
+		return lengthSlot(reflect.ValueOf(fn).Pointer()), false
+	}
 	if !s.osOwn {
 		return 0, true
 	}

@@ -214,6 +214,11 @@ func (s *Scheduler) maxIdleThreads() int { return s.workers + 1 }
 func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 	defer s.threads.Done()
 	runtime.LockOSThread() // never unlocked, see the file comment
+	if from, err := osprio.Current(); err == nil {
+		s.mu.Lock()
+		s.handoffFrom = from // the runtime's threads all start alike
+		s.mu.Unlock()
+	}
 	if err := osprio.Lower(s.cfg.osPolicy); err != nil {
 		// New's probe succeeded, so this is unexpected; the task still
 		// runs, at normal priority.

@@ -158,6 +158,20 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	if d := int64(osLowerAfter) - used; d > 0 {
 		return d
 	}
+	if s.contended.Load() {
+		// Long, but its thread stays as it is while other processes keep
+		// the CPUs busy (contention.go): raised, as if lowered and put back.
+		before, err := osprio.CurrentThread(tid)
+		if err != nil {
+			return int64(osLowerAfter)
+		}
+		t.cpuStart = cpu - used
+		t.loweredFrom = before
+		t.foundLowered = before.Is(s.cfg.osPolicy)
+		t.raised = !t.foundLowered
+		t.lowered.Store(true)
+		return 0
+	}
 	before, lowered, err := osprio.LowerThread(tid, s.cfg.osPolicy)
 	if err != nil {
 		// The task's own end must not change the thread; look again later.

@@ -69,6 +69,10 @@ func (s *Scheduler) monitor() {
 			if d > 0 {
 				next = min(next, d)
 			}
+			if gd := s.guardLocked(now); gd > 0 {
+				next = min(next, gd)
+				d = max(d, gd)
+			}
 			if !slices && !lowering && d == 0 {
 				s.watching = false
 				s.mu.Unlock()

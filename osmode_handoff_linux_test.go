@@ -43,9 +43,9 @@ func TestOSWorkerHandOff(t *testing.T) {
 	idle := make(chan *handoffThread, 1) // stands for s.idleThreads
 	tasks := make([]*Task, n)
 	for i := range tasks {
-		tasks[i] = &Task{runIdx: int32(i)}
+		tasks[i] = &Task{runIdx: int16(i)}
 	}
-	got := make(chan int32, n)
+	got := make(chan int16, n)
 	go func() {
 		for {
 			w.state.Store(threadSpinning)
@@ -70,7 +70,7 @@ func TestOSWorkerHandOff(t *testing.T) {
 		}
 	}
 	(<-idle).give(&Scheduler{}, stopThread, false)
-	next := int32(0)
+	next := int16(0)
 	for idx := range got {
 		if idx != next {
 			t.Fatalf("task %d arrived after task %d", idx, next-1)

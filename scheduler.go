@@ -171,6 +171,15 @@ type Scheduler struct {
 	watching    bool // the monitor is watching slices
 
 	osMode bool // IsolationOSPriority is in effect
+	// contended: other processes keep the CPUs busy, so no task thread
+	// is lowered (contention.go); guard is the monitor's state for it,
+	// nil outside IsolationOSPriority; capacity is the CPU budget the
+	// guard compares the process's CPU time with; handoffFrom is the
+	// setting hand-off threads had before they lowered themselves.
+	contended   atomic.Bool
+	guard       *guard
+	capacity    float64
+	handoffFrom osprio.Attr
 	// osOwn: in IsolationOSPriority, tasks may run on their own goroutines,
 	// whose threads are lowered once long (lowering.go); false where every task
 	// is handed to a hand-off thread. lastStart is when a task last got a
@@ -286,6 +295,11 @@ func New(opts ...Option) (*Scheduler, error) {
 		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
 		if !cfg.noSlicePins {
 			s.pins = newCPUTable(cfg.workers)
+		}
+		s.guard = &guard{}
+		s.capacity = float64(procsBudget())
+		if cfg.cpuLimit.cpus > 0 {
+			s.capacity = min(s.capacity, cfg.cpuLimit.cpus)
 		}
 		s.lender = &lender{sample: cfg.lendSample}
 		if s.lender.sample == nil {

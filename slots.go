@@ -31,7 +31,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	}
 	t.started = true
 	t.state = stateRunning
-	t.runIdx = int32(len(s.running))
+	t.runIdx = int16(len(s.running))
 	s.running = append(s.running, t)
 	if s.pins != nil {
 		s.pins.started(len(s.running))
@@ -39,6 +39,9 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	if s.osMode {
 		s.lastLendStart = now
 		s.watchLocked() // the lender samples while tasks run (lend.go)
+		if t.tid.Load() != 0 {
+			s.fitThreadLocked(t) // a parked task's thread, raised or lowered
+		}
 	}
 	t.since = now
 	t.sliceEnd = now + s.rq.sliceLeft(t)
@@ -64,7 +67,7 @@ func (s *Scheduler) releaseSlotLocked(t *Task) {
 	last := len(s.running) - 1
 	if i := int(t.runIdx); i != last {
 		s.running[i] = s.running[last]
-		s.running[i].runIdx = int32(i)
+		s.running[i].runIdx = int16(i)
 	}
 	s.running[last] = nil
 	s.running = s.running[:last]

@@ -77,7 +77,14 @@ type Task struct {
 	// it was to be lowered, so its end leaves the setting alone (written
 	// under s.mu before lowered).
 	foundLowered bool
-	runIdx       int32 // index in Scheduler.running while it holds a slot
+	runIdx       int16 // index in Scheduler.running while it holds a slot (maxWorkers fits)
+	// raised: the task counts as lowered, but its thread is at the
+	// setting it had, while other processes keep the CPUs busy
+	// (contention.go); under s.mu. guardWin is the guard's window
+	// (modulo 256) in which it last read the task's thread's CPU clock,
+	// into markCPU (which lowering no longer needs then), under s.mu.
+	raised   bool
+	guardWin uint8
 	// lowerSeen is how many Checkpoints the task will have made at the
 	// end of lowerCheck's countdown (lowerSelf paces its checks by it).
 	// Only its goroutine uses it.
@@ -143,7 +150,8 @@ type Task struct {
 	// class: TestQueuedTaskMemory.)
 	tid         atomic.Int32
 	loweredFrom osprio.Attr
-	markTid     int32
+
+	markTid int32
 	// computed is what the task had computed (ns) by its thread's CPU
 	// clock at lowerIfLongLocked's last reading, counted on when it moves
 	// to another thread; under s.mu. It matters only until the thread is

@@ -126,3 +126,23 @@ func (a Attr) String() string {
 	}
 	return fmt.Sprintf("policy %d nice %d", a.policy, a.nice)
 }
+
+// RestoreThread applies a, which Current or LowerThread read, to thread
+// tid of this process: raising it back needs the privilege Restore needs.
+// The goroutine locked to tid keeps its lock.
+func (a Attr) RestoreThread(tid int) error { return restoreThread(tid, a) }
+
+// ProcessCPU returns the CPU time, in ns, that every thread of this
+// process has used (CLOCK_PROCESS_CPUTIME_ID), or 0 where it cannot be
+// read. Only differences between two readings mean anything.
+func ProcessCPU() int64 { return processCPU() }
+
+// MachineCPU returns the time every CPU of the machine has spent busy and
+// in all since boot, in ns, from /proc/stat's first line (jiffies: 10 ms
+// steps at the usual USER_HZ of 100); ok is false where it cannot be read.
+// In a container it is the host's, which is what a process shares.
+func MachineCPU() (busy, total int64, ok bool) { return machineCPU() }
+
+// CurrentThread is Current for thread tid of this process, read from any
+// thread.
+func CurrentThread(tid int) (Attr, error) { return current(tid) }
