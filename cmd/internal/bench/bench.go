@@ -254,6 +254,8 @@ func serverArgs(cfg Config, mode string, workers int) []string {
 	args := append(slices.Clone(cfg.ServerCmd[1:]), "-addr", "127.0.0.1:0", "-isolation", isolation)
 	if cfg.GC {
 		args = append(args, "-gc")
+	} else {
+		args = append(args, "-garbage", "0") // serve's default allocates
 	}
 	if mode == ModeFloor {
 		return args
