@@ -90,7 +90,7 @@ const (
 	// takes ReferenceHeavy: the neighbour's cgroup takes its whole quota
 	// (0.8 CPU), which leaves them about 1 CPU, and 450/s, the quota
 	// scenario's rate, filled it (their quotas ran out in a fifth of the
-	// periods, and every policy's p99 was the deadline's).
+	// periods, and every policy's p99 was 1.7 s or more).
 	DefaultNeighborRate = 300
 	MinRate             = 1
 	MaxRate             = 5000
