@@ -67,8 +67,8 @@ func gcAndNeighbor(row *Result) string {
 	s := ""
 	if n := row.Neighbor; n != nil {
 		s += fmt.Sprintf("; the neighbour %s passes/s", report.Num(n.PassesPerS))
-		if n.FinishedAfterPause > 0 {
-			s += fmt.Sprintf(" (%s due in the window ended only after it was paused: the tail is a lower bound)", plural(n.FinishedAfterPause, "request"))
+		if n.TailAfterPause > 0 {
+			s += fmt.Sprintf(" (%s already past their p99 when the window closed ended only after it was paused: the tail is a lower bound)", plural(n.TailAfterPause, "request"))
 		}
 	}
 	if g := row.GC; g != nil {

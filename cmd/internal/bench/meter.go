@@ -158,9 +158,10 @@ type window struct {
 	small, smallDirect *load.Result // as stepLoads's, or nil
 	waited             *waitedRecorder
 	attribution        string
-	// lateBesideNeighbor counts the responses that came after the
-	// neighbour was paused at the window's end (neighborEnd).
-	lateBesideNeighbor int64
+	// afterPause and tailAfterPause count the responses that came after
+	// the neighbour was paused at the window's end, and those of them
+	// already in the tail then (neighborEnd).
+	afterPause, tailAfterPause int64
 }
 
 // measure runs the measured window of step: it samples the server, runs
@@ -219,7 +220,13 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 	}
 	if end != nil {
 		w.after, err = end.wait()
-		w.lateBesideNeighbor = end.late.Load()
+		p99s := []float64{latencyResult(w.probe).P99Ms}
+		for _, r := range []*load.Result{w.small, w.smallDirect} {
+			if r != nil {
+				p99s = append(p99s, latencyResult(r).P99Ms)
+			}
+		}
+		w.afterPause, w.tailAfterPause = end.late(p99s...)
 		return w, err
 	}
 	w.after, err = m.sample(ctx)
@@ -286,7 +293,7 @@ func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
 	}
 	if loads.neighbor {
 		res.Neighbor = &NeighborResult{PassesPerS: w.after.neighbor.PassesPerSecondSince(w.before.neighbor), Threads: m.cfg.NeighborConcurrency,
-			FinishedAfterPause: w.lateBesideNeighbor}
+			FinishedAfterPause: w.afterPause, TailAfterPause: w.tailAfterPause}
 	}
 	if m.sys != nil && w.before.sysOK && w.after.sysOK {
 		busy := w.after.sys.Since(w.before.sys).Busy

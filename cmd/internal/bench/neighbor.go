@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -107,9 +108,12 @@ type NeighborResult struct {
 	Threads    int     `json:"threads"` // Config.NeighborConcurrency
 	// FinishedAfterPause counts the probe's and the small requests due in
 	// the window that finished only after the neighbour was paused at its
-	// end (neighborEnd): where it is not 0, the step's tail latencies are
-	// lower bounds.
+	// end (neighborEnd), and TailAfterPause those of them that had already
+	// waited longer than their load's p99 when it was paused: where that
+	// is not 0, the step's tail latencies are lower bounds. (A few requests
+	// due in the window's last ms always finish after it.)
 	FinishedAfterPause int64 `json:"finished_after_pause"`
+	TailAfterPause     int64 `json:"tail_after_pause"`
 }
 
 // neighborEnd ends the measured window of a step beside the neighbour: at
@@ -119,14 +123,18 @@ type NeighborResult struct {
 // neighbour that starves the server would hold the drain for as long as
 // it starves it: issue 32 measured small requests waiting 58 s, and a
 // -quick run took 69 s instead of 45 for one such step. The requests that
-// finish after the pause are counted (NeighborResult.FinishedAfterPause):
-// their latencies are lower bounds.
+// finish after the pause are recorded with how long they had waited at
+// the pause (NeighborResult.FinishedAfterPause, TailAfterPause).
 type neighborEnd struct {
 	done     chan struct{} // closed once the neighbour is paused, or on failure
 	after    sample        // the window's end, set before done closes
 	err      error         // set before done closes
 	pausedAt atomic.Int64  // when the pause was sent, unix ns; 0 before
-	late     atomic.Int64  // responses done after pausedAt
+
+	mu sync.Mutex
+	// waited holds, for each watched load (in watch's order), how long
+	// each of its requests that ended after the pause had waited at it.
+	waited [][]time.Duration
 }
 
 // endNeighborWindow starts the neighborEnd of a window of length d that
@@ -149,17 +157,42 @@ func (m *meter) endNeighborWindow(ctx context.Context, d time.Duration) *neighbo
 	return e
 }
 
-// watch makes c count its responses that end after the pause.
+// watch makes c record its responses that end after the pause, as the
+// next load of e.
 func (e *neighborEnd) watch(c *load.Config) {
 	next := c.OnResponse
+	e.mu.Lock()
+	i := len(e.waited)
+	e.waited = append(e.waited, nil)
+	e.mu.Unlock()
 	c.OnResponse = func(r load.Response) {
 		if p := e.pausedAt.Load(); p != 0 && r.Done.UnixNano() > p {
-			e.late.Add(1)
+			due := r.Done.Add(-r.Latency)
+			e.mu.Lock()
+			e.waited[i] = append(e.waited[i], time.Unix(0, p).Sub(due))
+			e.mu.Unlock()
 		}
 		if next != nil {
 			next(r)
 		}
 	}
+}
+
+// late returns how many responses of the watched loads ended after the
+// pause, and how many of those had waited longer than their load's p99
+// (p99s, in watch's order, ms) at it.
+func (e *neighborEnd) late(p99s ...float64) (all, tail int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, waits := range e.waited {
+		all += int64(len(waits))
+		for _, w := range waits {
+			if i < len(p99s) && float64(w)/1e6 > p99s[i] {
+				tail++
+			}
+		}
+	}
+	return all, tail
 }
 
 // wait returns the window's end once the neighbour is paused.

@@ -274,25 +274,28 @@ func TestModeCgroupsNeighborFails(t *testing.T) {
 }
 
 // TestNeighborEndWatch: the responses that end after the neighbour's pause
-// are counted, and the load's own OnResponse still sees every one.
+// are counted, per load, those already past the load's p99 at the pause
+// apart, and each load's own OnResponse still sees every one.
 func TestNeighborEndWatch(t *testing.T) {
 	e := &neighborEnd{}
 	seen := 0
-	c := load.Config{OnResponse: func(load.Response) { seen++ }}
-	e.watch(&c)
-	now := time.Now()
-	c.OnResponse(load.Response{Done: now}) // before any pause
-	e.pausedAt.Store(now.Add(time.Millisecond).UnixNano())
-	c.OnResponse(load.Response{Done: now})
-	c.OnResponse(load.Response{Done: now.Add(2 * time.Millisecond)})
-	if got := e.late.Load(); got != 1 || seen != 3 {
-		t.Errorf("got %d late of %d seen, want 1 of 3", got, seen)
+	probe := load.Config{OnResponse: func(load.Response) { seen++ }}
+	var small load.Config // without an OnResponse of its own
+	e.watch(&probe)
+	e.watch(&small)
+	pause := time.Now()
+	resp := func(c load.Config, waitedAtPause, after time.Duration) {
+		done := pause.Add(after)
+		c.OnResponse(load.Response{Done: done, Latency: done.Sub(pause.Add(-waitedAtPause))})
 	}
-	// A load without an OnResponse of its own.
-	var bare load.Config
-	e.watch(&bare)
-	bare.OnResponse(load.Response{Done: now.Add(time.Second)})
-	if got := e.late.Load(); got != 2 {
-		t.Errorf("got %d late, want 2", got)
+	resp(probe, 50*time.Millisecond, -time.Millisecond) // before any pause
+	e.pausedAt.Store(pause.UnixNano())
+	resp(probe, 50*time.Millisecond, -time.Millisecond) // before the pause
+	resp(probe, time.Millisecond, time.Millisecond)     // after it, due just before
+	resp(probe, 50*time.Millisecond, time.Millisecond)  // after it, in the tail
+	resp(small, 5*time.Millisecond, time.Millisecond)   // in the probe's p99, past the small's
+	all, tail := e.late(10, 2)                          // p99s: the probe's 10 ms, the small's 2 ms
+	if all != 3 || tail != 2 || seen != 4 {
+		t.Errorf("got %d late, %d in the tail, %d seen by the probe; want 3, 2, 4", all, tail, seen)
 	}
 }

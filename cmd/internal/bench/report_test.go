@@ -35,7 +35,7 @@ func handMadeReport() *Report {
 	}
 	nb := func(passes float64) *NeighborResult { return &NeighborResult{PassesPerS: passes, Threads: 2} }
 	late := nb(150000)
-	late.FinishedAfterPause = 3
+	late.FinishedAfterPause, late.TailAfterPause = 5, 3
 	rep := &Report{
 		Machine: Machine{CPU: "Test CPU", CPUs: 2, GOMAXPROCS: 2, Go: "go1.26", Kernel: "6.1.0", OS: "linux/amd64"},
 		Config:  reportConfig(cfg),
@@ -104,7 +104,7 @@ func TestWriteJSONShape(t *testing.T) {
 			"probe_rate", "quick", "small_rate", "step_s", "task_garbage_bytes"},
 		"row":          {"cpu_busy_pct", "gc", "hog", "mode", "neighbor", "probe", "small", "small_direct", "step", "vs_floor"},
 		"gc":           {"pause_max_ms", "pause_p99_ms", "pauses", "stopping_max_ms", "stopping_p99_ms"},
-		"neighbor":     {"finished_after_pause", "passes_per_s", "threads"},
+		"neighbor":     {"finished_after_pause", "passes_per_s", "tail_after_pause", "threads"},
 		"probe":        {"errors", "max_ms", "p50_ms", "p999_ms", "p99_ms", "rps"},
 		"closed probe": {"closed_loop", "connections", "errors", "max_ms", "p50_ms", "p999_ms", "p99_ms", "rps"},
 		"hog":          {"direct_ref", "passes_per_s", "pct_of_direct", "pct_of_floor"},
@@ -282,7 +282,7 @@ func TestWriteTable(t *testing.T) {
 		"none: io-heavy (closed loop, 32 connections) p99 5.00 ms (2.00x the floor), 4,000 req/s (80% of the floor's), beside the load through cpusched at 70% of its throughput (140% of the floor's)\n",
 		"none: beside the neighbour: probe p99 10.0 ms (2.00x the floor), the hog at 50,000 passes/s (5000% of the floor's), 125% of reserve's; " +
 			"small requests p99 20.0 ms (1.25x higher than reserve's 16.0 ms); the neighbour 150,000 passes/s " +
-			"(3 requests due in the window ended only after it was paused: the tail is a lower bound); GC pauses up to 4.00 ms (2.00x higher than the floor's 2.00 ms)\n",
+			"(3 requests already past their p99 when the window closed ended only after it was paused: the tail is a lower bound); GC pauses up to 4.00 ms (2.00x higher than the floor's 2.00 ms)\n",
 		"reserve: beside the neighbour: probe p99 7.50 ms (1.50x the floor), the hog at 40,000 passes/s (4000% of the floor's); " +
 			"small requests p99 16.0 ms; the neighbour 160,000 passes/s; GC pauses up to 3.00 ms (1.50x higher than the floor's 2.00 ms)\n",
 	} {
