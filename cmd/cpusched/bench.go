@@ -39,7 +39,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	steps := fs.String("steps", "", "comma-separated steps to measure (default every step of each mode): "+strings.Join(bench.StepNames(), ", ")+"; the floor also measures those the named steps compare with")
 	clean := fs.Bool("clean", false, "the clean room: the servers make no garbage at all (serve -garbage 0)")
 	gc := fs.Bool("gc", false, fmt.Sprintf("heavy garbage: every fast request builds %d KiB (serve -gc), so the collector is always busy; default %d KiB", demo.HeavyGarbage>>10, demo.DefaultGarbage>>10))
-	neighborC := fs.Int("neighbor-c", runtime.NumCPU(), fmt.Sprintf("the neighbour's CPU-bound threads in the neighbor steps (1..%d); default one per CPU", bench.MaxNeighborConcurrency))
+	neighborC := fs.Int("neighbor-c", runtime.NumCPU(), fmt.Sprintf("the neighbour's CPU-bound threads in the neighbor steps (1..%d; one per CPU by default)", bench.MaxNeighborConcurrency))
 	cgroups := fs.Bool("cgroups", false, "run each server (with the floor's hog) and its neighbour in a cgroup of its own, equal weights, as two containers on a node (Linux, root); with -cpu-quota, the server's has the quota")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json, DIR/bench.png (probe latency plot) and DIR/frontier.png (p99 x the floor against throughput)")
