@@ -68,7 +68,7 @@ func gcAndNeighbor(row *Result) string {
 	if n := row.Neighbor; n != nil {
 		s += fmt.Sprintf("; the neighbour %s passes/s", report.Num(n.PassesPerS))
 		if n.TailAfterPause > 0 {
-			s += fmt.Sprintf(" (%s already past their p99 when the window closed ended only after it was paused: the tail is a lower bound)", plural(n.TailAfterPause, "request"))
+			s += fmt.Sprintf(" (%s in the tail when the window closed ended only after it was paused: the tail is a lower bound)", plural(n.TailAfterPause, "request"))
 		}
 	}
 	if g := row.GC; g != nil {

@@ -282,7 +282,7 @@ func TestWriteTable(t *testing.T) {
 		"none: io-heavy (closed loop, 32 connections) p99 5.00 ms (2.00x the floor), 4,000 req/s (80% of the floor's), beside the load through cpusched at 70% of its throughput (140% of the floor's)\n",
 		"none: beside the neighbour: probe p99 10.0 ms (2.00x the floor), the hog at 50,000 passes/s (5000% of the floor's), 125% of reserve's; " +
 			"small requests p99 20.0 ms (1.25x higher than reserve's 16.0 ms); the neighbour 150,000 passes/s " +
-			"(3 requests already past their p99 when the window closed ended only after it was paused: the tail is a lower bound); GC pauses up to 4.00 ms (2.00x higher than the floor's 2.00 ms)\n",
+			"(3 requests in the tail when the window closed ended only after it was paused: the tail is a lower bound); GC pauses up to 4.00 ms (2.00x higher than the floor's 2.00 ms)\n",
 		"reserve: beside the neighbour: probe p99 7.50 ms (1.50x the floor), the hog at 40,000 passes/s (4000% of the floor's); " +
 			"small requests p99 16.0 ms; the neighbour 160,000 passes/s; GC pauses up to 3.00 ms (1.50x higher than the floor's 2.00 ms)\n",
 	} {
