@@ -31,10 +31,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // service is the tests' gRPC service. A unary call does what its
 // payload's body says: "hold" signals entered and waits for proceed (or
 // the call's end), "panic" panics, "status" and "error" return those
-// errors, "spin" computes for 20ms with a Checkpoint per pass, anything
-// else answers at once. Every answer's Username is whether the handler
-// found its task. A full-duplex stream answers each message the same way,
-// "panic" panicking.
+// errors, "spin" computes for 20ms with a Checkpoint per pass ("spin 1s"
+// for 1s of slot time), anything else answers at once. Every answer's
+// Username is whether the handler found its task. A full-duplex stream
+// answers each message the same way, "panic" panicking.
 type service struct {
 	testgrpc.UnimplementedTestServiceServer
 	calls            atomic.Int32 // handler runs
@@ -64,6 +64,14 @@ func (sv *service) UnaryCall(ctx context.Context, req *testgrpc.SimpleRequest) (
 		return nil, errors.New("the handler's own error")
 	case "spin":
 		for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
+			if err := task.Checkpoint(); err != nil {
+				return nil, status.FromContextError(err).Err()
+			}
+		}
+	case "spin 1s":
+		// A second of slot time: the handler's time less its waits for a
+		// slot, so that it holds one as long however many share them.
+		for start, waited := time.Now(), task.Waited(); time.Since(start)-(task.Waited()-waited) < time.Second; {
 			if err := task.Checkpoint(); err != nil {
 				return nil, status.FromContextError(err).Err()
 			}

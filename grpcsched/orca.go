@@ -16,7 +16,10 @@ import (
 //     over the slot capacity, the utilization that the mean number of
 //     them queued for a first slot implies, and the CPU's saturation net
 //     of ClassBatch and ClassIdle (plus the share of a cgroup quota's
-//     periods in which it ran out); never 0 while calls come;
+//     periods in which it ran out); in an overload (every slot held
+//     through the last quarter second, more tasks in than slots) at
+//     least those tasks per slot, above 1 at once; never 0 while calls
+//     come;
 //   - cpu_utilization: the process's CPU time over its CPU budget
 //     (GOMAXPROCS, the cgroup limit), left out where it cannot be read;
 //   - qps: the calls that came to s's adapters (these interceptors and

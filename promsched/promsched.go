@@ -56,7 +56,9 @@
 // mean number of them queued for a first slot implies, and the CPU's
 // saturation net of Batch and Idle work (plus the share of a cgroup
 // quota's periods in which it ran out), so that a replica whose spare CPU
-// runs batch work does not read busy. It is what an autoscaler should
+// runs batch work does not read busy; in an overload (every slot held
+// through the last quarter second, more of those tasks in than slots) it
+// is at least their number per slot, above 1 at once. It is what an autoscaler should
 // scale on (a Kubernetes HorizontalPodAutoscaler through the Prometheus
 // adapter:
 // docs/observability.md#autoscaling-on-the-utilization), and
@@ -172,7 +174,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		groupQueueWaits: desc("group_queue_wait_seconds", "Each started task's wait for its first slot, by group.", "group"),
 		groupRunTimes:   desc("group_task_run_seconds", "Each ended task's total slot time, by group.", "group"),
 
-		appUtilization: desc("application_utilization", "The replica's load as grpcsched reports it (ORCA application_utilization): Realtime and Normal slot time and waits over the slot capacity, or the CPU's saturation net of Batch and Idle, the larger, over the last second."),
+		appUtilization: desc("application_utilization", "The replica's load as grpcsched reports it (ORCA application_utilization): Realtime and Normal slot time and waits over the slot capacity, or the CPU's saturation net of Batch and Idle, the larger, over the last second; in an overload, at least the Realtime and Normal tasks in per slot."),
 		cpuUtilization: desc("cpu_utilization", "The process's CPU time over its CPU budget (GOMAXPROCS, the cgroup limit), over the last second (ORCA cpu_utilization)."),
 	}
 	for i := range c.bounds {

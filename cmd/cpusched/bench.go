@@ -12,6 +12,7 @@ import (
 
 	"github.com/cpusched/cpusched/cmd/internal/bench"
 	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/demo"
 	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
@@ -22,22 +23,27 @@ var benchRun = bench.Run
 // runBench is `cpusched bench`: for the floor and each isolation mode it
 // starts `cpusched serve` as a child process and measures the 1 ms endpoint
 // idle, under a direct CPU load, under the same load through cpusched (with
-// and without Checkpoints), with small tasks added, and a busy fast route
-// beside that load; it prints one table (and JSON and a plot on request).
+// and without Checkpoints), with small tasks added, a busy fast route
+// beside that load, and all of it beside a CPU-bound neighbour process; it
+// prints one table (and JSON and a plot on request).
 // On SIGINT it stops the server, prints the rows measured so far and
 // returns the interruption as an error.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("bench", stderr)
-	step := fs.Duration("step", bench.DefaultStep, fmt.Sprintf("measured length of each step (%v..%v); default %v, or %v with -quick", bench.MinStep, bench.MaxStep, bench.DefaultStep, bench.QuickStep(nil)))
+	step := fs.Duration("step", bench.DefaultStep, fmt.Sprintf("measured length of each step (%v..%v); default %v, or %v with -quick (longer with fewer -modes or -steps)", bench.MinStep, bench.MaxStep, bench.DefaultStep, bench.QuickStep(nil, nil)))
 	modes := fs.String("modes", strings.Join(bench.AllModes(), ","), "comma-separated modes to measure, in order: "+bench.ModeFloor+" (the reference: the same CPU work in a SCHED_IDLE process) and isolation modes; MODE:N runs isolation mode MODE with N workers (e.g. ospriority,ospriority:1)")
 	probeRate := fs.Float64("probe-rate", bench.DefaultProbeRate, fmt.Sprintf("open-loop rate of the /delay1ms probe, requests/s (1..%d)", bench.MaxProbeRate))
 	hogC := fs.Int("hog-c", bench.DefaultHogConcurrency, fmt.Sprintf("concurrency of the CPU-heavy /checksum load (1..%d)", bench.MaxConcurrency))
 	ioC := fs.Int("io-c", bench.DefaultIOConcurrency, fmt.Sprintf("connections of io-heavy's closed loop on the fast route (1..%d)", bench.MaxConcurrency))
 	smallRate := fs.Float64("small-rate", bench.DefaultSmallRate, fmt.Sprintf("open-loop rate of the small requests, scheduled and direct each, requests/s (1..%d)", bench.MaxSmallRate))
-	gc := fs.Bool("gc", false, "pass -gc to the server: garbage per probe request, so the collector is always busy")
+	steps := fs.String("steps", "", "comma-separated steps to measure (default every step of each mode): "+strings.Join(bench.StepNames(), ", ")+"; the floor also measures those the named steps compare with")
+	clean := fs.Bool("clean", false, "the clean room: the servers make no garbage at all (serve -garbage 0)")
+	gc := fs.Bool("gc", false, fmt.Sprintf("heavy garbage: every fast request builds %d KiB (serve -gc), so the collector is always busy; default %d KiB", demo.HeavyGarbage>>10, demo.DefaultGarbage>>10))
+	neighborC := fs.Int("neighbor-c", runtime.NumCPU(), fmt.Sprintf("the neighbour's CPU-bound threads in the neighbor steps (1..%d; one per CPU by default)", bench.MaxNeighborConcurrency))
+	cgroups := fs.Bool("cgroups", false, "run each server (with the floor's hog) and its neighbour in a cgroup of its own, equal weights, as two containers on a node (Linux, root); with -cpu-quota, the server's has the quota")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json, DIR/bench.png (probe latency plot) and DIR/frontier.png (p99 x the floor against throughput)")
-	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched, hog-nockpt, hog-sched+small and io-heavy into DIR and attribute every probe request slower than 2x the idle p99, and every io-heavy request slower than 2x the floor's io-heavy p99, to its causes (DIR/MODE-STEP.txt)")
+	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone and neighbor into DIR and attribute every probe request slower than 2x the idle p99, and every io-heavy request slower than 2x the floor's io-heavy p99, to its causes (DIR/MODE-STEP.txt)")
 	traceAbove := fs.Duration("trace-above", 0, fmt.Sprintf("with -trace, attribute the requests slower than this (%v..%v) in every traced step instead", bench.MinTraceAbove, bench.MaxTraceAbove))
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 60 s")
 	workers := fs.Int("workers", 0, "pass -workers to every server; 0 lets each mode choose")
@@ -60,15 +66,26 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := bench.DefaultConfig(exe, "serve")
 	cfg.Modes = cli.SplitList(*modes)
 	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate, cfg.IOConcurrency = *probeRate, *hogC, *smallRate, *ioC
-	cfg.GC, cfg.Quick = *gc, *quick
+	if *clean && *gc {
+		return cli.Usagef("-clean and -gc: give one of them (default: %d KiB of garbage per fast request)", demo.DefaultGarbage>>10)
+	}
+	switch {
+	case *clean:
+		cfg.Garbage = 0
+	case *gc:
+		cfg.Garbage = demo.HeavyGarbage
+	}
+	cfg.Steps = cli.SplitList(*steps)
+	cfg.NeighborConcurrency, cfg.Cgroups = *neighborC, *cgroups
+	cfg.Quick = *quick
 	cfg.Workers, cfg.Slice = *workers, *slice
 	cfg.CPUQuota = *cpuQuota
 	cfg.TraceDir, cfg.TraceAbove = *traceDir, *traceAbove
 	cfg.Step = *step
 	if *quick {
-		cfg.Warmup = bench.QuickWarmup
+		cfg.Warmup, cfg.Settle = bench.QuickWarmup, bench.QuickSettle
 		if !cli.Given(fs, "step") {
-			cfg.Step = bench.QuickStep(cfg.Modes)
+			cfg.Step = bench.QuickStep(cfg.Modes, cfg.Steps)
 		}
 	}
 	if err := cfg.Validate(); err != nil {
@@ -80,6 +97,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if errors.Is(runErr, bench.ErrCPUQuota) {
 		// Found before anything was measured: the flag cannot work here.
 		return cli.Usagef("-cpu-quota %g: %s", cfg.CPUQuota, strings.TrimPrefix(runErr.Error(), "bench: "))
+	}
+	if errors.Is(runErr, bench.ErrCgroups) {
+		return cli.Usagef("-cgroups: %s", strings.TrimPrefix(runErr.Error(), "bench: "))
 	}
 	if runErr != nil {
 		// main already says "cpusched bench:".

@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cpusched/cpusched/cmd/internal/bench"
+	"github.com/cpusched/cpusched/cmd/internal/demo"
 )
 
 func TestBenchUsageErrors(t *testing.T) {
@@ -42,6 +46,12 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"quota not a number", []string{"-cpu-quota", "half"}, `invalid value "half" for flag -cpu-quota`},
 		{"trace-above without -trace", []string{"-trace-above", "3ms"}, "TraceAbove (-trace-above) 3ms needs TraceDir (-trace DIR)"},
 		{"trace-above negative", []string{"-trace", "t", "-trace-above", "-1ms"}, "TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in 1µs..1m0s, got -1ms"},
+		{"clean and gc", []string{"-clean", "-gc"}, "-clean and -gc: give one of them (default: 32 KiB of garbage per fast request)"},
+		{"neighbor-c zero", []string{"-neighbor-c", "0"}, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 0"},
+		{"neighbor-c too many", []string{"-neighbor-c", "1000"}, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 1000"},
+		{"unknown step", []string{"-steps", "neighbor,hog"}, `Steps (-steps): unknown step "hog" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor)`},
+		{"step twice", []string{"-steps", "idle,idle"}, `Steps (-steps): step "idle" given twice`},
+		{"floor's step without the floor", []string{"-modes", "reserve", "-steps", "neighbor-alone"}, "Steps (-steps) neighbor-alone: no mode of -modes (reserve) has any of them"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,20 +60,68 @@ func TestBenchUsageErrors(t *testing.T) {
 	}
 }
 
-// TestBenchCPUQuotaUnavailable: when bench.Run finds that the servers
-// cannot run under the quota here (no cgroups, not root), bench exits with
-// a usage error that says why, and measures nothing.
-func TestBenchCPUQuotaUnavailable(t *testing.T) {
+// TestBenchCgroupsUnavailable: when bench.Run finds that the servers
+// cannot run under the quota (-cpu-quota), or in cgroups of their own
+// (-cgroups), here (no cgroups, not root), bench exits with a usage error
+// that says why, and measures nothing.
+func TestBenchCgroupsUnavailable(t *testing.T) {
+	defer func(run func(context.Context, bench.Config) (*bench.Report, error)) { benchRun = run }(benchRun)
+	tests := []struct {
+		args    []string
+		runErr  error
+		wantErr string
+		check   func(bench.Config) bool
+	}{
+		{[]string{"-cpu-quota", "1.5"}, bench.ErrCPUQuota,
+			"cpusched bench: -cpu-quota 1.5: cannot run the servers under a CPU quota: cgroup v2 /sys/fs/cgroup: creating the cgroup: permission denied\n",
+			func(c bench.Config) bool { return c.CPUQuota == 1.5 }},
+		{[]string{"-cgroups"}, bench.ErrCgroups,
+			"cpusched bench: -cgroups: cannot run the server and the neighbour in cgroups of their own: cgroup v2 /sys/fs/cgroup: creating the cgroup: permission denied\n",
+			func(c bench.Config) bool { return c.Cgroups }},
+	}
+	for _, tt := range tests {
+		var got bench.Config
+		benchRun = func(_ context.Context, cfg bench.Config) (*bench.Report, error) {
+			got = cfg
+			return nil, fmt.Errorf("bench: %w: cgroup v2 /sys/fs/cgroup: creating the cgroup: permission denied", tt.runErr)
+		}
+		checkUsageError(t, append([]string{"bench"}, tt.args...), tt.wantErr)
+		if !tt.check(got) {
+			t.Errorf("bench %q: bench.Run got %+v, want the flag in it", tt.args, got)
+		}
+	}
+}
+
+// TestBenchConfig: the flags reach bench.Run's Config: the garbage of
+// -clean, -gc and neither, -steps, -neighbor-c, and -quick's step over the
+// steps asked for.
+func TestBenchConfig(t *testing.T) {
 	defer func(run func(context.Context, bench.Config) (*bench.Report, error)) { benchRun = run }(benchRun)
 	var got bench.Config
 	benchRun = func(_ context.Context, cfg bench.Config) (*bench.Report, error) {
 		got = cfg
-		return nil, fmt.Errorf("bench: %w: cgroup v2 /sys/fs/cgroup: creating the cgroup: permission denied", bench.ErrCPUQuota)
+		return nil, errors.New("bench: not run in this test")
 	}
-	checkUsageError(t, []string{"bench", "-cpu-quota", "1.5"},
-		"cpusched bench: -cpu-quota 1.5: cannot run the servers under a CPU quota: cgroup v2 /sys/fs/cgroup: creating the cgroup: permission denied\n")
-	if got.CPUQuota != 1.5 {
-		t.Errorf("bench.Run got CPUQuota %v, want 1.5", got.CPUQuota)
+	tests := []struct {
+		args  []string
+		check func(bench.Config) bool
+	}{
+		{nil, func(c bench.Config) bool {
+			return c.Garbage == demo.DefaultGarbage && c.NeighborConcurrency == runtime.NumCPU() && c.Steps == nil && !c.Cgroups
+		}},
+		{[]string{"-clean"}, func(c bench.Config) bool { return c.Garbage == 0 }},
+		{[]string{"-gc"}, func(c bench.Config) bool { return c.Garbage == demo.HeavyGarbage }},
+		{[]string{"-neighbor-c", "3", "-cgroups"}, func(c bench.Config) bool { return c.NeighborConcurrency == 3 && c.Cgroups }},
+		{[]string{"-quick", "-modes", "floor,ospriority,reserve", "-steps", "neighbor"}, func(c bench.Config) bool {
+			return slices.Equal(c.Steps, []string{"neighbor"}) && c.Step == 2*time.Second && c.Quick
+		}},
+	}
+	for _, tt := range tests {
+		got = bench.Config{}
+		var stdout, stderr bytes.Buffer
+		if code := dispatch(context.Background(), append([]string{"bench"}, tt.args...), &stdout, &stderr); code != 1 || !tt.check(got) {
+			t.Errorf("bench %q: got exit %d (stderr %q), config %+v; want 1 (not run) and the flags in the config", tt.args, code, stderr.String(), got)
+		}
 	}
 }
 

@@ -18,18 +18,19 @@ import (
 // runFleet is `cpusched fleet`: replicas of a gRPC demo service, each a
 // child process, behind grpc-go's round_robin and weighted_round_robin
 // balancers, fed by cpusched's load reports or by the CPU alone, in the
-// quota and batch scenarios; it prints the tables (and JSON and plots on
+// quota, batch and neighbor scenarios; it prints the tables (and JSON and plots on
 // request). On SIGINT it stops the replicas, prints the rows measured so
 // far and returns the interruption as an error.
 func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := cli.NewFlagSet("fleet", stderr)
 	replicas := fs.Int("replicas", fleet.DefaultReplicas, fmt.Sprintf("replicas per row, each a child process (%d..%d)", fleet.MinReplicas, fleet.MaxReplicas))
-	scenarios := fs.String("scenarios", strings.Join(fleet.Scenarios(), ","), "comma-separated scenarios, in order: "+fleet.ScenarioQuota+" (the first replica under a smaller CPU quota; needs cgroups) and "+fleet.ScenarioBatch+" (the first replica runs a batch job at ClassIdle)")
+	scenarios := fs.String("scenarios", strings.Join(fleet.Scenarios(), ","), "comma-separated scenarios, in order: "+fleet.ScenarioQuota+" (the first replica under a smaller CPU quota; needs cgroups), "+fleet.ScenarioBatch+" (the first replica runs a batch job at ClassIdle) and "+fleet.ScenarioNeighbor+" (the first replica shares its cgroup's quota with a CPU-bound process; needs cgroups)")
 	policies := fs.String("policies", strings.Join(fleet.Policies(), ","), "comma-separated client balancing policies, in order")
 	quotaRate := fs.Float64("quota-rate", 0, fmt.Sprintf("open-loop rate of the quota scenario, calls/s (%d..%d); 0: %d scaled to this machine's heavy call", fleet.MinRate, fleet.MaxRate, fleet.DefaultQuotaRate))
 	batchRate := fs.Float64("batch-rate", 0, fmt.Sprintf("open-loop rate of the batch scenario, calls/s (%d..%d); 0: %d scaled to this machine's heavy call", fleet.MinRate, fleet.MaxRate, fleet.DefaultBatchRate))
+	neighborRate := fs.Float64("neighbor-rate", 0, fmt.Sprintf("open-loop rate of the neighbor scenario, calls/s (%d..%d); 0: %d scaled to this machine's heavy call", fleet.MinRate, fleet.MaxRate, fleet.DefaultNeighborRate))
 	weakCPU := fs.Float64("weak-cpu", fleet.DefaultWeakCPU, fmt.Sprintf("the quota scenario's CPU limit of the first replica, CPUs (%g..%d)", bench.MinCPUQuota, runtime.NumCPU()))
-	cpu := fs.Float64("cpu", fleet.DefaultCPU, fmt.Sprintf("the quota scenario's CPU limit of the other replicas, CPUs (%g..%d)", bench.MinCPUQuota, runtime.NumCPU()))
+	cpu := fs.Float64("cpu", fleet.DefaultCPU, fmt.Sprintf("the CPU limit of the quota scenario's other replicas and of every neighbor replica, CPUs (%g..%d)", bench.MinCPUQuota, runtime.NumCPU()))
 	duration := fs.Duration("duration", fleet.DefaultDuration, fmt.Sprintf("measured time of each row, split into -rounds segments of at least %v (%v..%v); default %v, or %v with -quick", fleet.MinDuration, fleet.MinDuration, fleet.MaxDuration, fleet.DefaultDuration, fleet.QuickDuration))
 	rounds := fs.Int("rounds", fleet.DefaultRounds, fmt.Sprintf("rounds per scenario, each a segment of every policy in turn on fresh replicas (%d..%d); default %d, or %d with -quick", fleet.MinRounds, fleet.MaxRounds, fleet.DefaultRounds, fleet.QuickRounds))
 	warmup := fs.Duration("warmup", fleet.DefaultWarmup, fmt.Sprintf("unmeasured load before each segment's measured time (0..%v)", fleet.MaxWarmup))
@@ -37,7 +38,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	timeout := fs.Duration("timeout", fleet.DefaultTimeout, fmt.Sprintf("each call's deadline from its due time (%v..%v)", fleet.MinTimeout, fleet.MaxTimeout))
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the tables)")
 	outDir := fs.String("out", "", "also write DIR/"+fleet.JSONFile+", DIR/"+fleet.P99Plot+" (p99s) and DIR/"+fleet.SharePlot+" (the replicas' shares)")
-	quick := fs.Bool("quick", false, "short rows for CI: the whole run takes under 60 s")
+	quick := fs.Bool("quick", false, "short rows for CI: the whole run takes under 90 s")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched fleet [flags]")
 		fs.PrintDefaults()
@@ -55,7 +56,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg := fleet.DefaultConfig(exe)
 	cfg.Replicas = *replicas
 	cfg.Scenarios, cfg.Policies = cli.SplitList(*scenarios), cli.SplitList(*policies)
-	cfg.QuotaRate, cfg.BatchRate = *quotaRate, *batchRate
+	cfg.QuotaRate, cfg.BatchRate, cfg.NeighborRate = *quotaRate, *batchRate, *neighborRate
 	cfg.WeakCPU, cfg.CPU = *weakCPU, *cpu
 	cfg.Duration, cfg.Warmup, cfg.Timeout = *duration, *warmup, *timeout
 	cfg.Rounds, cfg.Arrivals = *rounds, *arrivals

@@ -28,12 +28,13 @@ func TestFleetUsageErrors(t *testing.T) {
 		{"unknown flag", []string{"-bogus"}, "flag provided but not defined"},
 		{"argument", []string{"now"}, `unexpected argument "now" (fleet takes only flags)`},
 		{"one replica", []string{"-replicas", "1"}, "Replicas (-replicas) must be in 2..8, got 1"},
-		{"unknown scenario", []string{"-scenarios", "batch,burst"}, `Scenarios (-scenarios): unknown scenario "burst" (valid: quota, batch)`},
+		{"unknown scenario", []string{"-scenarios", "batch,burst"}, `Scenarios (-scenarios): unknown scenario "burst" (valid: quota, batch, neighbor)`},
 		{"no scenario", []string{"-scenarios", ","}, "Scenarios (-scenarios): no scenario given"},
 		{"unknown policy", []string{"-policies", "pick_first"}, `Policies (-policies): unknown policy "pick_first"`},
 		{"policy twice", []string{"-policies", "round_robin,round_robin"}, `policy "round_robin" given twice`},
 		{"rate negative", []string{"-quota-rate", "-1"}, "QuotaRate (-quota-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got -1"},
 		{"rate NaN", []string{"-batch-rate", "NaN"}, "BatchRate (-batch-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got NaN"},
+		{"neighbor rate", []string{"-neighbor-rate", "6000"}, "NeighborRate (-neighbor-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got 6000"},
 		{"weak cpu", []string{"-weak-cpu", "0.05"}, "WeakCPU (-weak-cpu) must be in 0.1.." + cpus + " CPUs, got 0.05"},
 		{"cpu above the CPUs", []string{"-cpu", strconv.Itoa(runtime.NumCPU() + 1)}, "CPU (-cpu) must be in 0.1.." + cpus + " CPUs"},
 		{"duration", []string{"-duration", "100ms"}, "Duration (-duration) must be in 500ms..10m0s, got 100ms"},
@@ -185,7 +186,7 @@ func FuzzFleetArgs(f *testing.F) {
 	for _, args := range []string{"", "-quick", "-replicas\n1", "-replicas\n9", "-scenarios\nquota,quota", "-scenarios\nburst",
 		"-policies\n", "-policies\nround_robin,weighted_round_robin_cpu", "-quota-rate\n-3", "-batch-rate\nInf", "-weak-cpu\n0",
 		"-cpu\n-1", "-duration\n0s", "-quick\n-duration\n0s", "-warmup\n2m", "-timeout\n0s", "now", "-bogus", "-h",
-		"-batch-rate\n1\n-duration\n900ms", "-rounds\n0", "-rounds\n3\n-duration\n1s", "-arrivals\nfixed", "-arrivals\nx"} {
+		"-batch-rate\n1\n-duration\n900ms", "-neighbor-rate\n-1", "-rounds\n0", "-rounds\n3\n-duration\n1s", "-arrivals\nfixed", "-arrivals\nx"} {
 		f.Add(args)
 	}
 	flags := flagMention(f, "fleet")

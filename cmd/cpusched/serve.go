@@ -28,7 +28,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	isolation := fs.String("isolation", defaultIsolation.String(), "isolation mode: "+strings.Join(demo.ModeNames(), ", "))
 	workers := fs.Int("workers", 0, "worker slots; 0 lets the isolation mode choose")
 	slice := fs.Duration("slice", 0, fmt.Sprintf("scheduler time slice; 0 lets the isolation mode choose (%v, or 10ms for ospriority)", cpusched.DefaultSlice))
-	garbage := fs.Bool("gc", false, fmt.Sprintf("make every /delay request allocate %d KiB of garbage, to keep the collector busy", demo.BufferSize>>10))
+	garbage := fs.Int("garbage", demo.DefaultGarbage, fmt.Sprintf("bytes of the response buffer every fast request (/delay, /delay1ms) builds and leaves to the collector, 0..%d; with any, the CRC32 work also allocates %d KiB every %d passes; 0: no garbage at all", demo.MaxGarbage, demo.TaskGarbage>>10, demo.TaskGarbageEvery))
+	heavy := fs.Bool("gc", false, fmt.Sprintf("heavy garbage: -garbage %d (%d KiB per fast request), to keep the collector always busy", demo.HeavyGarbage, demo.HeavyGarbage>>10))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched serve [flags]")
 		fs.PrintDefaults()
@@ -38,6 +39,15 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if fs.NArg() > 0 {
 		return cli.Usagef("takes no arguments, got %q", fs.Args())
+	}
+	if *heavy {
+		if cli.Given(fs, "garbage") {
+			return cli.Usagef("-gc is -garbage %d: give one of them, not both", demo.HeavyGarbage)
+		}
+		*garbage = demo.HeavyGarbage
+	}
+	if err := demo.CheckGarbage(*garbage); err != nil {
+		return cli.Usagef("-garbage %v", err)
 	}
 	mode, err := cpusched.ParseIsolation(*isolation)
 	if err != nil {
@@ -58,7 +68,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The scheduler's few events (mode, GOMAXPROCS raised and restored,
 	// fallback) go to stderr, as they did before WithLogger existed.
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, GC: *garbage, Logger: logger}
+	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, Garbage: *garbage, Logger: logger}
 	return demo.Serve(ctx, *addr, cfg, func(l demo.Listening) {
 		fmt.Fprintf(stdout, "cpusched serve: %s\n", l)
 	})

@@ -28,6 +28,10 @@ func TestServeUsageErrors(t *testing.T) {
 		{"slice too short", []string{"-slice", "1us"}, "-slice 1µs: cpusched: WithSlice(1µs): slice must be in 50µs..100ms"},
 		{"slice too long", []string{"-slice", "1s"}, "-slice 1s: cpusched: WithSlice(1s): slice must be in 50µs..100ms"},
 		{"gc with value", []string{"-gc=maybe"}, "invalid boolean value"},
+		{"garbage negative", []string{"-garbage", "-1"}, "-garbage must be in 0..4194304 bytes (0: no garbage), got -1"},
+		{"garbage too big", []string{"-garbage", "4194305"}, "-garbage must be in 0..4194304 bytes (0: no garbage), got 4194305"},
+		{"garbage not a number", []string{"-garbage", "32KiB"}, `invalid value "32KiB" for flag -garbage`},
+		{"gc and garbage", []string{"-gc", "-garbage", "0"}, "-gc is -garbage 262144: give one of them, not both"},
 		// FuzzServeArgs found these exiting 1 with net.Listen's error, which
 		// did not name the flag.
 		{"addr without port", []string{"-addr", "localhost"}, `-addr must be host:port (port 0 picks a free port), got "localhost"`},

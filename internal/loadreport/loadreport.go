@@ -9,7 +9,11 @@
 // report whose utilization or qps is 0, and keeps the latest report; so the
 // values are averaged over a window rather than read at the instant a call
 // ends (at most call ends an instantaneous count is 0), qps is always set,
-// and the utilization is never 0 while calls are served.
+// and the utilization is never 0 while calls are served. The exception is
+// an overload, which an average would take a window to show: where the
+// slots were held through the last quarter of a second and more tasks
+// hold or wait for one than there are slots, Application is at least
+// their number over the slots, above 1 at once.
 //
 // The utilization is the latency-relevant demand, not the CPU's: tasks of
 // ClassBatch and ClassIdle keep the CPU busy but a Normal call is served
@@ -69,6 +73,27 @@ const (
 	// budgetRefresh is how often the CPU budget is read again: a
 	// container's CPU limit can change while it runs.
 	budgetRefresh = 10 * time.Second
+
+	// An overload is read at once, apart from the window's averages, which
+	// take a window to see it: where Realtime and Normal tasks held at
+	// least heldShare of the slots' time over the last fastWindow or a
+	// little more (the span from the newest sample at least that old), and
+	// more of them than there are slots hold or wait for one now,
+	// Application is at least their number over the slots: above 1, by as
+	// much as the calls outrun the replica (the averages cannot say that:
+	// the queue of tasks parked at a Checkpoint is not in them, since
+	// ClassStats.QueueTime counts only the waits for a first slot, and the
+	// utilization a queue implies is below 1). The share is high enough
+	// that a replica's ordinary bursts, whose slots are free between
+	// them, seldom pass it, and low enough that a sample up to a step
+	// before the overload began leaves it passed by half a second in.
+	// Once the overload ends the reading falls as the window's averages
+	// do, over a window, and no slower: a balancer hears from a replica
+	// only in the calls it sends it, so a reading held past the queue's
+	// end kept a drained replica at a weight too low to be sent the calls
+	// that would have reported it free (docs/grpc.md#tried-and-dropped).
+	fastWindow = 250 * time.Millisecond
+	heldShare  = 0.8
 )
 
 // The names the reports give cpusched's own values, in milliseconds: the
@@ -90,10 +115,11 @@ type Report struct {
 	// Application is ORCA's application_utilization: the largest of the
 	// latency-relevant slot time (its share of the process's CPU time
 	// where all the classes held their slots longer than that) over the
-	// slot capacity, the utilization its queue implies, and the
-	// CPU's saturation (net of ClassBatch and ClassIdle, plus the share of
-	// the quota's periods in which it ran out); at least minApplication
-	// while calls end.
+	// slot capacity, the utilization its queue implies, the CPU's
+	// saturation (net of ClassBatch and ClassIdle, plus the share of the
+	// quota's periods in which it ran out), and in an overload the
+	// latency-relevant tasks in per slot; at least minApplication while
+	// calls end.
 	Application float64
 	// CPU is ORCA's cpu_utilization: the process's CPU time over its CPU
 	// budget; -1 where the process's CPU time cannot be read, or before
@@ -155,6 +181,7 @@ type sample struct {
 	lrRun     time.Duration // slot time of ClassRealtime and ClassNormal
 	lrQueue   time.Duration // the time their tasks spent queued for a first slot (ClassStats.QueueTime)
 	yieldRun  time.Duration // slot time of ClassBatch and ClassIdle
+	lrLive    int           // their tasks holding or waiting for a slot now (liveLatencyRelevant)
 	cpu       time.Duration
 	cpuOK     bool
 	periods   int64 // the cgroup quota's periods
@@ -233,7 +260,14 @@ func newMeter(src source) *Meter {
 
 // Arrive counts a call that came to an adapter. It is counted as it comes,
 // not as it ends, so that the report its own response carries counts it.
-func (m *Meter) Arrive() { m.calls.Add(1) }
+// It takes a sample first if the last is a step old, so that calls that
+// come together and hold every slot for a while leave a sample from
+// before them: without it, the first report after them, at the first
+// call's end, would average their load with whatever quiet came before.
+func (m *Meter) Arrive() {
+	m.fresh(m.src.now())
+	m.calls.Add(1)
+}
 
 // End records the end of a call that Arrive counted: its outcome, and for
 // Ran and Left its wait for CPU (Task.Waited, or how long it was queued).
@@ -253,11 +287,7 @@ func (m *Meter) End(o Outcome, wait time.Duration) {
 // Stats first if the last is a step old and no other call is taking one.
 func (m *Meter) Report() Report {
 	now := m.src.now()
-	st := m.cur.Load()
-	if now-st.samples[len(st.samples)-1].at >= step && m.mu.TryLock() {
-		st = m.sampleLocked(now)
-		m.mu.Unlock()
-	}
+	st := m.fresh(now)
 	r := st.report
 	// The rates count the calls up to now, not to the newest sample, so
 	// that the call being answered is in them.
@@ -269,6 +299,17 @@ func (m *Meter) Report() Report {
 		r.Application = minApplication
 	}
 	return r
+}
+
+// fresh returns the state, having taken a sample at now first if the last
+// is a step old and no other call is taking one.
+func (m *Meter) fresh(now time.Duration) *state {
+	st := m.cur.Load()
+	if now-st.samples[len(st.samples)-1].at >= step && m.mu.TryLock() {
+		st = m.sampleLocked(now)
+		m.mu.Unlock()
+	}
+	return st
 }
 
 // sampleLocked takes a sample at now and computes the report over the
@@ -288,16 +329,42 @@ func (m *Meter) sampleLocked(now time.Duration) *state {
 	}
 	keep := old.samples[max(0, len(old.samples)+1-ringSize):]
 	st.samples = append(append(make([]sample, 0, len(keep)+1), keep...), cur)
-	st.base = st.samples[0]
-	for _, s := range st.samples {
-		if s.at > cur.at-window {
-			break
-		}
-		st.base = s // the newest at least window old
-	}
+	st.base = windowStart(st.samples)
 	st.report = compute(st.base, cur, st.budget)
+	st.report.Application = max(st.report.Application, overloaded(newestBefore(st.samples, cur.at-fastWindow), cur))
 	m.cur.Store(st)
 	return st
+}
+
+// windowStart returns the sample that a report's interval starts at, of
+// samples (oldest first, the newest last): the oldest at most window older
+// than the newest, other than the newest; where there is none, the one
+// before the newest. So the interval is a window long while samples come
+// every step, and starts at the last sample before the calls while they
+// come after a quiet stretch without samples: from an older one, a busy
+// stretch's average would be spread over the quiet before it, and fall as
+// it went on (an overload of 0.7s after a quiet second read 0.4).
+func windowStart(samples []sample) sample {
+	cur := samples[len(samples)-1]
+	for _, s := range samples[:len(samples)-1] {
+		if s.at >= cur.at-window {
+			return s
+		}
+	}
+	return samples[max(0, len(samples)-2)]
+}
+
+// newestBefore returns the newest of samples (oldest first) taken at or
+// before at, or the oldest if none was.
+func newestBefore(samples []sample, at time.Duration) sample {
+	base := samples[0]
+	for _, s := range samples {
+		if s.at > at {
+			break
+		}
+		base = s
+	}
+	return base
 }
 
 // take reads the counters at now; false once the scheduler is gone.
@@ -313,6 +380,7 @@ func (m *Meter) take(now time.Duration) (sample, bool) {
 		lrRun:    c[cpusched.ClassRealtime].RunTime + c[cpusched.ClassNormal].RunTime,
 		lrQueue:  c[cpusched.ClassRealtime].QueueTime + c[cpusched.ClassNormal].QueueTime,
 		yieldRun: c[cpusched.ClassBatch].RunTime + c[cpusched.ClassIdle].RunTime,
+		lrLive:   liveLatencyRelevant(&st),
 		calls:    m.calls.Load(),
 		shed:     m.shed.Load(),
 		waits:    m.waits.snapshot(),
@@ -372,6 +440,45 @@ func compute(b, c sample, budget float64) Report {
 	// random or other processes took the CPU (docs/grpc.md#the-results).
 	r.Application = max(saturation, run/slots, queueUtilization(queued/slots))
 	return r
+}
+
+// overloaded returns the overload's reading over the span from f to c:
+// where the Realtime and Normal tasks held at least heldShare of the
+// slots' time in it (their slot time as the scheduler counts it, not cut
+// to the CPU that ran: a slot whose thread the kernel did not run is held
+// all the same, and the calls behind it wait) and more of them than there
+// are slots hold or wait for one at c, their number over the slots; else
+// 0. Slots held without a queue are left to the window's averages, which
+// count a slot whose thread did not run as the CPU it got. A task's slot
+// time is counted as it gives its slot up (at a Checkpoint that yields,
+// for Blocking, at its end), so that a task that holds its slot without a
+// Checkpoint is seen only as it ends.
+func overloaded(f, c sample) float64 {
+	dt := (c.at - f.at).Seconds()
+	if dt <= 0 || c.workers <= 0 || c.lrLive <= c.workers {
+		return 0
+	}
+	slots := float64(c.workers)
+	if held := (c.lrRun - f.lrRun).Seconds() / (slots * dt); held < heldShare {
+		return 0
+	}
+	return float64(c.lrLive) / slots
+}
+
+// liveLatencyRelevant returns how many Realtime and Normal tasks of st hold
+// or wait for a slot: queued for their first, or started and not in
+// Blocking. Stats counts the tasks queued and those in Blocking for every
+// class together, so the count is a floor: every task in Blocking is
+// taken for one of these classes, and every Batch and Idle task that never
+// started for one still queued. It is exact where Batch and Idle tasks
+// neither block nor leave the queue unstarted, as a batch job's do.
+func liveLatencyRelevant(st *cpusched.Stats) int {
+	c := &st.Classes
+	started := func(cl cpusched.Class) int { return int(c[cl].QueueWaits.Count()) - int(c[cl].RunTimes.Count()) }
+	unstarted := func(cl cpusched.Class) int { return int(c[cl].Submitted) - int(c[cl].QueueWaits.Count()) }
+	running := started(cpusched.ClassRealtime) + started(cpusched.ClassNormal) - st.Blocked
+	queued := st.Queued - unstarted(cpusched.ClassBatch) - unstarted(cpusched.ClassIdle)
+	return max(0, running) + max(0, queued)
 }
 
 // queueUtilization returns the utilization of the simplest queue (one

@@ -81,6 +81,20 @@ func (f *fake) add(l load) {
 	f.throttled += l.throttled
 }
 
+// tasks sets the tasks in the scheduler now: of ClassNormal, started
+// (holding a slot or parked at a Checkpoint) and queued for a first slot;
+// of ClassIdle, started; and how many of all are in Blocking.
+func (f *fake) tasks(normalStarted, normalQueued, idleStarted, blocked int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := &f.st.Classes
+	c[cpusched.ClassNormal].Submitted = uint64(normalStarted + normalQueued)
+	c[cpusched.ClassNormal].QueueWaits.Counts[0] = uint64(normalStarted)
+	c[cpusched.ClassIdle].Submitted = uint64(idleStarted)
+	c[cpusched.ClassIdle].QueueWaits.Counts[0] = uint64(idleStarted)
+	f.st.Queued, f.st.Started, f.st.Blocked = normalQueued, normalStarted+idleStarted, blocked
+}
+
 func near(got, want float64) bool { return math.Abs(got-want) < 1e-9 }
 
 func TestApplicationUtilization(t *testing.T) {
@@ -148,6 +162,88 @@ func TestApplicationUtilization(t *testing.T) {
 				t.Errorf("got application %v, cpu %v; want %v, %v", r.Application, r.CPU, tt.wantApp, tt.wantCPU)
 			}
 		})
+	}
+}
+
+// TestOverload: issue 33's scenario on a fake clock. Two slots, a quiet
+// second, then six tasks that hold both slots (two run, four wait), and a
+// call every 0.1s: the window starts at the sample its first took, so the
+// slots read busy at once, and from 0.3s in (a span of 0.25s or more held
+// all through) above 1, with more tasks in than there are slots (before
+// issue 33, 0.4 at 0.7s in); once the tasks end, a fall over a second,
+// to 0.
+func TestOverload(t *testing.T) {
+	const ms = time.Millisecond
+	f := newFake(2, 2)
+	m := newMeter(f.source())
+	f.add(load{d: time.Second})
+	m.Arrive() // the first of the six: a sample from before them
+	f.tasks(6, 0, 0, 0)
+	for i, want := range []float64{1, 1, 3, 3, 3, 3, 3} {
+		f.add(load{d: 100 * ms, normal: 200 * ms, cpu: 200 * ms})
+		m.Arrive()
+		if got := m.Report().Application; !near(got, want) {
+			t.Errorf("%v into the overload: got %v, want %v", time.Duration(i+1)*100*ms, got, want)
+		}
+	}
+	f.tasks(0, 0, 0, 0)
+	prev := math.Inf(1)
+	for i := range 12 {
+		f.add(load{d: 100 * ms})
+		got := m.Report().Application
+		if got > prev || i < 5 && got < 0.3 || i >= 10 && got != 0 {
+			t.Errorf("%v after the end: got %v (before it %v), want a fall to 0 over a second", time.Duration(i+1)*100*ms, got, prev)
+		}
+		prev = got
+	}
+}
+
+func TestOverloadNotABurst(t *testing.T) {
+	// Tasks waiting at the sample, but the slots held only 70% of the
+	// time since the sample 0.25s before: the replica's ordinary bursts,
+	// read by the window's averages alone.
+	f := newFake(1, 1)
+	m := newMeter(f.source())
+	f.add(load{d: 250 * time.Millisecond, normal: 175 * time.Millisecond, cpu: 175 * time.Millisecond})
+	f.tasks(5, 0, 0, 0)
+	if got := m.Report().Application; !near(got, 0.7) {
+		t.Errorf("got %v, want the slot's share held, 0.7", got)
+	}
+}
+
+func TestLiveLatencyRelevant(t *testing.T) {
+	tests := []struct {
+		name                                             string
+		normalStarted, normalQueued, idle, blocked, want int
+	}{
+		{"none", 0, 0, 0, 0, 0},
+		{"started and queued", 2, 4, 0, 0, 6},
+		{"a batch job parked behind a call: not counted", 1, 0, 1, 0, 1},
+		{"calls in Blocking: not counted", 3, 1, 0, 2, 2},
+		{"more in Blocking than Normal tasks started: the job's, taken for calls'", 1, 0, 1, 2, 0},
+	}
+	for _, tt := range tests {
+		f := newFake(1, 1)
+		f.tasks(tt.normalStarted, tt.normalQueued, tt.idle, tt.blocked)
+		if got := liveLatencyRelevant(&f.st); got != tt.want {
+			t.Errorf("%s: got %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestArriveSamples(t *testing.T) {
+	// A call's arrival takes a sample when the last is a step old, and
+	// only then.
+	f := newFake(1, 1)
+	m := newMeter(f.source())
+	count := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.stats }
+	before := count()
+	m.Arrive()
+	f.add(load{d: step})
+	m.Arrive()
+	m.Arrive()
+	if got := count() - before; got != 1 {
+		t.Errorf("got %d Stats calls for three arrivals, the second a step after the first, want 1", got)
 	}
 }
 

@@ -4,8 +4,8 @@
 //
 // For each mode, Run starts the demo server as a child process (so that the
 // load generator does not share the server's Go runtime), waits until it
-// answers, and runs six steps of equal length, each after a short unmeasured
-// warm-up:
+// answers, and runs seven steps of equal length (Config.Steps may name
+// fewer), each after a short unmeasured warm-up:
 //
 //	idle             the probe alone: open loop at ProbeRate on /delay1ms
 //	hog-direct       + closed loop of HogConcurrency on /checksum?sched=0
@@ -17,12 +17,22 @@
 //	                 the same rate with sched=0
 //	io-heavy         hog-sched's CPU load, and instead of the probe a
 //	                 closed loop of IOConcurrency on /delay?d=500us
+//	neighbor         hog-sched+small's loads beside the neighbour: a child
+//	                 process at normal priority with NeighborConcurrency
+//	                 CPU-bound goroutines (package hogproc), started once
+//	                 per mode, paused, and run only over this step
 //
 // The floor mode (ModeFloor) is the reference the others are compared with:
 // its server gets no task, and the same CPU-heavy work runs in a separate
 // process whose threads are all SCHED_IDLE (package hogproc), in its
-// idle, hog-sched and io-heavy steps (StepsOf). Report.fillFloor sets each
-// row's ratios to the floor's step it compares with (floorStepOf).
+// idle, hog-sched, io-heavy and neighbor steps (StepsOf; its neighbor has
+// the direct small requests only), and its neighbor-alone step is the
+// probe beside the neighbour alone. Report.fill sets each row's ratios to
+// the floor's step it compares with (floorStepOf).
+//
+// The server makes garbage (Config.Garbage), and each row has the GC
+// pauses of its own window: the difference of the runtime's cumulative
+// pause histograms, whose buckets the demo's /stats carries (gcwindow.go).
 //
 // The probe's and the small requests' latencies count from each request's
 // due time (see package load); io-heavy's, a closed loop, from each
@@ -32,13 +42,14 @@
 // (the demo's Cpusched-Waited-Ns header): the queueing delay the scheduler
 // itself added.
 // CPU-heavy throughput is the server's own count of CRC32 passes (the
-// floor's hog's, in the floor mode) over the measured window, so requests still in flight at the window's end count for
-// the work they did. Between steps the previous step's load is cancelled and
+// floor's hog's, in the floor mode) over the measured window, so requests
+// still in flight at the window's end count for the work they did. Between steps the previous step's load is cancelled and
 // Run waits until the server has stopped working on it.
 //
 // With CPUQuota set, each server runs in a cgroup of its own with that CPU
 // bandwidth limit (see cgroup.go), and each row records the cgroup's
-// throttling over the measured window.
+// throttling over the measured window. With Cgroups set, the server and
+// the neighbour each run in a cgroup of its own (neighbor.go).
 package bench
 
 import (
@@ -60,22 +71,31 @@ import (
 // process. It returns the report of the rows measured so far together with
 // the first error: a server that fails to start, a failed /stats read, or
 // ctx.Err() when ctx is cancelled (Ctrl-C). An invalid cfg returns
-// (nil, error) and starts nothing. On every return the server processes it
-// started have exited (SIGTERM, then SIGKILL after a grace period), and
-// the cgroups it made for CPUQuota are removed. With CPUQuota set, Run
-// first checks that the servers can run under it; if they cannot, it
-// returns (nil, an error wrapping ErrCPUQuota) and starts nothing.
+// (nil, error) and starts nothing. On every return the processes it
+// started (servers, the floor's hog, the neighbours) have exited (SIGTERM
+// or a closed stdin, then SIGKILL after a grace period), and the cgroups
+// it made are removed. With CPUQuota or Cgroups set, Run first checks that
+// cgroups can be made and entered; if they cannot, it returns (nil, an
+// error wrapping ErrCPUQuota or ErrCgroups) and starts nothing.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	rep := &Report{Machine: machineInfo(), Config: reportConfig(cfg)}
 	var cgroups *cgroupFS
-	if cfg.CPUQuota > 0 {
-		var err error
-		if cgroups, err = openCPUQuota(cfg.CPUQuota); err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
+	var err error
+	switch {
+	case cfg.CPUQuota > 0: // a check for -cgroups too
+		cgroups, err = openCPUQuota(cfg.CPUQuota)
+	case cfg.Cgroups:
+		if cgroups, err = openCgroups(0, "-cgroups"); err != nil {
+			err = fmt.Errorf("%w: %v", ErrCgroups, err)
 		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if cgroups != nil {
 		rep.Config.Cgroup = cgroups.String()
 	}
 	if cfg.TraceDir != "" {
@@ -86,7 +106,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	modes := cfg.modes()
 	total := 0
 	for _, mode := range modes {
-		total += len(StepsOf(mode))
+		total += len(cfg.stepsOf(mode))
 	}
 	prog := newTracker(cfg, total)
 	defer cfg.Progress.Done()
@@ -97,7 +117,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			rep.fill()
 			return rep, err
 		}
-		steps := StepsOf(mode)
+		steps := cfg.stepsOf(mode)
+		if len(steps) == 0 {
+			continue // -steps names none of its steps
+		}
 		prog.set("%s (mode %d/%d): starting the server", mode, mi+1, len(modes))
 		rows, srvInfo, err := runMode(ctx, cfg, cgroups, mode, floorIOP99, func(step string, si int, phase string) {
 			prog.set("%s (mode %d/%d) %s (step %d/%d): %s", mode, mi+1, len(modes), step, si+1, len(steps), phase)
@@ -175,27 +198,29 @@ func ioHeavyP99(rows []Result) float64 {
 }
 
 // runMode measures every step of one mode (a Config.Modes item) on a fresh
-// server, in a new cgroup of cgroups unless that is nil; floorIOP99 is the
-// floor's io-heavy p99 measured before it, or 0. It returns the rows
-// measured, the server's description ("mode: ...") and the first error; a
-// *skipError if the mode cannot be measured here.
+// server, in cgroups of cgroups unless that is nil (see modeCgroups);
+// floorIOP99 is the floor's io-heavy p99 measured before it, or 0. It
+// returns the rows measured, the server's description ("mode: ...") and
+// the first error; a *skipError if the mode cannot be measured here. The
+// processes it started have exited, and the cgroups it made are removed,
+// whatever it returns.
 func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, floorIOP99 float64, phase func(step string, i int, what string), stepDone func()) (rows []Result, info string, err error) {
 	mode, workers, _ := parseModeSpec(spec) // Validate has checked it
-	var cg *cpuCgroup
-	if cgroups != nil {
-		if cg, err = cgroups.create(nextCgroupName(), cfg.CPUQuota); err != nil {
-			return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
+	steps := cfg.stepsOf(mode)
+	// The deferred calls run in reverse: the processes are stopped and
+	// reaped before their cgroups are removed.
+	cgs, err := newModeCgroups(cfg, cgroups)
+	defer func() {
+		if rmErr := cgs.remove(); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("bench: mode %s: %w", spec, rmErr))
 		}
-		// Runs after srv.stop and hog.Stop below have reaped the processes.
-		defer func() {
-			if rmErr := cg.remove(); rmErr != nil {
-				err = errors.Join(err, fmt.Errorf("bench: mode %s: %w", spec, rmErr))
-			}
-		}()
+	}()
+	if err != nil {
+		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
 	}
 	var hog *hogproc.Process
 	if mode == ModeFloor {
-		if hog, err = startIdleHog(ctx, cfg, cg); err != nil {
+		if hog, err = startIdleHog(ctx, cfg, cgs.server); err != nil {
 			if errors.Is(err, hogproc.ErrNoSchedIdle) {
 				return nil, "", &skipError{err}
 			}
@@ -203,17 +228,28 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, fl
 		}
 		defer hog.Stop()
 	}
-	srv, err := startServer(ctx, cg, cfg.ServerCmd[0], serverArgs(cfg, mode, workers))
+	var neighbor *hogproc.Process
+	if slices.ContainsFunc(steps, withNeighbor) {
+		if neighbor, err = startNeighbor(ctx, cfg, cgs.neighbor); err != nil {
+			return nil, "", fmt.Errorf("bench: mode %s: the neighbour: %w", spec, err)
+		}
+		defer neighbor.Stop()
+	}
+	srv, err := startServer(ctx, cgs.server, cfg.ServerCmd[0], serverArgs(cfg, mode, workers))
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
 	}
 	defer srv.stop()
 	info = spec + ": " + srv.banner
 
-	m := newMeter(cfg, srv.url, cg, srv.cmd.Process.Pid)
-	m.spec, m.floorHog, m.floorIOP99 = spec, hog, floorIOP99
+	var quota *cpuCgroup // the cgroup whose throttling the rows record
+	if cfg.CPUQuota > 0 {
+		quota = cgs.server
+	}
+	m := newMeter(cfg, srv.url, quota, srv.cmd.Process.Pid)
+	m.spec, m.floorHog, m.neighbor, m.floorIOP99 = spec, hog, neighbor, floorIOP99
 	defer m.close()
-	for i, step := range StepsOf(mode) {
+	for i, step := range steps {
 		r, err := m.step(ctx, spec, step, func(what string) { phase(step, i, what) })
 		if err != nil {
 			if ctx.Err() != nil {
@@ -230,6 +266,9 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, fl
 			return rows, info, fmt.Errorf("bench: mode %s: %w", spec, err)
 		}
 		info += hogInfo
+	}
+	if neighbor != nil {
+		info += neighborInfo(cfg, cgs)
 	}
 	// Close the clients' idle connections before the SIGTERM: a connection
 	// dialed for a request that was then cancelled sits unused in a
@@ -251,10 +290,7 @@ func serverArgs(cfg Config, mode string, workers int) []string {
 	if mode == ModeFloor {
 		isolation = cpusched.IsolationNone.String()
 	}
-	args := append(slices.Clone(cfg.ServerCmd[1:]), "-addr", "127.0.0.1:0", "-isolation", isolation)
-	if cfg.GC {
-		args = append(args, "-gc")
-	}
+	args := append(slices.Clone(cfg.ServerCmd[1:]), "-addr", "127.0.0.1:0", "-isolation", isolation, "-garbage", strconv.Itoa(cfg.Garbage))
 	if mode == ModeFloor {
 		return args
 	}

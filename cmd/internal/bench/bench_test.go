@@ -34,6 +34,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cgroupChildEnv) != "" {
 		runCgroupChild() // TestChildSeesCPUQuota's child; exits
 	}
+	if os.Getenv(neighborChildEnv) != "" {
+		runNeighborChild() // the neighbour of the neighbour tests; exits
+	}
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "bench-test-")
 	if err != nil {
@@ -77,11 +80,21 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg.Modes = []string{ModeFloor, mode}
 	cfg.Step, cfg.Warmup, cfg.Settle = 300*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
 	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate, cfg.IOConcurrency = 100, 4, 50, 4
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cfg.NeighborConcurrency = 1
+	defer func(start func(context.Context, Config, *cpuCgroup) (*hogproc.Process, error)) { startNeighbor = start }(startNeighbor)
+	starts, start := 0, startNeighbor
+	startNeighbor = func(ctx context.Context, cfg Config, cg *cpuCgroup) (*hogproc.Process, error) {
+		starts++
+		return start(ctx, cfg, cg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	if starts != len(cfg.Modes) {
+		t.Errorf("got the neighbour started %d times, want once per mode (%d)", starts, len(cfg.Modes))
 	}
 	if len(rep.Skipped) > 0 {
 		t.Fatalf("skipped %+v: this test wants a machine where SCHED_IDLE can be set", rep.Skipped)
@@ -138,7 +151,7 @@ func checkRow(t *testing.T, row Result) {
 	if closed := row.Step == StepIOHeavy; row.Probe.ClosedLoop != closed || closed && row.Probe.Connections != 4 {
 		t.Errorf("%s: got closed loop %v with %d connections, want closed loop (4 connections) only in io-heavy", name, row.Probe.ClosedLoop, row.Probe.Connections)
 	}
-	if (row.Hog != nil) != (row.Step != StepIdle) {
+	if (row.Hog != nil) != (row.Step != StepIdle && row.Step != StepNeighborAlone) {
 		t.Errorf("%s: got hog %+v, want present only under load", name, row.Hog)
 	}
 	if row.Hog != nil {
@@ -147,17 +160,21 @@ func checkRow(t *testing.T, row Result) {
 			t.Errorf("%s: got hog %+v, want passes done, by the floor's hog in the floor", name, row.Hog)
 		}
 	}
-	if (row.Small != nil) != (row.Step == StepHogSchedSm) {
-		t.Errorf("%s: got small %+v, want present only in %s", name, row.Small, StepHogSchedSm)
+	withSmall := row.Step == StepHogSchedSm || row.Step == StepNeighbor
+	if (row.Small != nil) != (withSmall && row.Mode != ModeFloor) {
+		t.Errorf("%s: got small %+v, want present only in %s and %s, not in the floor", name, row.Small, StepHogSchedSm, StepNeighbor)
 	}
-	if (row.SmallDirect != nil) != (row.Step == StepHogSchedSm) {
-		t.Errorf("%s: got small_direct %+v, want present only in %s", name, row.SmallDirect, StepHogSchedSm)
+	if (row.SmallDirect != nil) != withSmall {
+		t.Errorf("%s: got small_direct %+v, want present only in %s and %s", name, row.SmallDirect, StepHogSchedSm, StepNeighbor)
+	}
+	if n := row.Neighbor; (n != nil) != withNeighbor(row.Step) || n != nil && (!(n.PassesPerS > 0) || n.Threads != 1) {
+		t.Errorf("%s: got neighbor %+v, want its passes (1 thread) only beside it", name, n)
 	}
 	if row.Small != nil && (row.Small.WaitedP99Ms == nil || row.Small.RPS <= 0 || row.SmallDirect.RPS <= 0) {
 		t.Errorf("%s: small %+v, small_direct %+v: want both answered and the scheduled ones' Task.Waited read", name, row.Small, row.SmallDirect)
 	}
-	if row.GCStopMaxMs == nil {
-		t.Errorf("%s: got no gc_stop_max_ms, want the server's figure", name)
+	if g := row.GC; g == nil || g.Pauses > 0 && !(g.PauseMaxMs > 0 && g.PauseMaxMs >= g.PauseP99Ms && g.PauseMaxMs >= g.StoppingMaxMs) {
+		t.Errorf("%s: got gc %+v, want the window's pauses, max >= p99 and >= stopping", name, g)
 	}
 }
 

@@ -33,6 +33,20 @@ import (
 // starts anything.
 var ErrCPUQuota = errors.New("cannot run the servers under a CPU quota")
 
+// ErrCgroups is wrapped by the error Run returns when Cgroups is set but
+// cgroups cannot be made here, for the same reasons; Run returns it before
+// it starts anything.
+var ErrCgroups = errors.New("cannot run the server and the neighbour in cgroups of their own")
+
+// openCPUQuota is openCgroups for CPUQuota: its error wraps ErrCPUQuota.
+func openCPUQuota(cpus float64) (*cgroupFS, error) {
+	fs, err := openCgroups(cpus, "-cpu-quota")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrCPUQuota, err)
+	}
+	return fs, nil
+}
+
 // MinCPUQuota is the smallest Config.CPUQuota, in CPUs; the largest is
 // runtime.NumCPU().
 const MinCPUQuota = 0.1
@@ -116,7 +130,9 @@ type cpuCgroup struct {
 // cfsPeriodUs (cpu.max's first field on v2, cpu.cfs_quota_us on v1).
 func quotaUs(cpus float64) int64 { return int64(math.Round(cpus * cfsPeriodUs)) }
 
-// create makes the cgroup fs.dir/name limited to cpus CPUs. On failure it
+// create makes the cgroup fs.dir/name limited to cpus CPUs, or with no
+// limit for cpus 0 (a new cgroup has none, and the kernel's default
+// weight: cpu.shares 1024 on v1, cpu.weight 100 on v2). On failure it
 // removes the directory again (if it made it) and returns an error that
 // names the file.
 func (fs *cgroupFS) create(name string, cpus float64) (*cpuCgroup, error) {
@@ -125,9 +141,11 @@ func (fs *cgroupFS) create(name string, cpus float64) (*cpuCgroup, error) {
 		return nil, fmt.Errorf("creating the cgroup: %w", err)
 	}
 	var err error
-	if fs.v2 {
+	switch {
+	case cpus == 0:
+	case fs.v2:
 		err = writeCgroupFile(g.dir, "cpu.max", fmt.Sprintf("%d %d", quotaUs(cpus), cfsPeriodUs))
-	} else {
+	default:
 		err = writeCgroupFile(g.dir, "cpu.cfs_period_us", strconv.Itoa(cfsPeriodUs))
 		if err == nil {
 			err = writeCgroupFile(g.dir, "cpu.cfs_quota_us", strconv.FormatInt(quotaUs(cpus), 10))
@@ -170,9 +188,9 @@ func (g *cpuCgroup) inCgroup(name string, args []string) (string, []string) {
 	return "/bin/sh", append([]string{"-c", inCgroupScript, "cpusched-bench", g.procsFile(), name}, args...)
 }
 
-// check makes a cgroup limited to cpus CPUs, moves a short-lived shell
-// into it and removes it again: what Run needs for every server, tried
-// before any server starts.
+// check makes a cgroup limited to cpus CPUs (0: no limit), moves a
+// short-lived shell into it and removes it again: what Run needs for every
+// server, tried before any server starts.
 func (fs *cgroupFS) check(cpus float64) error {
 	g, err := fs.create(nextCgroupName(), cpus)
 	if err != nil {

@@ -16,21 +16,21 @@ import (
 // at a fake tree.
 var cgroupMount = "/sys/fs/cgroup"
 
-// openCPUQuota finds the cpu controller under cgroupMount, removes the
+// openCgroups finds the cpu controller under cgroupMount, removes the
 // cgroups that killed benchmarks left behind, and checks that a cgroup
-// limited to cpus CPUs can be made and entered. Its error wraps
-// ErrCPUQuota and says why.
-func openCPUQuota(cpus float64) (*cgroupFS, error) {
+// limited to cpus CPUs (0: no limit) can be made and entered. Its error
+// says why; flag names the option that needs the cgroups.
+func openCgroups(cpus float64, flag string) (*cgroupFS, error) {
 	fs, err := findCgroupFS(cgroupMount)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCPUQuota, err)
+		return nil, err
 	}
 	removeStaleCgroups(fs)
 	if err := fs.check(cpus); err != nil {
 		if errors.Is(err, os.ErrPermission) || errors.Is(err, syscall.EROFS) {
-			err = fmt.Errorf("%v (-cpu-quota needs root, or a cgroup delegated to this user, on a writable cgroup mount)", err)
+			err = fmt.Errorf("%v (%s needs root, or a cgroup delegated to this user, on a writable cgroup mount)", err, flag)
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrCPUQuota, fs, err)
+		return nil, fmt.Errorf("%s: %v", fs, err)
 	}
 	return fs, nil
 }

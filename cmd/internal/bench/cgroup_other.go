@@ -7,7 +7,7 @@ import (
 	"runtime"
 )
 
-// openCPUQuota fails: a CPU quota needs Linux cgroups.
-func openCPUQuota(float64) (*cgroupFS, error) {
-	return nil, fmt.Errorf("%w: -cpu-quota needs Linux cgroups (this is %s)", ErrCPUQuota, runtime.GOOS)
+// openCgroups fails: flag needs Linux cgroups.
+func openCgroups(_ float64, flag string) (*cgroupFS, error) {
+	return nil, fmt.Errorf("%s needs Linux cgroups (this is %s)", flag, runtime.GOOS)
 }

@@ -88,6 +88,9 @@ func TestCgroupWriter(t *testing.T) {
 		{"v1 0.1 CPUs", false, 0.1, "cpu", map[string]string{"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "10000"}},
 		{"v2 1.5 CPUs", true, 1.5, "", map[string]string{"cpu.max": "150000 100000"}},
 		{"v2 2 CPUs", true, 2, "", map[string]string{"cpu.max": "200000 100000"}},
+		// No limit (-cgroups): the new cgroup's files stay as the kernel made them.
+		{"v1 no limit", false, 0, "cpu", map[string]string{"cpu.cfs_period_us": "100000\n", "cpu.cfs_quota_us": "-1\n"}},
+		{"v2 no limit", true, 0, "", map[string]string{"cpu.max": "max 100000\n"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -297,10 +300,14 @@ func TestReportWithCPUQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"quota:   every server in its own cgroup limited to 1.5 CPUs (150000 us per 100000 us period; cgroup v1 /sys/fs/cgroup/cpu), the floor's hog in its server's; the load generator outside\n",
-		"floor: idle 0/70 0 ms (0.00 CPUs), hog-sched 10/70 1,234 ms (0.50 CPUs), io-heavy 20/70 2,469 ms (1.00 CPUs)\n",
-		"none: idle 30/70 3,703 ms (1.50 CPUs), hog-direct 40/70 4,938 ms (2.00 CPUs), hog-sched 50/70 6,172 ms (2.50 CPUs), " +
-			"hog-nockpt 60/70 7,406 ms (3.00 CPUs), hog-sched+small 70/70 8,641 ms (3.50 CPUs), io-heavy 80/70 9,875 ms (4.00 CPUs)\n",
+		"quota:   every server in its own cgroup limited to 1.5 CPUs (150000 us per 100000 us period; cgroup v1 /sys/fs/cgroup/cpu), " +
+			"the floor's hog in its server's, and so is the neighbour unless -cgroups gives it its own; the load generator outside\n",
+		"floor: idle 0/70 0 ms (0.00 CPUs), hog-sched 10/70 1,234 ms (0.50 CPUs), io-heavy 20/70 2,469 ms (1.00 CPUs), " +
+			"neighbor-alone 30/70 3,703 ms (1.50 CPUs), neighbor 40/70 4,938 ms (2.00 CPUs)\n",
+		"none: idle 50/70 6,172 ms (2.50 CPUs), hog-direct 60/70 7,406 ms (3.00 CPUs), hog-sched 70/70 8,641 ms (3.50 CPUs), " +
+			"hog-nockpt 80/70 9,875 ms (4.00 CPUs), hog-sched+small 90/70 11,110 ms (4.50 CPUs), io-heavy 100/70 12,344 ms (5.00 CPUs), " +
+			"neighbor 110/70 13,578 ms (5.50 CPUs)\n",
+		"reserve: neighbor 120/70 14,813 ms (6.00 CPUs)\n",
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table output lacks %q; got:\n%s", want, buf.String())

@@ -4,11 +4,6 @@ package bench
 // commands (fleet's replicas): the same cgroups, made, entered and removed
 // by the same code, so that a fix here reaches them too.
 
-import (
-	"fmt"
-	"path/filepath"
-)
-
 // CPUQuotas makes cgroups with a CPU bandwidth limit, each for one child
 // process.
 type CPUQuotas struct{ fs *cgroupFS }
@@ -31,8 +26,8 @@ func (q *CPUQuotas) String() string { return q.fs.String() }
 // CPUQuota is one cgroup made by CPUQuotas.New.
 type CPUQuota struct{ g *cpuCgroup }
 
-// New makes a cgroup limited to cpus CPUs (a 100 ms period). Remove it
-// once the process started in it has exited.
+// New makes a cgroup limited to cpus CPUs (a 100 ms period), or with no
+// limit for cpus 0. Remove it once the process started in it has exited.
 func (q *CPUQuotas) New(cpus float64) (*CPUQuota, error) {
 	g, err := q.fs.create(nextCgroupName(), cpus)
 	if err != nil {
@@ -60,13 +55,7 @@ func (c *CPUQuota) Remove() error { return c.g.remove() }
 // the kernel shares the CPU between it and its siblings by their weights,
 // equal by default, whatever the priorities of the threads inside, as
 // between the containers of a machine. Remove it as New's.
-func (q *CPUQuotas) NewUnlimited() (*CPUQuota, error) {
-	g := &cpuCgroup{fs: q.fs, dir: filepath.Join(q.fs.dir, nextCgroupName())}
-	if err := q.fs.mkdir(g.dir); err != nil {
-		return nil, fmt.Errorf("creating the cgroup: %w", err)
-	}
-	return &CPUQuota{g: g}, nil
-}
+func (q *CPUQuotas) NewUnlimited() (*CPUQuota, error) { return q.New(0) }
 
 // CPUStat is one reading of a cgroup's CFS bandwidth accounting.
 type CPUStat struct{ s cpuStat }

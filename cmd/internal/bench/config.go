@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,8 +31,10 @@ const (
 	// together; fewer do not (docs/bench.md#the-busy-case).
 	DefaultIOConcurrency = 32
 
-	// QuickWarmup is the warm-up of a -quick run.
+	// QuickWarmup and QuickSettle are the warm-up and the settling of a
+	// -quick run.
 	QuickWarmup = 250 * time.Millisecond
+	QuickSettle = 100 * time.Millisecond
 
 	MinStep        = 100 * time.Millisecond
 	MaxStep        = 10 * time.Minute
@@ -42,11 +45,18 @@ const (
 	MaxConcurrency = 1000
 	MinTraceAbove  = time.Microsecond
 	MaxTraceAbove  = time.Minute
+	// MaxNeighborConcurrency bounds NeighborConcurrency: enough threads to
+	// keep a large machine busy, few enough to start in a moment.
+	MaxNeighborConcurrency = 256
 )
 
 // quickBudget is the time a -quick run may spend in its steps (start-up and
-// settling come on top); QuickStep divides it between the steps.
-const quickBudget = 20 * time.Second
+// settling come on top); QuickStep divides it between the steps, giving
+// each no less than minQuickStep.
+const (
+	quickBudget  = 20 * time.Second
+	minQuickStep = 600 * time.Millisecond
+)
 
 // ModeFloor is the reference mode: the demo server with no task ever
 // submitted to its scheduler, beside the same CPU-heavy work run in a
@@ -61,30 +71,43 @@ const (
 	StepHogNoCkpt  = "hog-nockpt"
 	StepHogSchedSm = "hog-sched+small"
 	StepIOHeavy    = "io-heavy"
+	// StepNeighborAlone (the floor only) and StepNeighbor run beside the
+	// neighbour, a CPU-bound process at normal priority
+	// (docs/bench.md#the-neighbour).
+	StepNeighborAlone = "neighbor-alone"
+	StepNeighbor      = "neighbor"
 )
 
 // Steps returns the step names of an isolation mode in the order Run
 // measures them.
 func Steps() []string {
-	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy}
+	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighbor}
 }
 
-// StepsOf returns the steps Run measures in mode (a Config.Modes item):
-// the floor has no direct or scheduled load of its own, and no small
-// requests, so only the steps the others are compared with.
+// StepNames returns every step name of every mode, in the order Run
+// measures them: the names Config.Steps takes.
+func StepNames() []string {
+	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighborAlone, StepNeighbor}
+}
+
+// StepsOf returns the steps Run measures in mode (a Config.Modes item)
+// when Config.Steps is empty: the floor has no direct or scheduled load
+// of its own, and no scheduled small requests, so only the steps the
+// others are compared with, and the neighbour alone, their reference.
 func StepsOf(mode string) []string {
 	if mode == ModeFloor {
-		return []string{StepIdle, StepHogSched, StepIOHeavy}
+		return []string{StepIdle, StepHogSched, StepIOHeavy, StepNeighborAlone, StepNeighbor}
 	}
 	return Steps()
 }
 
 // floorStepOf returns the floor's step that step is compared with, or ""
 // for none: hog-nockpt's is hog-sched, since the floor's hog never calls
-// Checkpoint either; hog-direct and hog-sched+small have none.
+// Checkpoint either; hog-direct and hog-sched+small have none, nor has
+// neighbor-alone, which is the floor's alone.
 func floorStepOf(step string) string {
 	switch step {
-	case StepIdle, StepHogSched, StepIOHeavy:
+	case StepIdle, StepHogSched, StepIOHeavy, StepNeighbor:
 		return step
 	case StepHogNoCkpt:
 		return StepHogSched
@@ -93,21 +116,21 @@ func floorStepOf(step string) string {
 }
 
 // QuickStep returns the step length of a -quick run over modes (nil: every
-// mode): 2 s, shortened (to no less than 1 s) so that the steps of all
-// modes fit in about 20 s, or as close as 1 s steps come, and the whole
-// run, with `go run`'s build and the servers' start-ups, in under 60 s
-// (docs/bench.md#what-it-runs).
-func QuickStep(modes []string) time.Duration {
-	if len(modes) == 0 {
-		modes = AllModes()
+// mode) and steps (nil: every step; see Config.Steps): 2 s, shortened (to
+// no less than 600 ms) so that the steps of all modes fit in about 20 s,
+// or as close as 600 ms steps come, and the whole run, with `go run`'s
+// build, the servers' start-ups and each step's wait for the server to
+// go quiet, in under 60 s (docs/bench.md#what-it-runs): with every mode's
+// 26 steps, 36 s on the project's 2-vCPU machine.
+func QuickStep(modes, steps []string) time.Duration {
+	c := Config{Modes: modes, Steps: steps}
+	n := 0
+	for _, m := range c.modes() {
+		n += len(c.stepsOf(m))
 	}
-	steps := 0
-	for _, m := range modes {
-		steps += len(StepsOf(m))
-	}
-	perStep := quickBudget/time.Duration(steps) - QuickWarmup - DefaultSettle
-	step := min(2*time.Second, perStep.Truncate(500*time.Millisecond))
-	return max(step, time.Second)
+	perStep := quickBudget/time.Duration(max(n, 1)) - QuickWarmup - QuickSettle
+	step := min(2*time.Second, perStep.Truncate(250*time.Millisecond))
+	return max(step, minQuickStep)
 }
 
 // Config describes one benchmark run. Start from DefaultConfig; the zero
@@ -116,9 +139,10 @@ func QuickStep(modes []string) time.Duration {
 type Config struct {
 	// ServerCmd is the command that runs the demo server, e.g.
 	// {"/path/to/cpusched", "serve"}. Run appends
-	// "-addr 127.0.0.1:0 -isolation MODE" (and "-gc" when GC is set); the
-	// server must print "listening on http://HOST:PORT" on stdout. The
-	// floor's hog runs as `ServerCmd[0] idle-hog -c HogConcurrency`.
+	// "-addr 127.0.0.1:0 -isolation MODE -garbage BYTES"; the server must
+	// print "listening on http://HOST:PORT" on stdout. The floor's hog
+	// runs as `ServerCmd[0] idle-hog -c HogConcurrency`, the neighbour as
+	// `ServerCmd[0] neighbor -c NeighborConcurrency`.
 	ServerCmd []string
 	// Modes are the modes to measure, by name, in order; nil means every
 	// mode of AllModes: the floor (ModeFloor), then every isolation mode of
@@ -128,6 +152,11 @@ type Config struct {
 	// "ospriority,ospriority:1". Where SCHED_IDLE cannot be set, Run skips
 	// the floor and says why in Report.Skipped.
 	Modes []string
+	// Steps are the steps to measure, by name (StepNames); nil means every
+	// step of each mode (StepsOf). A mode measures the steps it has of
+	// these, and the floor also those that the others compare with
+	// (floorStepOf), so that their ratios have a floor.
+	Steps []string
 	// Step is the measured length of each step (MinStep..MaxStep).
 	Step time.Duration
 	// Warmup runs each step's load unmeasured before its window (0..MaxWarmup).
@@ -145,8 +174,22 @@ type Config struct {
 	// SmallRate is the open-loop rate of the small requests, in requests/s
 	// (1..MaxSmallRate), for each of the scheduled and the direct ones.
 	SmallRate float64
-	// GC passes -gc to the server (garbage per probe request).
-	GC bool
+	// Garbage is passed to every server as -garbage: the bytes of the
+	// response buffer every fast request builds, the CRC32 work then
+	// allocating a little too (demo.Config.Garbage; 0..demo.MaxGarbage).
+	// DefaultConfig sets demo.DefaultGarbage; 0 is the clean room (bench
+	// -clean), demo.HeavyGarbage the collector always busy (bench -gc).
+	Garbage int
+	// NeighborConcurrency is the neighbour's CPU-bound threads, one per
+	// CPU by default (1..MaxNeighborConcurrency).
+	NeighborConcurrency int
+	// Cgroups runs each mode's server (with the floor's hog) and its
+	// neighbour in a cgroup each, with equal weights, as two containers on
+	// a node; without it the neighbour shares the server's cgroup: bench's
+	// own, or the CPUQuota one. With CPUQuota too, the server's cgroup has
+	// the quota and the neighbour's none. Linux only, and it needs the
+	// right to make cgroups (root); Run reports ErrCgroups otherwise.
+	Cgroups bool
 	// Workers and Slice, when non-zero, are passed to every server as
 	// -workers and -slice, overriding each mode's own choice.
 	Workers int
@@ -157,8 +200,9 @@ type Config struct {
 	// only, and it needs the right to make cgroups (root); Run reports
 	// ErrCPUQuota otherwise. The load generator stays outside.
 	CPUQuota float64
-	// Quick is recorded in the report's config; the caller sets Step and
-	// Warmup for a quick run (QuickStep, QuickWarmup).
+	// Quick is recorded in the report's config; the caller sets Step,
+	// Warmup and Settle for a quick run (QuickStep, QuickWarmup,
+	// QuickSettle).
 	Quick bool
 	// TraceDir, when set, records a runtime/trace of each server over the
 	// measured windows of the hog-sched, hog-nockpt, hog-sched+small and
@@ -189,6 +233,9 @@ func DefaultConfig(serverCmd ...string) Config {
 		HogConcurrency: DefaultHogConcurrency,
 		SmallRate:      DefaultSmallRate,
 		IOConcurrency:  DefaultIOConcurrency,
+		Garbage:        demo.DefaultGarbage,
+
+		NeighborConcurrency: runtime.NumCPU(),
 	}
 }
 
@@ -207,6 +254,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("bench: Modes (-modes): mode %q given twice", m)
 		}
 		seen[m] = true
+	}
+	if err := c.validateSteps(); err != nil {
+		return err
 	}
 	switch {
 	case c.Step < MinStep || c.Step > MaxStep:
@@ -229,6 +279,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in %v..%v, got %v", MinTraceAbove, MaxTraceAbove, c.TraceAbove)
 	case c.TraceAbove != 0 && c.TraceDir == "":
 		return fmt.Errorf("bench: TraceAbove (-trace-above) %v needs TraceDir (-trace DIR): only traced requests are attributed", c.TraceAbove)
+	case c.NeighborConcurrency < 1 || c.NeighborConcurrency > MaxNeighborConcurrency:
+		return fmt.Errorf("bench: NeighborConcurrency (-neighbor-c) must be in 1..%d threads, got %d", MaxNeighborConcurrency, c.NeighborConcurrency)
+	}
+	if err := demo.CheckGarbage(c.Garbage); err != nil {
+		return fmt.Errorf("bench: Garbage (-clean, -gc) %v", err)
 	}
 	var oe *demo.OverrideError
 	if err := demo.CheckOverrides(c.Workers, c.Slice); errors.As(err, &oe) {
@@ -267,6 +322,54 @@ func parseModeSpec(spec string) (mode string, workers int, err error) {
 // it measures them by default: the floor, then every isolation mode this
 // build supports.
 func AllModes() []string { return append([]string{ModeFloor}, demo.ModeNames()...) }
+
+// validateSteps checks Config.Steps: known names, each once, and at least
+// one step that a mode of the run measures.
+func (c Config) validateSteps() error {
+	seen := map[string]bool{}
+	for _, s := range c.Steps {
+		if !slices.Contains(StepNames(), s) {
+			return fmt.Errorf("bench: Steps (-steps): unknown step %q (valid: %s)", s, strings.Join(StepNames(), ", "))
+		}
+		if seen[s] {
+			return fmt.Errorf("bench: Steps (-steps): step %q given twice", s)
+		}
+		seen[s] = true
+	}
+	if len(c.Steps) == 0 {
+		return nil
+	}
+	for _, m := range c.modes() {
+		if len(c.stepsOf(m)) > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("bench: Steps (-steps) %s: no mode of -modes (%s) has any of them (the floor has %s; the others %s)",
+		strings.Join(c.Steps, ","), strings.Join(c.modes(), ","), strings.Join(StepsOf(ModeFloor), ", "), strings.Join(Steps(), ", "))
+}
+
+// stepsOf returns the steps Run measures in mode: StepsOf(mode), keeping
+// only those Config.Steps names, in the floor also those the named steps
+// compare with.
+func (c Config) stepsOf(mode string) []string {
+	all := StepsOf(mode)
+	if len(c.Steps) == 0 {
+		return all
+	}
+	var out []string
+	for _, s := range all {
+		wanted := slices.Contains(c.Steps, s)
+		if mode == ModeFloor {
+			for _, named := range c.Steps {
+				wanted = wanted || floorStepOf(named) == s
+			}
+		}
+		if wanted {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // modes returns the Config.Modes items to measure: every mode when none
 // is given.

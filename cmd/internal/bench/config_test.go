@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cpusched/cpusched/cmd/internal/demo"
 )
 
 func TestValidate(t *testing.T) {
@@ -56,6 +58,19 @@ func TestValidate(t *testing.T) {
 		{"trace above without trace", func(c *Config) { c.TraceAbove = 3 * time.Millisecond }, "TraceAbove (-trace-above) 3ms needs TraceDir (-trace DIR)"},
 		{"trace above negative", func(c *Config) { c.TraceDir, c.TraceAbove = "t", -time.Millisecond }, "TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in 1µs..1m0s, got -1ms"},
 		{"trace above too long", func(c *Config) { c.TraceDir, c.TraceAbove = "t", time.Hour }, "in 1µs..1m0s, got 1h0m0s"},
+		{"steps", func(c *Config) { c.Steps = []string{StepNeighbor, StepIdle} }, ""},
+		{"steps unknown", func(c *Config) { c.Steps = []string{"neighbour"} }, `Steps (-steps): unknown step "neighbour" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor)`},
+		{"steps twice", func(c *Config) { c.Steps = []string{StepIdle, StepIdle} }, `Steps (-steps): step "idle" given twice`},
+		{"steps of no mode", func(c *Config) { c.Modes, c.Steps = []string{"none", "reserve"}, []string{StepNeighborAlone} },
+			"Steps (-steps) neighbor-alone: no mode of -modes (none,reserve) has any of them (the floor has idle, hog-sched, io-heavy, neighbor-alone, neighbor; the others idle,"},
+		{"steps the floor's alone", func(c *Config) { c.Modes, c.Steps = []string{"floor", "none"}, []string{StepNeighborAlone} }, ""},
+		{"neighbor-c zero", func(c *Config) { c.NeighborConcurrency = 0 }, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 0"},
+		{"neighbor-c too many", func(c *Config) { c.NeighborConcurrency = 257 }, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 257"},
+		{"neighbor-c largest", func(c *Config) { c.NeighborConcurrency = MaxNeighborConcurrency }, ""},
+		{"clean", func(c *Config) { c.Garbage = 0 }, ""},
+		{"heavy garbage", func(c *Config) { c.Garbage = demo.HeavyGarbage }, ""},
+		{"garbage negative", func(c *Config) { c.Garbage = -1 }, "Garbage (-clean, -gc) must be in 0..4194304 bytes (0: no garbage), got -1"},
+		{"cgroups with quota", func(c *Config) { c.Cgroups, c.CPUQuota = true, 1 }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,43 +100,47 @@ func TestRunInvalidConfigStartsNothing(t *testing.T) {
 
 func TestQuickStep(t *testing.T) {
 	tests := []struct {
-		modes []string
-		want  time.Duration
+		modes, steps []string
+		want         time.Duration
 	}{
-		{nil, time.Second}, // every mode
-		{[]string{"none"}, 2 * time.Second},
-		{[]string{"floor"}, 2 * time.Second},
-		{[]string{"floor", "none"}, 1500 * time.Millisecond},
-		{[]string{"none", "reserve", "ospriority"}, time.Second},
-		{[]string{"floor", "none", "reserve", "ospriority", "ospriority:1"}, time.Second},
+		{nil, nil, 600 * time.Millisecond}, // every mode
+		{[]string{"none"}, nil, 2 * time.Second},
+		{[]string{"floor"}, nil, 2 * time.Second},
+		{[]string{"floor", "none"}, nil, 1250 * time.Millisecond},
+		{[]string{"none", "reserve", "ospriority"}, nil, 600 * time.Millisecond},
+		{[]string{"floor", "none", "reserve", "ospriority", "ospriority:1"}, nil, 600 * time.Millisecond},
+		{[]string{"floor", "ospriority", "reserve"}, []string{StepNeighbor}, 2 * time.Second},
+		{nil, []string{StepIdle, StepHogSched, StepNeighbor}, 1250 * time.Millisecond}, // 12 steps
+		{[]string{"none"}, []string{StepNeighborAlone}, 2 * time.Second},               // none at all
 	}
 	for _, tt := range tests {
-		if got := QuickStep(tt.modes); got != tt.want {
-			t.Errorf("QuickStep(%q): got %v, want %v", tt.modes, got, tt.want)
+		if got := QuickStep(tt.modes, tt.steps); got != tt.want {
+			t.Errorf("QuickStep(%q, %q): got %v, want %v", tt.modes, tt.steps, got, tt.want)
 		}
 	}
 	// A quick run of every mode: its steps, warm-ups and settling fit in
-	// 35 s, so that with the build and the start-ups it stays under 60 s.
+	// 25 s, so that with the build, the start-ups and the waits for the
+	// servers to go quiet it stays under 60 s.
 	steps := 0
 	for _, m := range AllModes() {
 		steps += len(StepsOf(m))
 	}
-	if total := time.Duration(steps) * (QuickStep(nil) + QuickWarmup + DefaultSettle); total > 35*time.Second {
-		t.Errorf("a quick run's %d steps take %v in all, want <= 35s", steps, total)
+	if total := time.Duration(steps) * (QuickStep(nil, nil) + QuickWarmup + QuickSettle); total > 25*time.Second {
+		t.Errorf("a quick run's %d steps take %v in all, want <= 25s", steps, total)
 	}
 }
 
 func TestStepsOf(t *testing.T) {
-	if got, want := StepsOf(ModeFloor), []string{StepIdle, StepHogSched, StepIOHeavy}; !slices.Equal(got, want) {
+	if got, want := StepsOf(ModeFloor), []string{StepIdle, StepHogSched, StepIOHeavy, StepNeighborAlone, StepNeighbor}; !slices.Equal(got, want) {
 		t.Errorf("StepsOf(floor): got %v, want %v", got, want)
 	}
-	if got := StepsOf("ospriority:1"); !slices.Equal(got, Steps()) {
-		t.Errorf("StepsOf(ospriority:1): got %v, want every step %v", got, Steps())
+	if got := StepsOf("ospriority:1"); !slices.Equal(got, Steps()) || got[len(got)-1] != StepNeighbor {
+		t.Errorf("StepsOf(ospriority:1): got %v, want every step %v, the neighbour's last", got, Steps())
 	}
 	// Every step of the floor is its own reference; of the others, the
 	// ones it has a counterpart for.
 	for step, want := range map[string]string{StepIdle: StepIdle, StepHogDirect: "", StepHogSched: StepHogSched,
-		StepHogNoCkpt: StepHogSched, StepHogSchedSm: "", StepIOHeavy: StepIOHeavy} {
+		StepHogNoCkpt: StepHogSched, StepHogSchedSm: "", StepIOHeavy: StepIOHeavy, StepNeighbor: StepNeighbor, StepNeighborAlone: ""} {
 		if got := floorStepOf(step); got != want {
 			t.Errorf("floorStepOf(%s): got %q, want %q", step, got, want)
 		}
@@ -131,5 +150,39 @@ func TestStepsOf(t *testing.T) {
 	}
 	if AllModes()[0] != ModeFloor {
 		t.Errorf("AllModes: got %v, want the floor first", AllModes())
+	}
+	for _, m := range AllModes() {
+		for _, step := range StepsOf(m) {
+			if !slices.Contains(StepNames(), step) {
+				t.Errorf("StepsOf(%s) has %s, which StepNames lacks", m, step)
+			}
+		}
+	}
+}
+
+// TestConfigStepsOf: -steps keeps the named steps of each mode, and in the
+// floor those they compare with.
+func TestConfigStepsOf(t *testing.T) {
+	tests := []struct {
+		steps []string
+		mode  string
+		want  []string
+	}{
+		{nil, ModeFloor, StepsOf(ModeFloor)},
+		{nil, "reserve", Steps()},
+		{[]string{StepNeighbor}, ModeFloor, []string{StepNeighbor}},
+		{[]string{StepNeighbor}, "ospriority", []string{StepNeighbor}},
+		{[]string{StepNeighbor, StepNeighborAlone}, ModeFloor, []string{StepNeighborAlone, StepNeighbor}},
+		{[]string{StepNeighborAlone}, "none", nil},
+		{[]string{StepHogNoCkpt}, ModeFloor, []string{StepHogSched}},
+		{[]string{StepHogNoCkpt, StepIdle}, "none:1", []string{StepIdle, StepHogNoCkpt}},
+		{[]string{StepHogDirect, StepHogSchedSm}, ModeFloor, nil},
+		{[]string{StepIOHeavy, StepIdle}, "reserve", []string{StepIdle, StepIOHeavy}}, // the run's order
+	}
+	for _, tt := range tests {
+		c := Config{Steps: tt.steps}
+		if got := c.stepsOf(tt.mode); !slices.Equal(got, tt.want) {
+			t.Errorf("steps %q, mode %s: got %v, want %v", tt.steps, tt.mode, got, tt.want)
+		}
 	}
 }

@@ -40,7 +40,7 @@ func (r *Report) floorFindings() []string {
 	}
 	idle, hog := r.find(ModeFloor, StepIdle), r.find(ModeFloor, StepHogSched)
 	if idle == nil || hog == nil || idle.Probe == nil || hog.Probe == nil {
-		return nil
+		return r.floorNeighborFindings()
 	}
 	s := fmt.Sprintf("probe p99 %s ms idle, %s ms beside the same CPU work in a separate SCHED_IDLE process (%s idle)",
 		report.Ms(idle.Probe.P99Ms), report.Ms(hog.Probe.P99Ms), times(hog.Probe.P99Ms, idle.Probe.P99Ms))
@@ -53,7 +53,7 @@ func (r *Report) floorFindings() []string {
 	if io := r.find(ModeFloor, StepIOHeavy); io != nil && io.Probe != nil {
 		s += fmt.Sprintf("; io-heavy p99 %s ms at %s req/s", report.Ms(io.Probe.P99Ms), report.Num(io.Probe.RPS))
 	}
-	return []string{s}
+	return append([]string{s}, r.floorNeighborFindings()...)
 }
 
 // modeFindings returns the lines of an isolation mode: each needs the rows
@@ -88,7 +88,10 @@ func (r *Report) modeFindings(mode string) []string {
 		if v := io.VsFloor; v != nil {
 			s += fmt.Sprintf(" (%s of the floor's)", report.Pct(v.RPSPct))
 		}
-		lines = append(lines, s+", beside the load through cpusched"+throughput(io))
+		lines = append(lines, s+", beside the load through cpusched"+throughput(io)+ofFloor(io))
+	}
+	if l := r.neighborFindings(mode); l != "" {
+		lines = append(lines, l)
 	}
 	return lines
 }
@@ -122,6 +125,15 @@ func andFloor(row *Result) string {
 		return "; " + s
 	}
 	return ""
+}
+
+// ofFloor returns " (82% of the floor's)" for a hog row's share of the
+// floor's hog, or "".
+func ofFloor(row *Result) string {
+	if row.Hog == nil || row.Hog.PctOfFloor == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (%s of the floor's)", report.Pct(*row.Hog.PctOfFloor))
 }
 
 // throughput returns " at 95% of its throughput" for a hog row's share of

@@ -6,12 +6,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
-	"syscall"
 
 	"github.com/cpusched/cpusched"
-	"github.com/cpusched/cpusched/cmd/internal/childproc"
 	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 )
 
@@ -22,16 +19,7 @@ import (
 // cannot be made SCHED_IDLE. A variable, so that a test can take that path
 // on any machine.
 var startIdleHog = func(ctx context.Context, cfg Config, cg *cpuCgroup) (*hogproc.Process, error) {
-	name, args := cfg.ServerCmd[0], []string{hogproc.Command, "-c", strconv.Itoa(cfg.HogConcurrency)}
-	if cg != nil {
-		name, args = cg.inCgroup(name, args)
-	}
-	cmd := exec.Command(name, args...)
-	// Its own process group, as the servers: a Ctrl-C reaches only bench,
-	// which then stops it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	childproc.DieWithParent(cmd)
-	return hogproc.Start(ctx, cmd)
+	return startHogProcess(ctx, cfg.ServerCmd[0], []string{hogproc.Command, "-c", strconv.Itoa(cfg.HogConcurrency)}, cg)
 }
 
 // skipError is a mode that cannot be measured on this machine, and why.
@@ -69,18 +57,22 @@ type VsFloor struct {
 }
 
 // fill sets every row's figures that depend on other rows: the hog's
-// share of direct and the ratios to the floor.
+// share of direct and of the floor's, and the ratios to the floor.
 func (r *Report) fill() {
 	r.fillPctOfDirect()
 	r.fillVsFloor()
 }
 
 // fillVsFloor sets VsFloor on every row of the other modes whose step
-// compares with a measured floor step.
+// compares with a measured floor step, and the hog's PctOfFloor where the
+// floor's row has a hog too.
 func (r *Report) fillVsFloor() {
 	for i := range r.Results {
 		row := &r.Results[i]
 		row.VsFloor = nil
+		if row.Hog != nil {
+			row.Hog.PctOfFloor = nil
+		}
 		fs := floorStepOf(row.Step)
 		if row.Mode == ModeFloor || fs == "" || row.Probe == nil {
 			continue
@@ -90,6 +82,10 @@ func (r *Report) fillVsFloor() {
 			continue
 		}
 		row.VsFloor = &VsFloor{Step: fs, P99X: row.Probe.P99Ms / f.Probe.P99Ms, RPSPct: row.Probe.RPS / f.Probe.RPS * 100}
+		if row.Hog != nil && f.Hog != nil && f.Hog.PassesPerS > 0 {
+			pct := row.Hog.PassesPerS / f.Hog.PassesPerS * 100
+			row.Hog.PctOfFloor = &pct
+		}
 	}
 }
 

@@ -10,8 +10,9 @@ import (
 )
 
 // frontierSteps are the steps the frontier plot shows: the probe beside
-// the CPU load, with and without Checkpoints, and the busy fast path.
-var frontierSteps = []string{StepHogSched, StepHogNoCkpt, StepIOHeavy}
+// the CPU load, with and without Checkpoints, the busy fast path, and
+// beside the neighbour.
+var frontierSteps = []string{StepHogSched, StepHogNoCkpt, StepIOHeavy, StepNeighbor}
 
 // FrontierSteps returns the steps a frontier plot can show.
 func FrontierSteps() []string { return slices.Clone(frontierSteps) }
@@ -59,7 +60,7 @@ type FrontierSetting struct {
 }
 
 // WriteFrontierOf draws, to path, the settings' trade-offs at step (one of
-// hog-sched, hog-nockpt, io-heavy): for every run, each mode's p99 over
+// hog-sched, hog-nockpt, io-heavy, neighbor): for every run, each mode's p99 over
 // that run's floor (y, log scale) against its throughput as a share of
 // direct (x), and the floor's own point at y = 1, as WriteFrontier does
 // for one run. A setting whose runs hold one mode besides the floor is

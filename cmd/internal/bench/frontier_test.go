@@ -36,7 +36,7 @@ func TestWriteFrontierOf(t *testing.T) {
 	}
 	// A run without the floor names its setting and run.
 	noFloor := handMadeReport()
-	noFloor.Results = noFloor.Results[3:]
+	noFloor.Results = noFloor.Results[5:]
 	err = WriteFrontierOf(filepath.Join(dir, "y.png"), StepHogSched, []FrontierSetting{{Name: "c", Runs: []*Report{handMadeReport(), noFloor}}})
 	if err == nil || !strings.Contains(err.Error(), `setting "c", run 2`) {
 		t.Errorf("no floor: got %v, want an error naming setting c, run 2", err)

@@ -5,11 +5,8 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"math"
 	"net/http"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/cpusched/cpusched/cmd/internal/hogproc"
@@ -57,6 +54,9 @@ type meter struct {
 	// floorHog, in the floor mode, is the process that runs the CPU-heavy
 	// work in the server's stead; nil otherwise.
 	floorHog *hogproc.Process
+	// neighbor is the neighbour, in a mode with a neighbor step; nil
+	// otherwise.
+	neighbor *hogproc.Process
 }
 
 // newMeter returns the meter of the server at base, running as serverPID
@@ -118,7 +118,7 @@ const hogTimeout = 2 * time.Minute
 func (m *meter) step(ctx context.Context, mode, step string, phase func(string)) (Result, error) {
 	res := Result{Mode: mode, Step: step}
 	loads := m.loadsOf(step)
-	stop, err := m.startHog(ctx, loads)
+	stop, err := m.startLoads(ctx, loads)
 	// Stop the loads before leaving: on an early error (a failed /stats
 	// read, a trace that cannot be read) the CPU-heavy load would otherwise
 	// run on for its whole Duration.
@@ -129,7 +129,7 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 	// Warm-up: the same loads, unmeasured.
 	if m.cfg.Warmup > 0 {
 		phase("warm-up")
-		if _, _, err := runProbeAndSmall(ctx, loads.probe, loads.small, m.cfg.Warmup); err != nil {
+		if _, _, err := runProbeAndSmall(ctx, loads.probe, loads.smallList(), m.cfg.Warmup); err != nil {
 			return res, err
 		}
 	}
@@ -149,94 +149,19 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 	return res, m.settle(ctx, loads.busy())
 }
 
-// stepLoads are the loads of one step.
-type stepLoads struct {
-	hogPath string // the CPU-heavy closed loop's path, or "" for none
-	// floorHog: the CPU-heavy load is the floor's hog process instead.
-	floorHog bool
-	probe    load.Config   // the probe: open loop, or io-heavy's closed loop
-	small    []load.Config // the scheduled and the direct small loads, or none
-}
-
-// busy reports whether the loads leave the server CPU-heavy work to
-// finish after they stop.
-func (l stepLoads) busy() bool { return l.hogPath != "" || len(l.small) > 0 }
-
-// loadsOf returns the loads of step, as its warm-up runs them. In the
-// floor mode the CPU-heavy load is the floor's hog, wherever the other
-// modes send theirs through the scheduler.
-func (m *meter) loadsOf(step string) stepLoads {
-	cfg := m.cfg
-	l := stepLoads{probe: load.Config{
-		URL: m.base + pathProbe, Concurrency: probeConcurrency(cfg.ProbeRate), Rate: cfg.ProbeRate,
-		Client: m.probeClient,
-	}}
-	switch step {
-	case StepHogDirect:
-		l.hogPath = pathHogDirect
-	case StepHogSched, StepHogSchedSm, StepIOHeavy:
-		l.hogPath = pathHogSched
-	case StepHogNoCkpt:
-		l.hogPath = pathHogNoCkpt
-	}
-	if m.floorHog != nil && l.hogPath != "" {
-		l.hogPath, l.floorHog = "", true
-	}
-	if step == StepIOHeavy {
-		l.probe = load.Config{URL: m.base + pathIO, Concurrency: cfg.IOConcurrency, Client: m.ioClient}
-	}
-	if step == StepHogSchedSm {
-		small := load.Config{
-			URL: m.base + pathSmall, Concurrency: probeConcurrency(cfg.SmallRate), Rate: cfg.SmallRate,
-			Timeout: hogTimeout, Client: m.smallClient,
-		}
-		direct := small
-		direct.URL, direct.Client = m.base+pathSmallDirect, m.smallDirectClient
-		l.small = []load.Config{small, direct}
-	}
-	return l
-}
-
-// startHog starts the CPU-heavy load of loads, if any: a closed loop on
-// its path in the background (its own counts are not used: throughput
-// comes from the server's pass counter), or the floor's hog. It returns
-// the function that stops it, which waits for the closed loop to end or
-// pauses the floor's hog; later calls return nil.
-func (m *meter) startHog(ctx context.Context, loads stepLoads) (stop func() error, err error) {
-	var once sync.Once
-	switch {
-	case loads.floorHog:
-		_, err = m.floorHog.Run(ctx)
-		return func() (err error) {
-			once.Do(func() { _, err = m.floorHog.Pause(ctx) })
-			return err
-		}, err
-	case loads.hogPath != "":
-		hogCtx, cancel := context.WithCancel(ctx)
-		var bg sync.WaitGroup
-		bg.Go(func() {
-			_, _ = load.Run(hogCtx, load.Config{
-				URL: m.base + loads.hogPath, Concurrency: m.cfg.HogConcurrency, Duration: 24 * time.Hour,
-				Timeout: hogTimeout, Client: m.hogClient,
-			})
-		})
-		return func() error {
-			once.Do(func() { cancel(); bg.Wait() })
-			return nil
-		}, nil
-	}
-	return func() error { return nil }, nil
-}
-
 // window is what one measured window gave: the server's state at its two
 // ends, the probe's and the small loads' results, and the file of the
 // slow probe requests' attribution when it was traced.
 type window struct {
-	before, after sample
-	probe         *load.Result
-	small         []*load.Result // as stepLoads.small
-	waited        *waitedRecorder
-	attribution   string
+	before, after      sample
+	probe              *load.Result
+	small, smallDirect *load.Result // as stepLoads's, or nil
+	waited             *waitedRecorder
+	attribution        string
+	// afterPause and tailAfterPause count the responses that came after
+	// the neighbour was paused at the window's end, and those of them
+	// already in the tail then (neighborEnd).
+	afterPause, tailAfterPause int64
 }
 
 // measure runs the measured window of step: it samples the server, runs
@@ -251,20 +176,40 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 	// Every probe or small request due in the window counts, however late
 	// it ends: the slowest are the ones still in flight when the window
 	// closes.
-	probe, small := loads.probe, slices.Clone(loads.small)
+	probe := loads.probe
 	probe.Drain = probe.Rate > 0 // a closed loop has no due times to drain
-	for i := range small {
-		small[i].Drain = true
+	if loads.small != nil {
+		small := *loads.small
+		small.OnResponse = w.waited.record
+		loads.small = &small
 	}
-	if len(small) > 0 {
-		small[0].OnResponse = w.waited.record // the scheduled ones
+	smallCfgs := loads.smallList()
+	for i := range smallCfgs {
+		smallCfgs[i].Drain = true
 	}
 	var tr *tracing
 	if m.cfg.TraceDir != "" && tracedStep(step) {
 		tr = m.startTrace(ctx, step, &probe)
 	}
-	if w.probe, w.small, err = runProbeAndSmall(ctx, probe, small, m.cfg.Step); err != nil {
+	var end *neighborEnd
+	if loads.neighbor {
+		endCtx, cancel := context.WithCancel(ctx)
+		end = m.endNeighborWindow(endCtx, m.cfg.Step)
+		defer func() { cancel(); <-end.done }()
+		end.watch(&probe)
+		for i := range smallCfgs {
+			end.watch(&smallCfgs[i])
+		}
+	}
+	var small []*load.Result
+	if w.probe, small, err = runProbeAndSmall(ctx, probe, smallCfgs, m.cfg.Step); err != nil {
 		return w, err
+	}
+	if loads.small != nil {
+		w.small, small = small[0], small[1:]
+	}
+	if loads.smallDirect != nil {
+		w.smallDirect = small[0]
 	}
 	if tr != nil {
 		phase("attributing the slow requests")
@@ -273,14 +218,30 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 			return w, err
 		}
 	}
+	if end != nil {
+		w.after, err = end.wait()
+		p99s := []float64{latencyResult(w.probe).P99Ms}
+		for _, r := range []*load.Result{w.small, w.smallDirect} {
+			if r != nil {
+				p99s = append(p99s, latencyResult(r).P99Ms)
+			}
+		}
+		w.afterPause, w.tailAfterPause = end.late(p99s...)
+		return w, err
+	}
 	w.after, err = m.sample(ctx)
 	return w, err
 }
 
 // tracedStep reports whether Config.TraceDir traces step: those with the
-// CPU-heavy load through the scheduler beside the probe, and io-heavy.
+// CPU-heavy load through the scheduler beside the probe, io-heavy, and
+// the steps beside the neighbour.
 func tracedStep(step string) bool {
-	return step == StepHogSched || step == StepHogNoCkpt || step == StepHogSchedSm || step == StepIOHeavy
+	switch step {
+	case StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighbor, StepNeighborAlone:
+		return true
+	}
+	return false
 }
 
 // threshold returns the client latency (ms) above which a traced request
@@ -294,8 +255,10 @@ func (m *meter) threshold(step string, p99 float64) (float64, string) {
 	switch {
 	case m.cfg.TraceAbove > 0:
 		return float64(m.cfg.TraceAbove) / 1e6, "-trace-above"
-	case step != StepIOHeavy:
+	case step != StepIOHeavy && m.idleP99 > 0:
 		return 2 * m.idleP99, "twice the idle step's p99"
+	case step != StepIOHeavy:
+		return p99, "this step's own p99: the idle step was not measured (-steps)"
 	case m.spec == ModeFloor:
 		return 2 * p99, "twice the floor's io-heavy p99, this step's"
 	case m.floorIOP99 > 0:
@@ -321,16 +284,22 @@ func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
 	case loads.floorHog:
 		res.Hog = &HogResult{PassesPerS: w.after.floorHog.PassesPerSecondSince(w.before.floorHog), FloorHog: true}
 	}
-	if len(w.small) > 0 {
-		res.Small = smallResult(w.small[0])
+	if w.small != nil {
+		res.Small = smallResult(w.small)
 		res.Small.WaitedP50Ms, res.Small.WaitedP99Ms, res.Small.WaitedMaxMs = w.waited.percentiles()
-		res.SmallDirect = smallResult(w.small[1])
+	}
+	if w.smallDirect != nil {
+		res.SmallDirect = smallResult(w.smallDirect)
+	}
+	if loads.neighbor {
+		res.Neighbor = &NeighborResult{PassesPerS: w.after.neighbor.PassesPerSecondSince(w.before.neighbor), Threads: m.cfg.NeighborConcurrency,
+			FinishedAfterPause: w.afterPause, TailAfterPause: w.tailAfterPause}
 	}
 	if m.sys != nil && w.before.sysOK && w.after.sysOK {
 		busy := w.after.sys.Since(w.before.sys).Busy
 		res.CPUBusyPct = &busy
 	}
-	res.GCStopMaxMs = gcStopMax(w.after.stats)
+	res.GC = gcWindow(w.before.stats, w.after.stats)
 	res.Lends, res.LentSlots = lending(w.before.stats, w.after.stats)
 	if m.cgroup != nil {
 		res.CgroupCPU = w.after.cgroup.since(w.before.cgroup, w.after.when.Sub(w.before.when))
@@ -347,28 +316,4 @@ func (m *meter) settle(ctx context.Context, busy bool) error {
 		}
 	}
 	return sleepCtx(ctx, m.cfg.Settle)
-}
-
-// runProbeAndSmall runs the probe and the small loads side by side for d
-// and returns their results. A load that cannot run at all (bad config) or
-// ctx's cancellation is an error.
-func runProbeAndSmall(ctx context.Context, probeCfg load.Config, smallCfgs []load.Config, d time.Duration) (*load.Result, []*load.Result, error) {
-	smallRes := make([]*load.Result, len(smallCfgs))
-	smallErrs := make([]error, len(smallCfgs))
-	var wg sync.WaitGroup
-	for i, c := range smallCfgs {
-		c.Duration = d
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			smallRes[i], smallErrs[i] = load.Run(ctx, c)
-		}()
-	}
-	probeCfg.Duration = d
-	probeRes, probeErr := load.Run(ctx, probeCfg)
-	wg.Wait()
-	if err := errors.Join(append(smallErrs, probeErr)...); err != nil {
-		return nil, nil, err
-	}
-	return probeRes, smallRes, nil
 }

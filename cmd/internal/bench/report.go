@@ -1,19 +1,18 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/cpusched/cpusched/cmd/internal/demo"
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
-
-// GCStopNote is the report config's explanation of gc_stop_max_ms.
-const GCStopNote = "gc_stop_max_ms is cumulative per mode: the longest stop-the-world GC pause " +
-	"(/sched/pauses/total/gc:seconds, bucket upper bound) since that mode's server started"
 
 // Report is the outcome of Run: the table, the JSON and the plot are all
 // written from it.
@@ -32,21 +31,33 @@ type Report struct {
 
 // ReportConfig is the configuration a report was measured with.
 type ReportConfig struct {
-	StepS          float64  `json:"step_s"`
-	ProbeRate      float64  `json:"probe_rate"`
-	HogConcurrency int      `json:"hog_concurrency"`
-	SmallRate      float64  `json:"small_rate"`
-	IOConcurrency  int      `json:"io_concurrency"` // io-heavy's closed-loop connections
-	IOPath         string   `json:"io_path"`        // the route they drive
-	GC             bool     `json:"gc"`
-	Quick          bool     `json:"quick"`
-	Modes          []string `json:"modes"`
-	GCStopNote     string   `json:"gc_stop_max_note"`
-	Workers        int      `json:"workers,omitempty"`  // -workers given to every server; 0: each mode's own
-	SliceMs        float64  `json:"slice_ms,omitempty"` // -slice given to every server; 0: each mode's own
+	StepS          float64 `json:"step_s"`
+	ProbeRate      float64 `json:"probe_rate"`
+	HogConcurrency int     `json:"hog_concurrency"`
+	SmallRate      float64 `json:"small_rate"`
+	IOConcurrency  int     `json:"io_concurrency"` // io-heavy's closed-loop connections
+	IOPath         string  `json:"io_path"`        // the route they drive
+	// Garbage names the servers' garbage: "clean" (-clean: none),
+	// "default", "gc" (-gc) or "custom"; GarbageBytes is the response
+	// buffer of every fast request (-garbage), and the CRC32 work
+	// allocates TaskGarbageBytes every 64 passes.
+	Garbage          string   `json:"garbage"`
+	GarbageBytes     int      `json:"garbage_bytes"`
+	TaskGarbageBytes int      `json:"task_garbage_bytes"`
+	Quick            bool     `json:"quick"`
+	Modes            []string `json:"modes"`
+	Steps            []string `json:"steps,omitempty"` // -steps; absent: every step
+	// NeighborConcurrency is the neighbour's threads (-neighbor-c), and
+	// Cgroups whether it and the server each ran in a cgroup of its own
+	// (-cgroups).
+	NeighborConcurrency int     `json:"neighbor_concurrency"`
+	Cgroups             bool    `json:"cgroups,omitempty"`
+	GCNote              string  `json:"gc_note"`
+	Workers             int     `json:"workers,omitempty"`  // -workers given to every server; 0: each mode's own
+	SliceMs             float64 `json:"slice_ms,omitempty"` // -slice given to every server; 0: each mode's own
 	// CPUQuota is each server's cgroup CPU limit in CPUs (-cpu-quota); 0:
-	// none. Cgroup says where the cgroups were made, e.g.
-	// "cgroup v1 /sys/fs/cgroup/cpu".
+	// none. Cgroup says where the cgroups were made (with CPUQuota or
+	// Cgroups), e.g. "cgroup v1 /sys/fs/cgroup/cpu".
 	CPUQuota float64 `json:"cpu_quota,omitempty"`
 	Cgroup   string  `json:"cgroup,omitempty"`
 
@@ -54,22 +65,44 @@ type ReportConfig struct {
 }
 
 func reportConfig(c Config) ReportConfig {
-	return ReportConfig{
+	rc := ReportConfig{
 		StepS:          c.Step.Seconds(),
 		ProbeRate:      c.ProbeRate,
 		HogConcurrency: c.HogConcurrency,
 		SmallRate:      c.SmallRate,
 		IOConcurrency:  c.IOConcurrency,
 		IOPath:         pathIO,
-		GC:             c.GC,
+		Garbage:        garbageName(c.Garbage),
+		GarbageBytes:   c.Garbage,
 		Quick:          c.Quick,
 		Modes:          c.modes(),
-		GCStopNote:     GCStopNote,
+		Steps:          c.Steps,
+		GCNote:         GCNote,
 		Workers:        c.Workers,
 		SliceMs:        float64(c.Slice) / 1e6,
 		CPUQuota:       c.CPUQuota,
 		Warmup:         c.Warmup,
+
+		NeighborConcurrency: c.NeighborConcurrency,
+		Cgroups:             c.Cgroups,
 	}
+	if c.Garbage > 0 {
+		rc.TaskGarbageBytes = demo.TaskGarbage
+	}
+	return rc
+}
+
+// garbageName names a Config.Garbage for the report.
+func garbageName(bytes int) string {
+	switch bytes {
+	case 0:
+		return "clean"
+	case demo.DefaultGarbage:
+		return "default"
+	case demo.HeavyGarbage:
+		return "gc"
+	}
+	return "custom"
 }
 
 // Result is one row: one step of one mode. A nil Hog or Small means the
@@ -87,8 +120,10 @@ type Result struct {
 	// (100 = every CPU busy; it includes the load generator and anything
 	// else running); nil where /proc/stat cannot be read.
 	CPUBusyPct *float64 `json:"cpu_busy_pct"`
-	// GCStopMaxMs: see GCStopNote.
-	GCStopMaxMs *float64 `json:"gc_stop_max_ms"`
+	// GC is the server's GC pauses over the measured window (GCNote).
+	GC *GCPauses `json:"gc"`
+	// Neighbor is the neighbour's throughput, in the steps beside it.
+	Neighbor *NeighborResult `json:"neighbor"`
 	// Lends is how many times the server's ospriority scheduler lent a
 	// slot to the rest of the program during the step (Stats.Lends), and
 	// LentSlots the slots it lent on average over the step
@@ -128,11 +163,13 @@ type ProbeResult struct {
 // HogResult is the CPU-heavy load's throughput, in CRC32 passes per second
 // and as a percentage of the hog-direct row DirectRef names: the same
 // mode's, and for the floor's hog that of directRef (nil if no such row
-// was measured).
+// was measured); and as a percentage of the floor's hog in the step the
+// row compares with (VsFloor.Step), nil where there is none.
 type HogResult struct {
 	PassesPerS  float64  `json:"passes_per_s"`
 	PctOfDirect *float64 `json:"pct_of_direct"`
 	DirectRef   string   `json:"direct_ref,omitempty"` // "MODE/hog-direct"
+	PctOfFloor  *float64 `json:"pct_of_floor"`
 	// FloorHog: the passes are the floor's hog process's, not the server's.
 	FloorHog bool `json:"floor_hog,omitempty"`
 }
@@ -213,8 +250,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if ew.Err() != nil {
 		return ew.Err()
 	}
-	t := report.NewTable("mode", "step", "loop", "p50", "p99", "p99.9", "max", "probe/s", "p99 x floor",
-		"hog passes/s", "% of direct", "small p50", "small p99", "direct p99", "waited p99", "cpu busy", "gc stw max", "lent")
+	t := report.NewTable("mode", "step", "p50", "p99", "p99.9", "max", "probe/s", "p99 x floor",
+		"hog passes/s", "% of direct", "% of floor", "small p99", "direct p99", "waited p99", "nbr passes/s",
+		"cpu busy", "gc p99", "gc max", "stop max", "lent")
 	var probeErrors int64
 	for _, row := range r.Results {
 		t.Row(tableRow(row)...)
@@ -242,18 +280,22 @@ func (r *Report) WriteTable(w io.Writer) error {
 func (r *Report) writeHeader(ew *report.ErrWriter) {
 	c := r.Config
 	ew.Printf("machine: %s\n", r.MachineLine())
-	gc := "off"
-	if c.GC {
-		gc = "on (-gc: garbage per probe request)"
-	}
 	quick := ""
 	if c.Quick {
 		quick = " (-quick)"
 	}
-	ew.Printf("config:  steps of %v after %v warm-up%s; probe %s open loop %g/s; hog %s c=%d; small /checksum?n=10&sched=1 and sched=0 open loop %g/s each; io-heavy %s closed loop c=%d; server garbage %s\n",
-		seconds(c.StepS), c.Warmup, quick, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, c.SmallRate, c.IOPath, c.IOConcurrency, gc)
+	steps := ""
+	if len(c.Steps) > 0 {
+		steps = " (-steps " + strings.Join(c.Steps, ",") + ")"
+	}
+	ew.Printf("config:  steps of %v after %v warm-up%s%s; probe %s open loop %g/s; hog %s c=%d; small /checksum?n=10&sched=1 and sched=0 open loop %g/s each; io-heavy %s closed loop c=%d; neighbour %d threads\n",
+		seconds(c.StepS), c.Warmup, quick, steps, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, c.SmallRate, c.IOPath, c.IOConcurrency, c.NeighborConcurrency)
+	ew.Printf("garbage: %s\n", garbageLine(c))
+	if c.Cgroups {
+		ew.Printf("cgroups: the server (with the floor's hog) and the neighbour each in a cgroup of its own, equal weights (-cgroups; %s); the load generator outside\n", c.Cgroup)
+	}
 	if c.CPUQuota > 0 {
-		ew.Printf("quota:   every server in its own cgroup limited to %g CPUs (%d us per %d us period; %s), the floor's hog in its server's; the load generator outside\n",
+		ew.Printf("quota:   every server in its own cgroup limited to %g CPUs (%d us per %d us period; %s), the floor's hog in its server's, and so is the neighbour unless -cgroups gives it its own; the load generator outside\n",
 			c.CPUQuota, quotaUs(c.CPUQuota), cfsPeriodUs, c.Cgroup)
 	}
 	if len(r.Servers) > 0 {
@@ -262,12 +304,39 @@ func (r *Report) writeHeader(ew *report.ErrWriter) {
 	for _, s := range r.Skipped {
 		ew.Printf("skipped: %s: %s\n", s.Mode, s.Reason)
 	}
-	ew.Printf("latencies in ms, open loop from each request's due time, closed loop (io-heavy) from its send; small: scheduled, direct (sched=0, their reference), and the scheduler's own wait (Task.Waited); gc stw max in ms, cumulative per mode; lent: the slots ospriority lent to the rest of the server, on average over the step\n")
-	if r.find(ModeFloor, StepIdle) != nil {
-		ew.Printf("%s: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor: the p99 over the floor's same step (hog-nockpt: its hog-sched)%s\n",
+	ew.Printf("latencies in ms, open loop from each request's due time, closed loop (io-heavy) from its send; small: scheduled, direct (sched=0, their reference), and the scheduler's own wait (Task.Waited); nbr: the neighbour's own passes; gc p99, gc max: the server's GC pauses in the window, stop max: the longest time to stop the world in it, ms; lent: the slots ospriority lent to the rest of the server, on average over the step\n")
+	if r.hasFloor() {
+		ew.Printf("%s: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor and %% of floor: the p99 and the hog's passes/s over the floor's same step (hog-nockpt: its hog-sched)%s\n",
 			ModeFloor, r.floorDirectNote())
 	}
 	ew.Printf("\n")
+}
+
+// hasFloor reports whether the report has rows of the floor.
+func (r *Report) hasFloor() bool {
+	return slices.ContainsFunc(r.Results, func(row Result) bool { return row.Mode == ModeFloor })
+}
+
+// garbageLine describes the servers' garbage.
+func garbageLine(c ReportConfig) string {
+	if c.GarbageBytes == 0 {
+		return "none (-clean): the clean room, no garbage anywhere"
+	}
+	which := map[string]string{
+		"default": fmt.Sprintf("the default; -clean: none, -gc: %s per request", kib(demo.HeavyGarbage)),
+		"gc":      "-gc",
+		"custom":  "Config.Garbage",
+	}[c.Garbage]
+	return fmt.Sprintf("every fast request builds a %s response buffer, and the CRC32 work allocates %s every %d passes (%s)",
+		kib(c.GarbageBytes), kib(c.TaskGarbageBytes), demo.TaskGarbageEvery, which)
+}
+
+// kib formats bytes as "32 KiB", or "100 bytes" when not a whole KiB.
+func kib(bytes int) string {
+	if bytes%1024 != 0 {
+		return fmt.Sprintf("%d bytes", bytes)
+	}
+	return fmt.Sprintf("%d KiB", bytes/1024)
 }
 
 // floorDirectNote says what the floor's % of direct is a share of.
@@ -284,13 +353,9 @@ func (r *Report) floorDirectNote() string {
 func tableRow(row Result) []string {
 	cells := []string{row.Mode, row.Step}
 	if p := row.Probe; p != nil {
-		loop := "open"
-		if p.ClosedLoop {
-			loop = "closed"
-		}
-		cells = append(cells, loop, report.Ms(p.P50Ms), report.Ms(p.P99Ms), report.Ms(p.P999Ms), report.Ms(p.MaxMs), report.Num(math.Round(p.RPS)))
+		cells = append(cells, report.Ms(p.P50Ms), report.Ms(p.P99Ms), report.Ms(p.P999Ms), report.Ms(p.MaxMs), report.Num(math.Round(p.RPS)))
 	} else {
-		cells = append(cells, "-", "-", "-", "-", "-", "-")
+		cells = append(cells, "-", "-", "-", "-", "-")
 	}
 	if v := row.VsFloor; v != nil {
 		cells = append(cells, report.Ms(v.P99X))
@@ -298,30 +363,39 @@ func tableRow(row Result) []string {
 		cells = append(cells, "-")
 	}
 	if h := row.Hog; h != nil {
-		cells = append(cells, report.Num(math.Round(h.PassesPerS)), pctOrDash(h.PctOfDirect))
+		cells = append(cells, report.Num(math.Round(h.PassesPerS)), pctOrDash(h.PctOfDirect), pctOrDash(h.PctOfFloor))
 	} else {
-		cells = append(cells, "-", "-")
+		cells = append(cells, "-", "-", "-")
 	}
-	if s := row.Small; s != nil {
-		cells = append(cells, report.Ms(s.P50Ms), report.Ms(s.P99Ms))
-	} else {
-		cells = append(cells, "-", "-")
-	}
-	if s := row.SmallDirect; s != nil {
-		cells = append(cells, report.Ms(s.P99Ms))
-	} else {
-		cells = append(cells, "-")
-	}
+	cells = append(cells, smallCell(row.Small), smallCell(row.SmallDirect))
 	if s := row.Small; s != nil {
 		cells = append(cells, msOrDash(s.WaitedP99Ms))
 	} else {
 		cells = append(cells, "-")
 	}
-	cells = append(cells, pctOrDash(row.CPUBusyPct), msOrDash(row.GCStopMaxMs))
+	if n := row.Neighbor; n != nil {
+		cells = append(cells, report.Num(math.Round(n.PassesPerS)))
+	} else {
+		cells = append(cells, "-")
+	}
+	cells = append(cells, pctOrDash(row.CPUBusyPct))
+	if g := row.GC; g != nil {
+		cells = append(cells, report.Ms(g.PauseP99Ms), report.Ms(g.PauseMaxMs), report.Ms(g.StoppingMaxMs))
+	} else {
+		cells = append(cells, "-", "-", "-")
+	}
 	if row.LentSlots != nil {
 		return append(cells, report.Ms(*row.LentSlots))
 	}
 	return append(cells, "-")
+}
+
+// smallCell is a small load's p99, or "-" for none.
+func smallCell(s *SmallResult) string {
+	if s == nil {
+		return "-"
+	}
+	return report.Ms(s.P99Ms)
 }
 
 // throttling returns one line per mode with rows that have cgroup
@@ -403,14 +477,15 @@ func (r *Report) WritePlot(path string) error {
 	return report.BarPlot(path, title, "probe latency (ms; io-heavy: closed loop)", true, cats, series)
 }
 
-// plotRows returns the rows in the plot's order: step by step (Steps),
-// each step's group led by the floor's row it compares with (floorStepOf;
-// the floor's hog-sched leads hog-nockpt's group too), then the other
-// modes' rows of that step in the run's order.
+// plotRows returns the rows in the plot's order: step by step
+// (StepNames), each step's group led by the floor's row it compares with
+// (floorStepOf; the floor's hog-sched leads hog-nockpt's group too, and
+// neighbor-alone, the floor's alone, is a group of its own), then the
+// other modes' rows of that step in the run's order.
 func (r *Report) plotRows() []Result {
 	var rows []Result
-	for _, step := range Steps() {
-		if f := r.find(ModeFloor, floorStepOf(step)); f != nil {
+	for _, step := range StepNames() {
+		if f := r.find(ModeFloor, cmp.Or(floorStepOf(step), step)); f != nil {
 			rows = append(rows, *f)
 		}
 		for _, row := range r.Results {

@@ -22,26 +22,31 @@ type sample struct {
 	cgroup cpuStat // the server cgroup's, if any
 	// floorHog is the floor's hog's count, in the floor mode.
 	floorHog hogproc.Count
+	// neighbor is the neighbour's count, in a mode with a neighbour.
+	neighbor hogproc.Count
 }
 
 // sample reads the machine's CPU times, the server cgroup's and process's
-// CPU accounting (with a CPU quota), the server's /stats and the floor's
-// hog's count.
+// CPU accounting (with a CPU quota), the server's /stats, and the floor's
+// hog's and the neighbour's counts.
 func (m *meter) sample(ctx context.Context) (sample, error) {
 	var s sample
+	var err error
 	if m.floorHog != nil {
-		var err error
 		if s.floorHog, err = m.floorHog.Count(ctx); err != nil {
 			return s, err
 		}
 	}
+	if m.neighbor != nil {
+		if s.neighbor, err = m.neighbor.Count(ctx); err != nil {
+			return s, fmt.Errorf("the neighbour: %w", err)
+		}
+	}
 	if m.sys != nil {
-		var err error
 		s.sys, err = m.sys.Sample()
 		s.sysOK = err == nil
 	}
 	if m.cgroup != nil {
-		var err error
 		if s.cgroup, err = m.cgroup.readStat(); err != nil {
 			return s, fmt.Errorf("reading the server cgroup's cpu.stat: %w", err)
 		}

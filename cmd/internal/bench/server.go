@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched/cmd/internal/childproc"
+	"github.com/cpusched/cpusched/cmd/internal/demo"
 )
 
 // Child process timing: how long a server may take to print its address and
@@ -256,10 +257,8 @@ type serverStats struct {
 		LentTimeMS float64 `json:"lent_time_ms"`
 	} `json:"scheduler"`
 	GC struct {
-		Total struct {
-			Count uint64  `json:"count"`
-			MaxMS float64 `json:"max_ms"`
-		} `json:"pauses_total"`
+		Total    demo.Histogram `json:"pauses_total"`
+		Stopping demo.Histogram `json:"pauses_stopping"`
 	} `json:"gc"`
 }
 
@@ -286,15 +285,6 @@ func fetchStats(ctx context.Context, client *http.Client, base string) (serverSt
 		return st, fmt.Errorf("decoding the server's %s: %w", pathStats, err)
 	}
 	return st, nil
-}
-
-// gcStopMax returns the longest stop-the-world GC pause the server has had
-// since it started, as of st: the server reports only cumulative figures
-// (histogram summaries that cannot be subtracted), so over a mode's steps
-// this is a running maximum (see GCStopNote).
-func gcStopMax(st serverStats) *float64 {
-	v := st.GC.Total.MaxMS
-	return &v
 }
 
 // lending is what an ospriority server's scheduler lent between two

@@ -28,8 +28,8 @@ func TestTracedSleeps(t *testing.T) {
 }
 
 func TestTracedStep(t *testing.T) {
-	for _, step := range Steps() {
-		want := step == StepHogSched || step == StepHogNoCkpt || step == StepHogSchedSm || step == StepIOHeavy
+	for _, step := range StepNames() {
+		want := step != StepIdle && step != StepHogDirect
 		if got := tracedStep(step); got != want {
 			t.Errorf("tracedStep(%s) = %v, want %v", step, got, want)
 		}
@@ -44,6 +44,7 @@ func TestThreshold(t *testing.T) {
 	m := &meter{idleP99: 2, floorIOP99: 5, spec: "ospriority"}
 	floor := &meter{idleP99: 2, spec: ModeFloor}
 	noFloor := &meter{idleP99: 2, spec: "ospriority"}
+	noIdle := &meter{floorIOP99: 5, spec: "ospriority"} // -steps without idle
 	above := &meter{idleP99: 2, floorIOP99: 5, spec: "ospriority", cfg: Config{TraceAbove: 3 * time.Millisecond}}
 	for _, c := range []struct {
 		m    *meter
@@ -60,6 +61,10 @@ func TestThreshold(t *testing.T) {
 		{noFloor, StepIOHeavy, 7, "this step's own p99: no floor measured before this mode"},
 		{above, StepIOHeavy, 3, "-trace-above"},
 		{above, StepHogSched, 3, "-trace-above"},
+		{m, StepNeighbor, 4, "twice the idle step's p99"},
+		{floor, StepNeighborAlone, 4, "twice the idle step's p99"},
+		{noIdle, StepNeighbor, 7, "this step's own p99: the idle step was not measured (-steps)"},
+		{noIdle, StepIOHeavy, 10, "twice the floor's io-heavy p99 in this run"},
 	} {
 		got, why := c.m.threshold(c.step, 7)
 		if got != c.want || why != c.why {

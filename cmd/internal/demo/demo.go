@@ -7,7 +7,9 @@
 // canonical form, such as //delay or /a/../delay, 307 to the clean path, as
 // net/http's ServeMux answers):
 //
-//	/delay?d=1ms     sleep d (1us..10s) on a goroutine the handler waits for
+//	/delay?d=1ms     sleep d (1us..10s) on a goroutine the handler waits for,
+//	                 then build a response buffer of Config.Garbage bytes
+//	                 and answer its CRC32 (the fast route)
 //	/delay1ms        the same with d=1ms (cpuworker's path)
 //	/checksum?n=N&sched=0|1&checkpoint=0|1&class=C&nice=K&group=G
 //	                 N CRC32 passes (1..1000000, default a random
@@ -33,6 +35,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -50,8 +53,8 @@ import (
 
 // Limits and sizes of the endpoints, as their 400 errors quote them.
 const (
-	// BufferSize is the size of the buffer one CRC32 pass reads, and of the
-	// garbage a /delay request allocates with Config.GC: 256 KiB, as cpuworker.
+	// BufferSize is the size of the buffer one CRC32 pass reads: 256 KiB,
+	// as cpuworker.
 	BufferSize = 256 << 10
 	// MinPasses and MaxPasses bound /checksum's n.
 	MinPasses = 1
@@ -82,9 +85,14 @@ type Config struct {
 	// Slice is the scheduler's time slice (cpusched.WithSlice gives the
 	// range); 0 lets the isolation mode choose.
 	Slice time.Duration
-	// GC makes every /delay request also allocate BufferSize bytes of
-	// garbage, so that the garbage collector runs all the time.
-	GC bool
+	// Garbage is the size in bytes of the response buffer every fast
+	// request (/delay, /delay1ms) builds, fills and leaves to the collector
+	// (0..MaxGarbage); when it is not 0 the CRC32 work, direct and as
+	// tasks, also allocates TaskGarbage bytes every TaskGarbageEvery
+	// passes. The zero value makes no garbage at all (the clean room);
+	// `cpusched serve` defaults to DefaultGarbage, and its -gc is
+	// HeavyGarbage.
+	Garbage int
 	// Logger receives the scheduler's own events (cpusched.WithLogger);
 	// nil is silence.
 	Logger *slog.Logger
@@ -112,15 +120,13 @@ type Server struct {
 	requests map[string]*atomic.Uint64
 }
 
-// garbageSink keeps the last /delay garbage buffer reachable from a package
-// variable, so that the compiler cannot prove the allocation dead (and put it
-// on the stack or drop it).
-var garbageSink atomic.Pointer[[]byte]
-
 // NewServer returns a Server with a new scheduler configured by cfg. On an
 // out-of-range field it returns an error naming the field and its range,
 // and starts nothing.
 func NewServer(cfg Config) (*Server, error) {
+	if err := CheckGarbage(cfg.Garbage); err != nil {
+		return nil, fmt.Errorf("demo: Garbage %w", err)
+	}
 	opts := []cpusched.Option{cpusched.WithIsolation(cfg.Isolation), cpusched.WithLogger(cfg.Logger)}
 	if cfg.Slice != 0 {
 		opts = append(opts, cpusched.WithSlice(cfg.Slice))
@@ -223,9 +229,6 @@ func (s *Server) delay(w http.ResponseWriter, r *http.Request, d time.Duration) 
 		ctx, end = s.traceProbe(ctx, w)
 		defer end()
 	}
-	if s.cfg.GC {
-		makeGarbage()
-	}
 	woke := make(chan bool, 1)
 	go func() {
 		// A timer rather than time.Sleep, so that the sleeper ends with the
@@ -243,7 +246,12 @@ func (s *Server) delay(w http.ResponseWriter, r *http.Request, d time.Duration) 
 		return // nobody is listening any more
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintf(w, "delayed %v\n", d)
+	line := fmt.Sprintf("delayed %v\n", d)
+	if s.cfg.Garbage > 0 {
+		// One length per d and Garbage: ab counts a change as a failure.
+		line = fmt.Sprintf("delayed %v, built %d bytes, crc %08x\n", d, s.cfg.Garbage, buildResponse(s.cfg.Garbage, line))
+	}
+	io.WriteString(w, line)
 }
 
 // Marks of the /delay requests in a runtime/trace (one is recorded while
@@ -267,17 +275,6 @@ func (s *Server) traceProbe(ctx context.Context, w http.ResponseWriter) (context
 	trace.Log(ctx, ProbeSeqCategory, seq)
 	w.Header().Set(ProbeSeqHeader, seq)
 	return ctx, task.End
-}
-
-// makeGarbage allocates BufferSize bytes, touches every page and leaves the
-// buffer for the collector (through garbageSink, so that the allocation
-// happens on the heap, every time).
-func makeGarbage() {
-	b := make([]byte, BufferSize)
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = byte(i >> 12)
-	}
-	garbageSink.Store(&b)
 }
 
 // checksumParams are /checksum's parsed query parameters.
@@ -414,7 +411,7 @@ func (s *Server) checksumDirect(ctx context.Context, n int) (done int, crc uint3
 	for done < n {
 		crc = crc32.Update(crc, crc32.IEEETable, s.buf)
 		done++
-		s.passesDirect.Add(1)
+		s.passDone(&s.passesDirect, done)
 		select {
 		case <-cancelled:
 			if done < n {
@@ -433,7 +430,7 @@ func (s *Server) checksumTask(t *cpusched.Task, n int, checkpoint bool) (done in
 	for done < n {
 		crc = crc32.Update(crc, crc32.IEEETable, s.buf)
 		done++
-		s.passesSched.Add(1)
+		s.passDone(&s.passesSched, done)
 		if checkpoint && done < n {
 			if err := t.Checkpoint(); err != nil {
 				return done, crc, err

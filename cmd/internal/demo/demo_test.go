@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"runtime/metrics"
 	"strings"
 	"testing"
@@ -357,60 +358,60 @@ func TestNewServerErrors(t *testing.T) {
 	}
 }
 
-// heapAllocs is the bytes allocated on the heap since the program started.
-func heapAllocs() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
-	metrics.Read(s)
-	return s[0].Value.Uint64()
-}
-
-func TestGCAllocates(t *testing.T) {
-	const requests = 8
-	tests := []struct {
-		gc       bool
-		min, max uint64 // per request
-	}{
-		{true, BufferSize, math.MaxUint64},
-		{false, 0, BufferSize / 2},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("gc=%t", tt.gc), func(t *testing.T) {
-			_, hs := newTestServer(t, Config{Workers: 1, GC: tt.gc})
-			get(t, "GET", hs.URL+"/delay?d=1us") // warm the connection up
-			before := heapAllocs()
-			for range requests {
-				get(t, "GET", hs.URL+"/delay?d=1us")
-			}
-			per := (heapAllocs() - before) / requests
-			if per < tt.min || per > tt.max {
-				t.Errorf("got %d bytes allocated per request, want %d..%d", per, tt.min, tt.max)
-			}
-		})
-	}
-}
-
+// TestSummarise: the count, p99 and max of a histogram, and its non-empty
+// buckets with infinite bounds written as the other bound.
 func TestSummarise(t *testing.T) {
 	inf := math.Inf(1)
+	h := func(count uint64, maxMS, p99MS float64) Histogram {
+		return Histogram{Count: count, MaxMS: maxMS, P99MS: p99MS}
+	}
 	tests := []struct {
-		name    string
-		counts  []uint64
-		buckets []float64
-		want    Histogram
+		name        string
+		counts      []uint64
+		buckets     []float64
+		want        Histogram
+		wantBuckets []Bucket
 	}{
-		{"empty", []uint64{0, 0}, []float64{0, 0.001, 0.002}, Histogram{}},
-		{"one bucket", []uint64{0, 5, 0}, []float64{0, 0.001, 0.002, 0.003}, Histogram{5, 2, 2}},
-		{"p99 below max", []uint64{99, 0, 1}, []float64{0, 0.001, 0.002, 0.003}, Histogram{100, 3, 1}},
-		{"p99 at max", []uint64{98, 0, 2}, []float64{0, 0.001, 0.002, 0.003}, Histogram{100, 3, 3}},
-		{"+Inf clamps to the lower bound", []uint64{1, 1}, []float64{0, 0.5, inf}, Histogram{2, 500, 500}},
-		{"-Inf first bucket", []uint64{3}, []float64{math.Inf(-1), 0.004}, Histogram{3, 4, 4}},
+		{"empty", []uint64{0, 0}, []float64{0, 0.001, 0.002}, Histogram{}, nil},
+		{"one bucket", []uint64{0, 5, 0}, []float64{0, 0.001, 0.002, 0.003}, h(5, 2, 2), []Bucket{{1, 2, 5}}},
+		{"p99 below max", []uint64{99, 0, 1}, []float64{0, 0.001, 0.002, 0.003}, h(100, 3, 1), []Bucket{{0, 1, 99}, {2, 3, 1}}},
+		{"p99 at max", []uint64{98, 0, 2}, []float64{0, 0.001, 0.002, 0.003}, h(100, 3, 3), []Bucket{{0, 1, 98}, {2, 3, 2}}},
+		{"+Inf clamps to the lower bound", []uint64{1, 1}, []float64{0, 0.5, inf}, h(2, 500, 500), []Bucket{{0, 500, 1}, {500, 500, 1}}},
+		{"-Inf first bucket", []uint64{3}, []float64{math.Inf(-1), 0.004}, h(3, 4, 4), []Bucket{{4, 4, 3}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := summarise(&metrics.Float64Histogram{Counts: tt.counts, Buckets: tt.buckets})
-			if got != tt.want {
-				t.Errorf("got %+v, want %+v", got, tt.want)
+			fh := &metrics.Float64Histogram{Counts: tt.counts, Buckets: tt.buckets}
+			if got := summarise(fh); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("summarise: got %+v, want %+v", got, tt.want)
+			}
+			if got := nonEmptyBuckets(fh); !reflect.DeepEqual(got, tt.wantBuckets) {
+				t.Errorf("nonEmptyBuckets: got %+v, want %+v", got, tt.wantBuckets)
 			}
 		})
+	}
+}
+
+// TestStatsPauseBuckets: /stats carries the GC pause histograms' buckets,
+// whose counts add up to the summary's.
+func TestStatsPauseBuckets(t *testing.T) {
+	s, _ := newTestServer(t, Config{Workers: 1})
+	runtime.GC()
+	st := s.Stats()
+	for name, h := range map[string]Histogram{"pauses_total": st.GC.Total, "pauses_stopping": st.GC.Stopping} {
+		var sum uint64
+		for i, b := range h.Buckets {
+			sum += b.Count
+			if b.Count == 0 || b.HiMS < b.LoMS || i > 0 && b.LoMS < h.Buckets[i-1].HiMS {
+				t.Errorf("%s bucket %d: got %+v, want non-empty, in order", name, i, b)
+			}
+		}
+		if h.Count == 0 || sum != h.Count {
+			t.Errorf("%s: got buckets summing to %d, count %d; want the same, above 0 after a GC", name, sum, h.Count)
+		}
+	}
+	if st.SchedLatency.Buckets != nil {
+		t.Errorf("sched_latency: got %d buckets, want none (only the GC pauses carry them)", len(st.SchedLatency.Buckets))
 	}
 }
 
@@ -519,7 +520,7 @@ func TestServeCancelsLongRequests(t *testing.T) {
 func TestConcurrentRequests(t *testing.T) {
 	// Tasks that preempt each other on one worker, direct passes, delays and
 	// /stats at once (for the race detector); the counts stay exact.
-	s, hs := newTestServer(t, Config{Workers: 1, Slice: 50 * time.Microsecond, GC: true}) // the shortest slice New accepts
+	s, hs := newTestServer(t, Config{Workers: 1, Slice: 50 * time.Microsecond, Garbage: HeavyGarbage}) // the shortest slice New accepts
 	const clients, passes = 6, 40
 	errs := make(chan error, 3*clients)
 	for i := range clients {

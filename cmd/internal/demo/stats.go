@@ -18,7 +18,7 @@ type Stats struct {
 	GOMAXPROCS   int     `json:"gomaxprocs"` // now
 	NumGoroutine int     `json:"num_goroutine"`
 	Uptime       float64 `json:"uptime_s"`
-	Garbage      bool    `json:"gc_garbage"` // Config.GC: /delay allocates BufferSize
+	Garbage      int     `json:"garbage_bytes"` // Config.Garbage: a fast request's response buffer
 
 	// Passes counts the CRC32 passes done since the server started, split
 	// into those run on handler goroutines (sched=0) and as tasks (sched=1).
@@ -79,7 +79,9 @@ type GroupStats struct {
 }
 
 // GCStats are the collector's figures from runtime/metrics, over the
-// process's life.
+// process's life. The two pause histograms also carry their non-empty
+// buckets, so that a reader can subtract two snapshots and have the pauses
+// of the time between them (cpusched bench does, for each measured window).
 type GCStats struct {
 	Cycles uint64 `json:"cycles"` // /gc/cycles/total:gc-cycles
 	// Stopping is /sched/pauses/stopping/gc:seconds: the time to stop the
@@ -92,11 +94,24 @@ type GCStats struct {
 
 // Histogram summarises a runtime/metrics Float64Histogram of seconds. The
 // figures are bucket bounds, so they are upper estimates within a bucket's
-// width (the runtime's buckets are a few percent wide).
+// width (the runtime's buckets are up to an eighth wide).
 type Histogram struct {
 	Count uint64  `json:"count"`
 	MaxMS float64 `json:"max_ms"` // upper bound of the highest non-empty bucket
 	P99MS float64 `json:"p99_ms"` // upper bound of the bucket holding the 99th percentile
+	// Buckets are the non-empty buckets in ascending order (GC pauses
+	// only; absent elsewhere).
+	Buckets []Bucket `json:"buckets,omitempty"`
+}
+
+// Bucket is one non-empty bucket of a runtime/metrics histogram of
+// seconds, in milliseconds: the values in [LoMS, HiMS), cumulative since
+// the process started. JSON has no infinity: an infinite bound is written
+// as the bucket's other bound (bucketValue's value for the bucket).
+type Bucket struct {
+	LoMS  float64 `json:"lo_ms"`
+	HiMS  float64 `json:"hi_ms"`
+	Count uint64  `json:"count"`
 }
 
 // Metric names read for Stats.
@@ -114,7 +129,7 @@ func (s *Server) Stats() Stats {
 		GOMAXPROCS:   gomaxprocs(),
 		NumGoroutine: runtime.NumGoroutine(),
 		Uptime:       time.Since(s.started).Seconds(),
-		Garbage:      s.cfg.GC,
+		Garbage:      s.cfg.Garbage,
 		PassesDirect: s.passesDirect.Load(),
 		PassesSched:  s.passesSched.Load(),
 		Requests:     make(map[string]uint64, len(s.requests)),
@@ -140,12 +155,15 @@ func (s *Server) Stats() Stats {
 				st.GC.Cycles = m.Value.Uint64()
 			}
 		case metrics.KindFloat64Histogram:
-			h := summarise(m.Value.Float64Histogram())
+			fh := m.Value.Float64Histogram()
+			h := summarise(fh)
 			switch m.Name {
 			case metricPauseStopping:
 				st.GC.Stopping = h
+				st.GC.Stopping.Buckets = nonEmptyBuckets(fh)
 			case metricPauseTotal:
 				st.GC.Total = h
+				st.GC.Total.Buckets = nonEmptyBuckets(fh)
 			case metricSchedLatency:
 				st.SchedLatency = h
 			}
@@ -223,6 +241,26 @@ func summarise(h *metrics.Float64Histogram) Histogram {
 	}
 	out.P99MS = secondsToMS(bucketValue(h.Buckets, p99))
 	out.MaxMS = secondsToMS(bucketValue(h.Buckets, highest))
+	return out
+}
+
+// nonEmptyBuckets returns h's non-empty buckets, in ms.
+func nonEmptyBuckets(h *metrics.Float64Histogram) []Bucket {
+	var out []Bucket
+	for i, c := range h.Counts {
+		if c == 0 {
+			continue
+		}
+		lo, hi := h.Buckets[i], h.Buckets[i+1]
+		v := bucketValue(h.Buckets, i)
+		if math.IsInf(lo, 0) {
+			lo = v
+		}
+		if math.IsInf(hi, 0) {
+			hi = v
+		}
+		out = append(out, Bucket{LoMS: secondsToMS(lo), HiMS: secondsToMS(hi), Count: c})
+	}
 	return out
 }
 

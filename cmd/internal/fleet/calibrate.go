@@ -57,7 +57,7 @@ func scaledRate(rate float64, heavy time.Duration) float64 {
 // by heavy, which measure returns (called only if a rate is 0), and that
 // measurement.
 func (c Config) withRates(measure func() time.Duration) (Config, time.Duration) {
-	if c.QuotaRate != 0 && c.BatchRate != 0 {
+	if c.QuotaRate != 0 && c.BatchRate != 0 && c.NeighborRate != 0 {
 		return c, 0
 	}
 	heavy := measure()
@@ -66,6 +66,9 @@ func (c Config) withRates(measure func() time.Duration) (Config, time.Duration) 
 	}
 	if c.BatchRate == 0 {
 		c.BatchRate = scaledRate(DefaultBatchRate, heavy)
+	}
+	if c.NeighborRate == 0 {
+		c.NeighborRate = scaledRate(DefaultNeighborRate, heavy)
 	}
 	return c, heavy
 }

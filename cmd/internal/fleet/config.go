@@ -22,6 +22,11 @@ const (
 	// ScenarioBatch runs equal replicas, the first of which also runs a
 	// batch job at ClassIdle through its own scheduler.
 	ScenarioBatch = "batch"
+	// ScenarioNeighbor runs equal replicas under equal cgroup CPU quotas,
+	// the first of which shares its cgroup with a neighbour: a CPU-bound
+	// process at normal priority (`cpusched neighbor`), one thread per CPU
+	// of the quota.
+	ScenarioNeighbor = "neighbor"
 )
 
 // The client's balancing policies, as -policies and the JSON name them.
@@ -52,7 +57,11 @@ const (
 func Arrivals() []string { return []string{ArrivalsFixed, ArrivalsPoisson} }
 
 // Scenarios returns every scenario, in the order Run measures them.
-func Scenarios() []string { return []string{ScenarioQuota, ScenarioBatch} }
+func Scenarios() []string { return []string{ScenarioQuota, ScenarioBatch, ScenarioNeighbor} }
+
+// needsCgroups reports whether scenario cannot run without cgroups: its
+// quotas, and the neighbour, which shares its replica's.
+func needsCgroups(scenario string) bool { return scenario != ScenarioBatch }
 
 // Policies returns every policy, in the order Run measures them.
 func Policies() []string { return []string{PolicyRoundRobin, PolicyWRR, PolicyWRRCPU} }
@@ -76,11 +85,20 @@ const (
 	// cannot see and a weighted balancer can. Far below it nothing waits
 	// and every balancer reads the same; past it every replica backs up.
 	DefaultBatchRate = 510
-	MinRate          = 1
-	MaxRate          = 5000
+	// DefaultNeighborRate is what the two replicas without the neighbour
+	// can serve on their own beside it and the client, where a heavy call
+	// takes ReferenceHeavy: the neighbour's cgroup takes its whole quota
+	// (0.8 CPU), which leaves them about 1 CPU, and 450/s, the quota
+	// scenario's rate, filled it (their quotas ran out in a fifth of the
+	// periods, and every policy's p99 was 1.7 s or more).
+	DefaultNeighborRate = 300
+	MinRate             = 1
+	MaxRate             = 5000
 
 	// DefaultWeakCPU and DefaultCPU are the quota scenario's CPU limits:
 	// 0.3 against 0.8 CPUs, which fit beside the client on 2 cores.
+	// DefaultCPU is the neighbor scenario's limit of every replica too:
+	// with the neighbour's cgroup full, the fleet uses about as much.
 	DefaultWeakCPU = 0.3
 	DefaultCPU     = 0.8
 
@@ -95,7 +113,7 @@ const (
 	// each segment stays long against the balancer's weight updates.
 	DefaultRounds = 5
 	// QuickDuration, QuickWarmup and QuickRounds keep a -quick run of
-	// every scenario and policy under 60 s.
+	// every scenario and policy under 90 s.
 	QuickDuration = 3 * time.Second
 	QuickWarmup   = DefaultWarmup
 	QuickRounds   = 2
@@ -129,12 +147,14 @@ type Config struct {
 	// Scenarios and Policies are what to measure, in order: every
 	// combination is a row.
 	Scenarios, Policies []string
-	// QuotaRate and BatchRate are the open-loop rates of the two
-	// scenarios, calls/s (MinRate..MaxRate), or 0: the default scaled to
-	// this machine's heavy call (MeasureHeavy), which Run measures first.
-	QuotaRate, BatchRate float64
+	// QuotaRate, BatchRate and NeighborRate are the open-loop rates of
+	// the scenarios, calls/s (MinRate..MaxRate), or 0: the default scaled
+	// to this machine's heavy call (MeasureHeavy), which Run measures
+	// first.
+	QuotaRate, BatchRate, NeighborRate float64
 	// WeakCPU and CPU are the quota scenario's cgroup CPU limits: the
-	// first replica's and the others' (bench.MinCPUQuota..NumCPU).
+	// first replica's and the others' (bench.MinCPUQuota..NumCPU); CPU is
+	// every neighbor replica's too.
 	WeakCPU, CPU float64
 	// Duration is each row's measured time (MinDuration..MaxDuration),
 	// split into Rounds segments (MinRounds..MaxRounds, each at least
@@ -201,6 +221,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("fleet: QuotaRate (-quota-rate) must be 0 (scaled to this machine) or in %d..%d calls/s, got %v", MinRate, MaxRate, c.QuotaRate)
 	case c.BatchRate != 0 && !inRange(c.BatchRate, MinRate, MaxRate):
 		return fmt.Errorf("fleet: BatchRate (-batch-rate) must be 0 (scaled to this machine) or in %d..%d calls/s, got %v", MinRate, MaxRate, c.BatchRate)
+	case c.NeighborRate != 0 && !inRange(c.NeighborRate, MinRate, MaxRate):
+		return fmt.Errorf("fleet: NeighborRate (-neighbor-rate) must be 0 (scaled to this machine) or in %d..%d calls/s, got %v", MinRate, MaxRate, c.NeighborRate)
 	case !inRange(c.WeakCPU, bench.MinCPUQuota, numCPU):
 		return fmt.Errorf("fleet: WeakCPU (-weak-cpu) must be in %g..%g CPUs, got %v", bench.MinCPUQuota, numCPU, c.WeakCPU)
 	case !inRange(c.CPU, bench.MinCPUQuota, numCPU):
@@ -256,8 +278,11 @@ func checkNames(field, what string, names, valid []string) error {
 
 // rate returns the scenario's open-loop rate.
 func (c Config) rate(scenario string) float64 {
-	if scenario == ScenarioQuota {
+	switch scenario {
+	case ScenarioQuota:
 		return c.QuotaRate
+	case ScenarioNeighbor:
+		return c.NeighborRate
 	}
 	return c.BatchRate
 }
@@ -268,6 +293,8 @@ type replicaSpec struct {
 	cpuLimit float64
 	// batch runs the background batch job at ClassIdle.
 	batch bool
+	// neighbor runs the neighbour in the replica's cgroup.
+	neighbor bool
 	// gomaxprocs, if not 0, is its GOMAXPROCS variable.
 	gomaxprocs int
 	// reports is ReportCpusched or ReportCPU.
@@ -282,7 +309,8 @@ type replicaSpec struct {
 const batchGOMAXPROCS = 1
 
 // replicas returns the specs of a row's replicas: the first is the odd one
-// (the weak one in quota, the one with the batch job in batch).
+// (the weak one in quota, the one with the batch job in batch, the one
+// with the neighbour in neighbor).
 func (c Config) replicas(scenario, policy string) []replicaSpec {
 	reports := ReportCpusched
 	if policy == PolicyWRRCPU {
@@ -300,6 +328,9 @@ func (c Config) replicas(scenario, policy string) []replicaSpec {
 		case ScenarioBatch:
 			s.gomaxprocs = batchGOMAXPROCS
 			s.batch = i == 0
+		case ScenarioNeighbor:
+			s.cpuLimit = c.CPU
+			s.neighbor = i == 0
 		}
 		specs[i] = s
 	}

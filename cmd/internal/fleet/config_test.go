@@ -29,7 +29,7 @@ func TestValidate(t *testing.T) {
 		{"no program", func(c *Config) { c.Program = "" }, "Program"},
 		{"one replica", func(c *Config) { c.Replicas = 1 }, "-replicas) must be in 2..8, got 1"},
 		{"many replicas", func(c *Config) { c.Replicas = MaxReplicas + 1 }, "-replicas) must be in 2..8"},
-		{"no scenario", func(c *Config) { c.Scenarios = nil }, "-scenarios): no scenario given (valid: quota, batch)"},
+		{"no scenario", func(c *Config) { c.Scenarios = nil }, "-scenarios): no scenario given (valid: quota, batch, neighbor)"},
 		{"unknown scenario", func(c *Config) { c.Scenarios = []string{"batch", "burst"} }, `-scenarios): unknown scenario "burst"`},
 		{"scenario twice", func(c *Config) { c.Scenarios = []string{"batch", "batch"} }, `-scenarios): scenario "batch" given twice`},
 		{"unknown policy", func(c *Config) { c.Policies = []string{"pick_first"} }, `-policies): unknown policy "pick_first" (valid: round_robin, weighted_round_robin, weighted_round_robin_cpu)`},
@@ -37,6 +37,8 @@ func TestValidate(t *testing.T) {
 		{"negative quota rate", func(c *Config) { c.QuotaRate = -1 }, "-quota-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got -1"},
 		{"NaN batch rate", func(c *Config) { c.BatchRate = math.NaN() }, "-batch-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got NaN"},
 		{"huge batch rate", func(c *Config) { c.BatchRate = 1e9 }, "-batch-rate) must be 0 (scaled to this machine) or in 1..5000"},
+		{"negative neighbor rate", func(c *Config) { c.NeighborRate = -3 }, "-neighbor-rate) must be 0 (scaled to this machine) or in 1..5000 calls/s, got -3"},
+		{"no call in a neighbor segment", func(c *Config) { c.NeighborRate, c.Duration, c.Rounds = 1, 600*time.Millisecond, 1 }, "neighbor scenario's rate 1 calls/s"},
 		{"weak cpu too small", func(c *Config) { c.WeakCPU = 0.01 }, "-weak-cpu) must be in 0.1.."},
 		{"cpu +Inf", func(c *Config) { c.CPU = math.Inf(1) }, "-cpu) must be in 0.1.."},
 		{"short duration", func(c *Config) { c.Duration = time.Millisecond }, "-duration) must be in 500ms..10m0s, got 1ms"},
@@ -77,6 +79,10 @@ func TestReplicaSpecs(t *testing.T) {
 		if s.reports != ReportCPU {
 			t.Errorf("batch under %s: reports %q, want %q", PolicyWRRCPU, s.reports, ReportCPU)
 		}
+	}
+	n := cfg.replicas(ScenarioNeighbor, PolicyWRR)
+	if !n[0].neighbor || n[1].neighbor || n[0].batch || n[0].cpuLimit != DefaultCPU || n[1].cpuLimit != DefaultCPU || n[0].gomaxprocs != 0 {
+		t.Errorf("neighbor: %+v", n)
 	}
 	if r := cfg.replicas(ScenarioBatch, PolicyRoundRobin); r[0].reports != ReportCpusched {
 		t.Errorf("batch under %s: reports %q, want %q", PolicyRoundRobin, r[0].reports, ReportCpusched)
@@ -145,10 +151,13 @@ func TestScaledRates(t *testing.T) {
 	if got, _ := cfg.withRates(at(ReferenceHeavy)); got.QuotaRate != DefaultQuotaRate || got.BatchRate != 123 {
 		t.Errorf("one rate given: rates %v, %v, want %v, 123", got.QuotaRate, got.BatchRate, DefaultQuotaRate)
 	}
+	if got, _ := cfg.withRates(at(ReferenceHeavy / 2)); got.NeighborRate != 2*DefaultNeighborRate {
+		t.Errorf("at half the reference: neighbor rate %v, want %v", got.NeighborRate, 2*DefaultNeighborRate)
+	}
 	measured = 0
-	cfg.QuotaRate = 321
-	if got, heavy := cfg.withRates(at(ReferenceHeavy)); got.QuotaRate != 321 || got.BatchRate != 123 || heavy != 0 || measured != 0 {
-		t.Errorf("both given: rates %v, %v, heavy %v, measured %d times; want them kept and no measurement", got.QuotaRate, got.BatchRate, heavy, measured)
+	cfg.QuotaRate, cfg.NeighborRate = 321, 45
+	if got, heavy := cfg.withRates(at(ReferenceHeavy)); got.QuotaRate != 321 || got.BatchRate != 123 || got.NeighborRate != 45 || heavy != 0 || measured != 0 {
+		t.Errorf("all given: rates %v, %v, %v, heavy %v, measured %d times; want them kept and no measurement", got.QuotaRate, got.BatchRate, got.NeighborRate, heavy, measured)
 	}
 	if d := MeasureHeavy(); d <= 0 || d > time.Second {
 		t.Errorf("MeasureHeavy = %v, want a few ms", d)

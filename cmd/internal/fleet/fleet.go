@@ -7,7 +7,9 @@
 // Each row is a scenario under a policy: the quota
 // scenario gives the first replica a smaller cgroup CPU quota than the
 // others; the batch scenario runs equal replicas, the first of which also
-// runs a batch job at ClassIdle through its own scheduler. The policies
+// runs a batch job at ClassIdle through its own scheduler; the neighbor
+// scenario runs equal replicas under equal quotas, the first of which
+// shares its cgroup with a CPU-bound process at normal priority. The policies
 // are round_robin, weighted_round_robin on the replicas' reports as
 // grpcsched makes them, and weighted_round_robin on reports without
 // application_utilization (cpu_utilization and qps alone). The replicas
@@ -40,11 +42,13 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched/cmd/internal/bench"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/sysstat"
 )
 
 // ErrNothingToRun is wrapped by Run's error when no scenario it was asked
-// for can run here (the quota scenario without cgroups): it starts nothing.
+// for can run here (the quota and neighbor scenarios without cgroups): it
+// starts nothing.
 var ErrNothingToRun = errors.New("no scenario can run here")
 
 // Run validates cfg, measures every scenario under every policy, and
@@ -72,8 +76,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err == nil {
 		rep.Cgroup = quotas.String()
 	} else {
-		if slices.Contains(cfg.Scenarios, ScenarioQuota) {
-			rep.Skipped = append(rep.Skipped, Skipped{ScenarioQuota, err.Error()})
+		for _, s := range cfg.Scenarios {
+			if needsCgroups(s) {
+				rep.Skipped = append(rep.Skipped, Skipped{s, err.Error()})
+			}
 		}
 		if slices.Contains(cfg.Scenarios, ScenarioBatch) {
 			rep.Notes = append(rep.Notes, "batch: the replicas run without cgroups of their own, so its batch job takes CPU time from the other replicas' calls: "+err.Error())
@@ -96,7 +102,7 @@ func Run(ctx context.Context, cfg Config) error {
 	var runErr error
 	done := 0
 	for si, scenario := range cfg.Scenarios {
-		if scenario == ScenarioQuota && quotas == nil {
+		if needsCgroups(scenario) && quotas == nil {
 			continue
 		}
 		rows := newRows(len(cfg.Policies))
@@ -150,7 +156,7 @@ func (c Config) segments(skipped int) int {
 // reportConfig is the Report's copy of cfg.
 func (c Config) reportConfig() ReportConfig {
 	rc := ReportConfig{
-		Replicas: c.Replicas, QuotaRate: c.QuotaRate, BatchRate: c.BatchRate, WeakCPU: c.WeakCPU, CPU: c.CPU,
+		Replicas: c.Replicas, QuotaRate: c.QuotaRate, BatchRate: c.BatchRate, NeighborRate: c.NeighborRate, WeakCPU: c.WeakCPU, CPU: c.CPU,
 		DurationS: c.Duration.Seconds(), WarmupS: c.Warmup.Seconds(), TimeoutS: c.Timeout.Seconds(),
 		Rounds: c.Rounds, SegmentS: c.segment().Seconds(), Arrivals: c.Arrivals,
 		BatchGOMAXPROCS: batchGOMAXPROCS, ServiceConfigs: map[string]string{},
@@ -233,20 +239,21 @@ func runSegment(ctx context.Context, cfg Config, quotas *bench.CPUQuotas, proc *
 
 // snapshot is what was read at one end of a row's window.
 type snapshot struct {
-	taken   bool
-	system  *sysstat.System    // nil if unread
-	client  *sysstat.Process   // this process; nil if unread
-	procs   []*sysstat.Process // nil entries if unread
-	replica []replicaStats
-	cgroups []*bench.CPUStat // nil entries without a cgroup, or unread
-	err     error            // a replica did not answer
+	taken     bool
+	system    *sysstat.System    // nil if unread
+	client    *sysstat.Process   // this process; nil if unread
+	procs     []*sysstat.Process // nil entries if unread
+	replica   []replicaStats
+	neighbors []*hogproc.Count // nil entries without a neighbour
+	cgroups   []*bench.CPUStat // nil entries without a cgroup, or unread
+	err       error            // a replica did not answer
 }
 
 // takeSnapshot reads the machine's and the replicas' CPU time and the
 // replicas' counters.
 func takeSnapshot(ctx context.Context, proc *sysstat.Reader, procs []*replicaProc) snapshot {
 	s := snapshot{taken: true, procs: make([]*sysstat.Process, len(procs)), replica: make([]replicaStats, len(procs)),
-		cgroups: make([]*bench.CPUStat, len(procs))}
+		neighbors: make([]*hogproc.Count, len(procs)), cgroups: make([]*bench.CPUStat, len(procs))}
 	for i, p := range procs {
 		if p.quota == nil {
 			continue
@@ -275,6 +282,14 @@ func takeSnapshot(ctx context.Context, proc *sysstat.Reader, procs []*replicaPro
 			return s
 		}
 		s.replica[i] = st
+		if p.neighbor != nil {
+			c, err := p.neighbor.Count(ctx)
+			if err != nil {
+				s.err = err
+				return s
+			}
+			s.neighbors[i] = &c
+		}
 	}
 	return s
 }
@@ -302,6 +317,11 @@ func (s snapshot) since(earlier snapshot, duration time.Duration) (window, error
 		}
 		w.cpuUsed = append(w.cpuUsed, used)
 		w.batchPasses = append(w.batchPasses, s.replica[i].BatchPasses-earlier.replica[i].BatchPasses)
+		var neighbor float64
+		if s.neighbors[i] != nil && earlier.neighbors[i] != nil {
+			neighbor = s.neighbors[i].PassesPerSecondSince(*earlier.neighbors[i])
+		}
+		w.neighborPasses = append(w.neighborPasses, neighbor)
 		var throttled *bench.CgroupCPUStat
 		if s.cgroups[i] != nil && earlier.cgroups[i] != nil {
 			t := s.cgroups[i].Since(*earlier.cgroups[i])

@@ -83,7 +83,7 @@ func testConfig(t *testing.T) Config {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig(exe)
-	cfg.Replicas, cfg.QuotaRate, cfg.BatchRate = 2, 40, 40
+	cfg.Replicas, cfg.QuotaRate, cfg.BatchRate, cfg.NeighborRate = 2, 40, 40, 40
 	cfg.Warmup, cfg.Duration, cfg.Timeout = 300*time.Millisecond, MinDuration, 5*time.Second
 	cfg.Rounds, cfg.Arrivals = 1, ArrivalsFixed
 	cfg.Policies = []string{PolicyRoundRobin}
@@ -94,16 +94,7 @@ func testConfig(t *testing.T) Config {
 // this process may make cgroups: each replica's scheduler reads its
 // limit, and no cgroup is left behind.
 func TestRunQuota(t *testing.T) {
-	if _, err := bench.OpenCPUQuotas(DefaultWeakCPU); err != nil {
-		t.Skipf("no CPU quotas here: %v", err)
-	}
-	cfg := testConfig(t)
-	cfg.Scenarios = []string{ScenarioQuota}
-	cfg.JSONPath = filepath.Join(t.TempDir(), "fleet.json")
-	if err := Run(context.Background(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	rep := readReport(t, cfg.JSONPath)
+	rep := runWithQuotas(t, ScenarioQuota)
 	if len(rep.Results) != 1 || rep.Cgroup == "" {
 		t.Fatalf("results %+v, cgroup %q", rep.Results, rep.Cgroup)
 	}
@@ -114,6 +105,48 @@ func TestRunQuota(t *testing.T) {
 	if got[0].ThrottledPct == nil || got[0].ThrottledMs == nil {
 		t.Errorf("replica 0: throttled %v, %v ms: want its cgroup's accounting", got[0].ThrottledPct, got[0].ThrottledMs)
 	}
+	checkCgroupsRemoved(t, rep)
+}
+
+// TestRunNeighbor runs the neighbor scenario's round-robin row for real,
+// where this process may make cgroups: the first replica's neighbour
+// computes in its cgroup, the others have none, and no cgroup (which
+// would hold the neighbour if it had outlived its replica) is left behind.
+func TestRunNeighbor(t *testing.T) {
+	rep := runWithQuotas(t, ScenarioNeighbor)
+	if len(rep.Results) != 1 || rep.Results[0].Scenario != ScenarioNeighbor {
+		t.Fatalf("results %+v", rep.Results)
+	}
+	got := rep.Results[0].Replicas
+	if len(got) != 2 || !got[0].Neighbor || got[1].Neighbor || got[0].CPULimit != DefaultCPU || got[1].CPULimit != DefaultCPU {
+		t.Errorf("replicas %+v: want the first with a neighbour, both limited to %v", got, DefaultCPU)
+	}
+	if got[0].NeighborPassesPerS <= 0 || got[1].NeighborPassesPerS != 0 {
+		t.Errorf("neighbour passes/s %v and %v: want the first's above 0, the second's 0", got[0].NeighborPassesPerS, got[1].NeighborPassesPerS)
+	}
+	checkCgroupsRemoved(t, rep)
+}
+
+// runWithQuotas runs scenario's round-robin row of testConfig and returns
+// its report; it skips the test where this process may not make cgroups.
+func runWithQuotas(t *testing.T, scenario string) Report {
+	t.Helper()
+	if _, err := bench.OpenCPUQuotas(DefaultWeakCPU); err != nil {
+		t.Skipf("no CPU quotas here: %v", err)
+	}
+	cfg := testConfig(t)
+	cfg.Scenarios = []string{scenario}
+	cfg.JSONPath = filepath.Join(t.TempDir(), "fleet.json")
+	if err := Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	return readReport(t, cfg.JSONPath)
+}
+
+// checkCgroupsRemoved reports the cgroups of this process's run rep that
+// are still there.
+func checkCgroupsRemoved(t *testing.T, rep Report) {
+	t.Helper()
 	dir := rep.Cgroup[strings.LastIndexByte(rep.Cgroup, ' ')+1:] // "cgroup v1 /sys/fs/cgroup/cpu"
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
@@ -179,14 +212,14 @@ func (f writerFunc) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestRunNothingToRun: the quota scenario alone, where it cannot run, is
-// ErrNothingToRun before anything starts.
+// TestRunNothingToRun: the quota and neighbor scenarios alone, where they
+// cannot run, are ErrNothingToRun before anything starts.
 func TestRunNothingToRun(t *testing.T) {
 	if _, err := bench.OpenCPUQuotas(DefaultWeakCPU); err == nil {
 		t.Skip("CPU quotas work here")
 	}
 	cfg := testConfig(t)
-	cfg.Scenarios = []string{ScenarioQuota}
+	cfg.Scenarios = []string{ScenarioQuota, ScenarioNeighbor}
 	if err := Run(context.Background(), cfg); !errors.Is(err, ErrNothingToRun) {
 		t.Fatalf("Run: %v, want ErrNothingToRun", err)
 	}

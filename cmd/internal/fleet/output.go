@@ -43,8 +43,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	ew.Printf("%s measured per row in %d rounds of %s, the policies in turn, each segment on fresh replicas after %s of warm-up\n",
 		seconds(c.DurationS), c.Rounds, seconds(c.SegmentS), seconds(c.WarmupS))
 	if c.HeavyMs > 0 {
-		ew.Printf("rates: quota %s, batch %s calls/s; the defaults (%d, %d) scaled to a heavy call's work here, %s ms against %s\n",
-			report.Num(math.Round(c.QuotaRate)), report.Num(math.Round(c.BatchRate)), DefaultQuotaRate, DefaultBatchRate, report.Ms(c.HeavyMs), report.Ms(ReferenceHeavy.Seconds()*1e3))
+		ew.Printf("rates: quota %s, batch %s, neighbor %s calls/s; the defaults (%d, %d, %d) scaled to a heavy call's work here, %s ms against %s\n",
+			report.Num(math.Round(c.QuotaRate)), report.Num(math.Round(c.BatchRate)), report.Num(math.Round(c.NeighborRate)),
+			DefaultQuotaRate, DefaultBatchRate, DefaultNeighborRate, report.Ms(c.HeavyMs), report.Ms(ReferenceHeavy.Seconds()*1e3))
 	}
 	if r.Cgroup != "" {
 		ew.Printf("cgroups: each replica in its own, on %s\n", r.Cgroup)
@@ -70,29 +71,33 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	ew.Printf("(latencies in ms from each call's due time; errors: calls that failed, most past their deadline;\n cpu busy: the whole machine's; client cpu: this process's, in CPUs)\n\n")
 
-	replicas := report.NewTable("scenario", "policy", "replica", "cpu limit", "procs/workers", "batch", "share", "errors", "p50", "p99",
-		"cpu used", "throttled", "reported app", "reported cpu", "heavy run", "heavy wait", "batch passes/s")
+	replicas := report.NewTable("scenario", "policy", "replica", "cpu limit", "procs/workers", "beside", "share", "errors", "p50", "p99",
+		"cpu used", "throttled", "reported app", "reported cpu", "heavy run", "heavy wait", "passes/s")
 	for _, res := range r.Results {
 		for _, rep := range res.Replicas {
-			limit, batch := "-", ""
+			limit, beside, passes := "-", "", rep.BatchPassesPerS
 			if rep.CPULimit > 0 {
 				limit = strconv.FormatFloat(rep.CPULimit, 'g', 3, 64)
 			}
-			if rep.Batch {
-				batch = "yes"
+			switch {
+			case rep.Batch:
+				beside = "batch"
+			case rep.Neighbor:
+				beside, passes = "neighbor", rep.NeighborPassesPerS
 			}
 			replicas.Row(res.Scenario, res.Policy, strconv.Itoa(rep.ID), limit,
-				fmt.Sprintf("%d/%d", rep.GOMAXPROCS, rep.Workers), batch, report.Pct(100*rep.Share),
+				fmt.Sprintf("%d/%d", rep.GOMAXPROCS, rep.Workers), beside, report.Pct(100*rep.Share),
 				report.Num(float64(rep.Errors)), num(rep.P50Ms), num(rep.P99Ms), num(rep.CPUUsed), pct(rep.ThrottledPct),
 				num(rep.ReportedApp), num(rep.ReportedCPU), num(rep.HeavyRunMs), num(rep.HeavyQueueWaitMs),
-				report.Num(math.Round(rep.BatchPassesPerS)))
+				report.Num(math.Round(passes)))
 		}
 	}
 	if err := replicas.Write(ew); err != nil {
 		return err
 	}
-	ew.Printf("(cpu used: CPUs over the window; throttled: the quota's periods in which it ran out; reported: the mean utilizations\n" +
-		" of the load reports in its calls' trailers; heavy run, wait: the heavy calls' mean slot time and wait for a slot, ms)\n")
+	ew.Printf("(beside: a batch job in its scheduler, or a neighbour in its cgroup; cpu used: CPUs over the window; throttled: the quota's\n" +
+		" periods in which it ran out; reported: the mean utilizations of the load reports in its calls' trailers; heavy run, wait:\n" +
+		" the heavy calls' mean slot time and wait for a slot, ms; passes/s: the batch job's or the neighbour's CRC passes)\n")
 
 	if len(r.Results) > 0 && r.Config.Rounds > 1 {
 		rounds := report.NewTable("scenario", "policy", "p99 of each round, in order")

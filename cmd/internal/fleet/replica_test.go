@@ -18,14 +18,21 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 )
 
-// TestMain makes the test binary a replica when Run starts it as one
-// (`TESTBINARY fleet-replica FLAGS`), as cmd/cpusched's binary is.
+// TestMain makes the test binary a replica, or a replica's neighbour, when
+// Run starts it as one (`TESTBINARY fleet-replica FLAGS`, `TESTBINARY
+// neighbor -c N`), as cmd/cpusched's binary is.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == ReplicaCommand {
+	if len(os.Args) > 1 && (os.Args[1] == ReplicaCommand || os.Args[1] == hogproc.NeighborCommand) {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := ReplicaMain(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
+		run := ReplicaMain
+		if os.Args[1] == hogproc.NeighborCommand {
+			run = hogproc.NeighborMain
+		}
+		err := run(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
 		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -1,7 +1,8 @@
 package fleet
 
 // The replicas as Run sees them: child processes, each perhaps in a cgroup
-// of its own, and the line protocol of replica.go.
+// of its own (with a neighbour in it, in the neighbor scenario), and the
+// line protocol of replica.go.
 
 import (
 	"bufio"
@@ -10,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/cpusched/cpusched/cmd/internal/bench"
 	"github.com/cpusched/cpusched/cmd/internal/childproc"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 )
 
 // Child process timing: how long a replica may take to say hello or to
@@ -32,18 +35,19 @@ const (
 
 // replicaProc is a running replica.
 type replicaProc struct {
-	spec    replicaSpec
-	hello   hello
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	lines   chan lineOrErr  // the replica's stdout, a line each
-	quit    chan struct{}   // closed by stop: nobody reads lines any more
-	stderr  bytes.Buffer    // read only once exited is closed; a replica is quiet but for what went wrong
-	quota   *bench.CPUQuota // nil: none
-	exited  chan struct{}   // closed when Wait has returned
-	err     error           // Wait's, set before exited closes
-	once    sync.Once
-	stopErr error
+	spec     replicaSpec
+	hello    hello
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	lines    chan lineOrErr   // the replica's stdout, a line each
+	quit     chan struct{}    // closed by stop: nobody reads lines any more
+	stderr   bytes.Buffer     // read only once exited is closed; a replica is quiet but for what went wrong
+	quota    *bench.CPUQuota  // nil: none
+	neighbor *hogproc.Process // the neighbour in its cgroup; nil: none
+	exited   chan struct{}    // closed when Wait has returned
+	err      error            // Wait's, set before exited closes
+	once     sync.Once
+	stopErr  error
 }
 
 type lineOrErr struct {
@@ -106,7 +110,37 @@ func startReplica(ctx context.Context, program string, quotas *bench.CPUQuotas, 
 		}
 		return nil, fmt.Errorf("replica %s: %w%s", strings.Join(args, " "), err, r.stderrText())
 	}
+	if spec.neighbor {
+		if r.neighbor, err = startNeighbor(ctx, program, r.quota, spec.cpuLimit); err != nil {
+			_ = r.stop()
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// startNeighbor starts a replica's neighbour in its cgroup, quota (of cpus
+// CPUs), and sets it computing: `program neighbor -c N` with GOMAXPROCS N,
+// N the limit rounded up, so that it keeps one thread busy per CPU of the
+// limit at normal priority, as another service sharing the container's
+// CPU would. On failure nothing is left running.
+func startNeighbor(ctx context.Context, program string, quota *bench.CPUQuota, cpus float64) (*hogproc.Process, error) {
+	if quota == nil {
+		return nil, errors.New("a neighbour without a cgroup to share")
+	}
+	n := strconv.Itoa(int(math.Ceil(cpus)))
+	name, args := quota.Wrap(program, []string{hogproc.NeighborCommand, "-c", n})
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+n)
+	childproc.DieWithParent(cmd)
+	p, err := hogproc.Start(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("starting the neighbour: %w", err)
+	}
+	if _, err := p.Run(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("starting the neighbour's work: %w", err), p.Stop())
+	}
+	return p, nil
 }
 
 // read passes the replica's stdout on, a line at a time, until it ends.
@@ -180,7 +214,7 @@ func (r *replicaProc) stats(ctx context.Context) (replicaStats, error) {
 }
 
 // stop closes the replica's stdin, which ends it, kills it if it has not
-// exited within exitTimeout, and removes its cgroup. It returns an error if
+// exited within exitTimeout, stops its neighbour and removes its cgroup. It returns an error if
 // the replica had to be killed or failed; it is idempotent.
 func (r *replicaProc) stop() error {
 	r.once.Do(func() {
@@ -198,6 +232,11 @@ func (r *replicaProc) stop() error {
 			r.stopErr = fmt.Errorf("replica %s did not exit within %v of its stdin's end; killed%s", r.hello.Addr, exitTimeout, r.stderrText())
 		}
 		t.Stop()
+		if r.neighbor != nil {
+			if err := r.neighbor.Stop(); err != nil && r.stopErr == nil {
+				r.stopErr = err
+			}
+		}
 		if err := r.removeQuota(); err != nil && r.stopErr == nil {
 			r.stopErr = err
 		}

@@ -29,9 +29,10 @@ type Report struct {
 
 // ReportConfig is what the run was asked to do.
 type ReportConfig struct {
-	Replicas  int     `json:"replicas"`
-	QuotaRate float64 `json:"quota_rate"`
-	BatchRate float64 `json:"batch_rate"`
+	Replicas     int     `json:"replicas"`
+	QuotaRate    float64 `json:"quota_rate"`
+	BatchRate    float64 `json:"batch_rate"`
+	NeighborRate float64 `json:"neighbor_rate"`
 	// HeavyMs is the heavy call's work measured here (MeasureHeavy) where
 	// a rate was scaled to it, else 0.
 	HeavyMs   float64 `json:"heavy_ms"`
@@ -129,6 +130,8 @@ type ReplicaResult struct {
 	Workers    int     `json:"workers"`
 	Isolation  string  `json:"isolation"`
 	Batch      bool    `json:"batch"`
+	// Neighbor is whether a neighbour shared its cgroup.
+	Neighbor bool `json:"neighbor"`
 	// Calls and Errors count the measured calls the balancer sent it;
 	// Share is Calls over the row's calls that reached a replica, 0..1.
 	Calls  int64   `json:"calls"`
@@ -159,6 +162,9 @@ type ReplicaResult struct {
 	// BatchPassesPerS is the batch job's CRC32 passes per second over the
 	// window (0 without one).
 	BatchPassesPerS float64 `json:"batch_passes_per_s"`
+	// NeighborPassesPerS is its neighbour's CRC32 passes per second over
+	// the window (0 without one).
+	NeighborPassesPerS float64 `json:"neighbor_passes_per_s"`
 }
 
 // window is what was measured beside the calls over a row's window.
@@ -169,8 +175,10 @@ type window struct {
 	machineBusy, clientCPU float64
 	// cpuUsed is each replica's CPU use in CPUs; NaN if unknown.
 	cpuUsed []float64
-	// batchPasses is each replica's batch passes in the window.
-	batchPasses []int64
+	// batchPasses is each replica's batch passes in the window, and
+	// neighborPasses its neighbour's passes per second (0 without one).
+	batchPasses    []int64
+	neighborPasses []float64
 	// throttled is each replica's cgroup accounting; nil without a quota.
 	throttled []*bench.CgroupCPUStat
 }
@@ -205,7 +213,7 @@ func newResult(scenario, policy string, rate float64, procs []*replicaProc, rec 
 		rr := rec.replicas[i]
 		r := ReplicaResult{
 			ID: i, CPULimit: pr.hello.CPULimit, GOMAXPROCS: pr.hello.GOMAXPROCS,
-			Workers: pr.hello.Workers, Isolation: pr.hello.Isolation, Batch: pr.spec.batch,
+			Workers: pr.hello.Workers, Isolation: pr.hello.Isolation, Batch: pr.spec.batch, Neighbor: pr.spec.neighbor,
 			Calls: rr.calls, Errors: rr.errors,
 		}
 		if picked > 0 {
@@ -232,6 +240,9 @@ func newResult(scenario, policy string, rate float64, procs []*replicaProc, rec 
 		}
 		if i < len(w.batchPasses) {
 			r.BatchPassesPerS = perSecond(w.batchPasses[i], secs)
+		}
+		if i < len(w.neighborPasses) {
+			r.NeighborPassesPerS = w.neighborPasses[i]
 		}
 		res.Replicas = append(res.Replicas, r)
 	}
@@ -315,13 +326,25 @@ func targets(results []Result) []Target {
 	}
 	p99Within(ScenarioQuota, wrr, cpu, 1.2, false)
 
+	// On equal replicas the reports' job is not to starve the one whose
+	// spare CPU runs batch work; whether the weighted balancer then beats
+	// round robin is a coin toss (docs/grpc.md#the-results).
 	rr, wrr, cpu = find(ScenarioBatch, PolicyRoundRobin), find(ScenarioBatch, PolicyWRR), find(ScenarioBatch, PolicyWRRCPU)
+	p99Within(ScenarioBatch, wrr, rr, 1.1, false)
 	p99Within(ScenarioBatch, wrr, cpu, 1, true)
-	p99Within(ScenarioBatch, wrr, rr, 1, true)
 	if wrr != nil && rr != nil && len(wrr.Replicas) > 0 && len(rr.Replicas) > 0 {
 		a, b := wrr.Replicas[0].Share, rr.Replicas[0].Share
-		ts = append(ts, Target{ScenarioBatch, "the batch replica's share under " + PolicyWRR + " at least 0.9x its " + PolicyRoundRobin + " share",
-			a >= 0.9*b, fmt.Sprintf("%.1f%% against 0.9 x %.1f%% = %.1f%%", 100*a, 100*b, 90*b)})
+		ts = append(ts, Target{ScenarioBatch, "the batch replica's share under " + PolicyWRR + " within 10% of its " + PolicyRoundRobin + " share",
+			math.Abs(a-b) <= 0.1*b, fmt.Sprintf("%.1f%% against %.1f%% to %.1f%%", 100*a, 90*b, 110*b)})
+	}
+
+	rr, wrr, cpu = find(ScenarioNeighbor, PolicyRoundRobin), find(ScenarioNeighbor, PolicyWRR), find(ScenarioNeighbor, PolicyWRRCPU)
+	p99Within(ScenarioNeighbor, wrr, rr, 0.7, false)
+	p99Within(ScenarioNeighbor, wrr, cpu, 1, true)
+	if wrr != nil && rr != nil && len(wrr.Replicas) > 0 && len(rr.Replicas) > 0 {
+		a, b := wrr.Replicas[0].Share, rr.Replicas[0].Share
+		ts = append(ts, Target{ScenarioNeighbor, "the neighbour's replica's share lower under " + PolicyWRR + " than under " + PolicyRoundRobin,
+			a < b, fmt.Sprintf("%.1f%% against %.1f%%", 100*a, 100*b)})
 	}
 	return ts
 }

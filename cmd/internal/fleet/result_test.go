@@ -99,10 +99,13 @@ func TestTargets(t *testing.T) {
 		fakeRow(t, ScenarioBatch, PolicyRoundRobin, 30*ms, []int{10, 10, 10}, 0),
 		fakeRow(t, ScenarioBatch, PolicyWRR, 20*ms, []int{10, 10, 10}, 0),
 		fakeRow(t, ScenarioBatch, PolicyWRRCPU, 90*ms, []int{3, 13, 13}, 0),
+		fakeRow(t, ScenarioNeighbor, PolicyRoundRobin, 1000*ms, []int{10, 10, 10}, 3),
+		fakeRow(t, ScenarioNeighbor, PolicyWRR, 690*ms, []int{2, 14, 14}, 0),
+		fakeRow(t, ScenarioNeighbor, PolicyWRRCPU, 1500*ms, []int{20, 5, 5}, 9),
 	}
 	ts := targets(good)
-	if len(ts) != 7 {
-		t.Fatalf("%d targets, want 7: %+v", len(ts), ts)
+	if len(ts) != 10 {
+		t.Fatalf("%d targets, want 10: %+v", len(ts), ts)
 	}
 	for _, tg := range ts {
 		if !tg.Held {
@@ -115,12 +118,26 @@ func TestTargets(t *testing.T) {
 		fakeRow(t, ScenarioQuota, PolicyWRR, 20*ms, []int{12, 9, 9}, 1),
 		fakeRow(t, ScenarioQuota, PolicyWRRCPU, 10*ms, []int{4, 13, 13}, 0),
 		fakeRow(t, ScenarioBatch, PolicyRoundRobin, 20*ms, []int{10, 10, 10}, 0),
-		fakeRow(t, ScenarioBatch, PolicyWRR, 20*ms, []int{5, 13, 13}, 0),
+		fakeRow(t, ScenarioBatch, PolicyWRR, 23*ms, []int{5, 13, 13}, 0),
 		fakeRow(t, ScenarioBatch, PolicyWRRCPU, 20*ms, []int{10, 10, 10}, 0),
+		fakeRow(t, ScenarioNeighbor, PolicyRoundRobin, 1000*ms, []int{10, 10, 10}, 0),
+		fakeRow(t, ScenarioNeighbor, PolicyWRR, 710*ms, []int{10, 10, 10}, 0),
+		fakeRow(t, ScenarioNeighbor, PolicyWRRCPU, 710*ms, []int{10, 10, 10}, 0),
 	}
 	for _, tg := range targets(bad) {
 		if tg.Held {
 			t.Errorf("%s: %s: held (%s), want not", tg.Scenario, tg.Target, tg.Detail)
+		}
+	}
+	// The batch replica's share within 10% of round robin's: above it
+	// misses too.
+	over := []Result{
+		fakeRow(t, ScenarioBatch, PolicyRoundRobin, 20*ms, []int{10, 10, 10}, 0),
+		fakeRow(t, ScenarioBatch, PolicyWRR, 20*ms, []int{15, 10, 10}, 0),
+	}
+	for _, tg := range targets(over) {
+		if strings.Contains(tg.Target, "share") && tg.Held {
+			t.Errorf("a share of 43%% against 33%%: %s held (%s), want not", tg.Target, tg.Detail)
 		}
 	}
 
@@ -147,8 +164,8 @@ func TestWriteTable(t *testing.T) {
 	if err := testReport(t).WriteTable(&out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"heavy 50% (500 CRC passes)", "rates: quota 900, batch 1,020 calls/s; the defaults (450, 510) scaled to a heavy call's work here, 2.00 ms against 4.00", "p99.9", "weighted_round_robin_cpu", "procs/workers", "reported app",
-		"skipped: quota: no cgroups", "targets:", "batch: weighted_round_robin p99 < round_robin's: NOT held"} {
+	for _, want := range []string{"heavy 50% (500 CRC passes)", "rates: quota 900, batch 1,020, neighbor 600 calls/s; the defaults (450, 510, 300) scaled to a heavy call's work here, 2.00 ms against 4.00", "p99.9", "weighted_round_robin_cpu", "procs/workers", "reported app",
+		"skipped: quota: no cgroups", "targets:", "batch: weighted_round_robin p99 < weighted_round_robin_cpu's: NOT held"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
@@ -184,7 +201,7 @@ func TestWriteJSON(t *testing.T) {
 		}
 	}
 	replica := doc.Results[0]["replicas"].([]any)[0].(map[string]any)
-	for _, k := range []string{"share", "cpu_limit", "batch", "cpu_used", "p99_ms", "throttled_pct"} {
+	for _, k := range []string{"share", "cpu_limit", "batch", "neighbor", "cpu_used", "p99_ms", "throttled_pct", "neighbor_passes_per_s"} {
 		if _, ok := replica[k]; !ok {
 			t.Errorf("a replica lacks %q: %v", k, replica)
 		}

@@ -125,6 +125,9 @@ func (w window) add(o window) window {
 	for i := range w.batchPasses {
 		sum.batchPasses = append(sum.batchPasses, w.batchPasses[i]+o.batchPasses[i])
 	}
+	for i := range w.neighborPasses {
+		sum.neighborPasses = append(sum.neighborPasses, mean(w.neighborPasses[i], o.neighborPasses[i]))
+	}
 	for i := range w.throttled {
 		var t *bench.CgroupCPUStat
 		if a, b := w.throttled[i], o.throttled[i]; a != nil && b != nil {
