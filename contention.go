@@ -68,14 +68,45 @@ const (
 	// it lowers one.
 	machineEvery = 100 * time.Millisecond
 	busyMargin   = 0.25
+	// contendedSpareProcs is how many Ps beyond the workers the rest of
+	// the program gets while contended, in place of spareProcs: a task
+	// thread at normal priority is left waiting by the kernel about as
+	// often as it runs, with its P, so the rest needs more Ps to find one
+	// free.
+	contendedSpareProcs = 2
 )
 
-// guard is the monitor's state for outside contention; only the monitor
-// uses it, under s.mu.
+// guardSource is what the guard reads: the process's CPU time, a
+// thread's, and the machine's busy time (ns; ok false where it cannot be
+// read). The package's tests replace it.
+type guardSource struct {
+	processCPU func() int64
+	threadCPU  func(tid int) int64
+	machine    func() (busy int64, ok bool)
+	// window and calm, when non-zero, replace guardWindow and calmWindow
+	// (the machine's watch is 10 windows, as machineEvery is).
+	window, calm time.Duration
+}
+
+// realGuardSource reads the operating system's clocks and /proc/stat.
+var realGuardSource = guardSource{
+	processCPU: osprio.ProcessCPU,
+	threadCPU:  osprio.ThreadCPUOf,
+	machine: func() (int64, bool) {
+		busy, _, ok := osprio.MachineCPU()
+		return busy, ok
+	},
+}
+
+// guard is the monitor's state for outside contention (nil where
+// config.noGuard says so); only the monitor and startLocked use it, under
+// s.mu.
 type guard struct {
-	win       uint8 // windows closed so far, modulo 256
-	winStart  int64 // when the current window began
-	procStart int64 // the process's CPU time then
+	src          guardSource
+	window, calm int64 // guardWindow and calmWindow, or the source's
+	win          uint8 // windows closed so far, modulo 256
+	winStart     int64 // when the current window began
+	procStart    int64 // the process's CPU time then
 	// calmStart is when the current calm window began, with the
 	// machine's busy time and the process's CPU time then; calmOK is
 	// false where /proc/stat cannot be read (the scheduler then turns
@@ -84,9 +115,25 @@ type guard struct {
 	calmStart, calmBusy, calmProc int64
 	calmOK                        bool
 
+	// contended: other processes keep the CPUs busy; probing: the first
+	// window after a pause has not closed yet. Either keeps every task
+	// thread at normal priority (s.keepNormal). running is how many tasks
+	// held slots as the first window began.
+	contended, probing bool
+	running            int
+
 	contentions uint64 // times the scheduler turned contended
 	since       int64  // when it last did
 	time        int64  // contended time up to since
+}
+
+// newGuard returns a guard that reads src.
+func newGuard(src guardSource) *guard {
+	g := &guard{src: src, window: int64(guardWindow), calm: int64(calmWindow)}
+	if src.window > 0 {
+		g.window, g.calm = int64(src.window), int64(src.calm)
+	}
+	return g
 }
 
 // guardLocked is the guard's part of a monitor pass at now: it closes a
@@ -98,46 +145,82 @@ func (s *Scheduler) guardLocked(now int64) (next int64) {
 	if g == nil || len(s.running) == 0 {
 		return 0
 	}
-	if g.winStart == 0 || now-g.winStart > 4*int64(guardWindow) {
-		// The first window, or the first after the tasks stopped: start
-		// afresh, without judging a window nobody watched, but with what
-		// the other processes did meanwhile.
-		g.winStart, g.procStart = now, osprio.ProcessCPU()
-		g.win++
+	if g.stale(now) {
+		s.guardBeginLocked(now)
 		s.markThreadsLocked()
-		if !s.contended.Load() && g.calmStart != 0 && now-g.calmStart >= int64(machineEvery) && s.busyOthersLocked(now) {
-			s.enterContendedLocked(now)
-		}
-		return int64(guardWindow)
+		return g.window
 	}
-	if d := g.winStart + int64(guardWindow) - now; d > 0 {
+	if d := g.winStart + g.window - now; d > 0 {
 		return d
 	}
 	w := now - g.winStart
-	proc := osprio.ProcessCPU()
+	proc := g.src.processCPU()
 	ownCPUs := float64(proc-g.procStart) / float64(w)
 	starved := s.markThreadsLocked()
 	g.win++
 	g.winStart, g.procStart = now, proc
-	contended := s.contended.Load()
+	contended := g.contended
 	if contended {
 		for _, t := range s.running {
 			s.raiseLocked(t) // one handed off before, that has just begun
 		}
 	}
 	switch {
+	case g.probing:
+		g.probing = false
+		expect := min(float64(min(len(s.running), g.running)), s.capacity)
+		if ownCPUs < expect-outsideSlack {
+			s.enterContendedLocked(now)
+		} else {
+			s.keepNormal.Store(false)
+			for _, t := range s.running {
+				s.relowerLocked(t) // a hand-off thread that began raised
+			}
+		}
 	case !contended && starved && ownCPUs < s.capacity-outsideSlack:
 		s.enterContendedLocked(now)
-	case !contended && now-g.calmStart >= int64(machineEvery):
+	case !contended && now-g.calmStart >= 10*g.window:
 		if s.busyOthersLocked(now) {
 			s.enterContendedLocked(now)
 		}
-	case contended && now-g.calmStart >= int64(calmWindow):
+	case contended && now-g.calmStart >= g.calm:
 		if s.calmLocked(now) {
 			s.leaveContendedLocked(now)
 		}
 	}
-	return int64(guardWindow)
+	return g.window
+}
+
+// stale reports whether no window is open at now: none began yet, or the
+// last began more than a few windows ago (no task held a slot since).
+func (g *guard) stale(now int64) bool {
+	return g.winStart == 0 || now-g.winStart > 4*g.window
+}
+
+// guardBeginLocked opens the guard's first window at now, when a task gets
+// a slot while none is open (startLocked, or the monitor). It judges the
+// other processes' use of the machine since its last reading; if they
+// were not busy, the window is on probation: no thread is lowered until
+// it closes, and then only if the process got the CPUs its running tasks
+// could use (guardLocked). So tasks that begin beside a process that
+// began with them run at normal priority from the start.
+func (s *Scheduler) guardBeginLocked(now int64) {
+	g := s.guard
+	if g == nil || !g.stale(now) {
+		return
+	}
+	g.winStart, g.procStart = now, g.src.processCPU()
+	g.win++
+	g.running = len(s.running)
+	if g.contended {
+		return
+	}
+	if g.calmStart != 0 && now-g.calmStart >= 10*g.window && s.busyOthersLocked(now) {
+		s.enterContendedLocked(now)
+		return
+	}
+	g.probing = true
+	s.keepNormal.Store(true)
 }
 
 // markThreadsLocked reads the CPU clock of every running task's lowered
@@ -145,7 +228,7 @@ func (s *Scheduler) guardLocked(now int64) (next int64) {
 // less than starvedShare of it since.
 func (s *Scheduler) markThreadsLocked() (starved bool) {
 	g := s.guard
-	w := float64(guardWindow)
+	w := float64(g.window)
 	for _, t := range s.running {
 		// A lowered thread's id does not change while the task runs.
 		tid := t.tid.Load()
@@ -153,7 +236,7 @@ func (s *Scheduler) markThreadsLocked() (starved bool) {
 			t.guardWin = 0
 			continue
 		}
-		cpu := osprio.ThreadCPUOf(int(tid))
+		cpu := g.src.threadCPU(int(tid))
 		if t.guardWin == g.win && float64(cpu-t.markCPU) < starvedShare*w {
 			starved = true
 		}
@@ -183,8 +266,8 @@ func (s *Scheduler) busyOthersLocked(now int64) bool {
 // readings of /proc/stat.
 func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
 	g := s.guard
-	busy, _, read := osprio.MachineCPU()
-	proc := osprio.ProcessCPU()
+	busy, read := g.src.machine()
+	proc := g.src.processCPU()
 	if read && g.calmOK && now > g.calmStart {
 		others = float64(busy-g.calmBusy-(proc-g.calmProc)) / float64(now-g.calmStart)
 		ok = true
@@ -197,7 +280,8 @@ func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
 // running tasks' lowered threads.
 func (s *Scheduler) enterContendedLocked(now int64) {
 	g := s.guard
-	s.contended.Store(true)
+	g.contended, g.probing = true, false
+	s.keepNormal.Store(true)
 	g.contentions++
 	g.since = now
 	s.othersLocked(now) // the first calm window begins
@@ -205,15 +289,18 @@ func (s *Scheduler) enterContendedLocked(now int64) {
 	for _, t := range s.running {
 		s.raiseLocked(t)
 	}
+	s.procs.set(s.workers + contendedSpareProcs)
 }
 
 // leaveContendedLocked turns the scheduler quiet at now and lowers the
 // running tasks' raised threads again.
 func (s *Scheduler) leaveContendedLocked(now int64) {
 	g := s.guard
-	s.contended.Store(false)
+	g.contended = false
+	s.keepNormal.Store(false)
 	g.time += now - g.since
-	s.log.Info("cpusched: the other processes have gone quiet; long tasks' threads are lowered again")
+	s.log.Info("cpusched: the other processes have gone quiet; long tasks' threads are lowered again", "contended_for", time.Duration(now-g.since))
+	s.procs.set(s.workers + spareProcs)
 	for _, t := range s.running {
 		s.relowerLocked(t)
 	}
@@ -226,7 +313,7 @@ func (s *Scheduler) contendedTimeLocked(now int64) int64 {
 	if g == nil {
 		return 0
 	}
-	if s.contended.Load() {
+	if g.contended {
 		return g.time + now - g.since
 	}
 	return g.time
@@ -235,11 +322,50 @@ func (s *Scheduler) contendedTimeLocked(now int64) int64 {
 // fitThreadLocked makes the thread of t, which has just been given a slot,
 // fit the scheduler's state: raised while contended, lowered otherwise.
 func (s *Scheduler) fitThreadLocked(t *Task) {
-	if s.contended.Load() {
+	if s.guard == nil {
+		return
+	}
+	if s.guard.contended {
 		s.raiseLocked(t)
 	} else if t.raised {
 		s.relowerLocked(t)
 	}
+}
+
+// fitHandoffThread makes the calling hand-off thread, about to run a task,
+// fit the scheduler's state: lowered while quiet, raised while contended
+// (where it can be raised); it reports whether it left the thread raised.
+// It is the only place a hand-off thread is
+// lowered or raised by itself, and it holds no slot's CPU yet: a thread
+// that lowered itself with its task done, while other processes kept the
+// CPUs busy, could be left waiting with its P before it parked, and stop
+// the world meanwhile.
+func (s *Scheduler) fitHandoffThread() (raised bool) {
+	cur, err := osprio.Current()
+	if err != nil {
+		return false
+	}
+	lowered := cur.Is(s.cfg.osPolicy)
+	switch {
+	case !lowered && !s.keepNormal.Load():
+		if err := osprio.Lower(s.cfg.osPolicy); err != nil {
+			// New's probe succeeded, so this is unexpected; the task still
+			// runs, at normal priority.
+			s.log.Warn("cpusched: lowering a hand-off thread's priority failed; its tasks run at normal priority", "err", err)
+		}
+	case lowered && s.keepNormal.Load() && s.osOwn:
+		s.mu.Lock()
+		from := s.handoffFrom
+		s.mu.Unlock()
+		if err := from.Restore(); err != nil {
+			s.log.Warn("cpusched: raising a hand-off thread failed; it stays lowered", "err", err)
+			return false
+		}
+		return true
+	case !lowered && s.keepNormal.Load():
+		return true
+	}
+	return false
 }
 
 // raiseLocked puts the thread of t, if lowered, back to the setting it

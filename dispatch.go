@@ -26,7 +26,7 @@ func (s *Scheduler) dispatch(fn func(*Task) error) (slot uint8, handoff bool) {
 	if !s.osMode {
 		return 0, false
 	}
-	if s.contended.Load() {
+	if s.keepNormal.Load() {
 		// No task goes to a lowered thread while other processes keep the
 		// CPUs busy (contention.go).
 		if !s.osOwn {

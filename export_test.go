@@ -65,6 +65,19 @@ func withoutMonitorLowering() Option {
 	return optionFunc(func(cfg *config) error { cfg.noMonitorLower = true; return nil })
 }
 
+// withoutGuard turns the guard against outside contention off
+// (contention.go): task threads are lowered as if the machine were quiet,
+// for the tests of lowering itself, which a busy test machine must not
+// change.
+func withoutGuard() Option {
+	return optionFunc(func(cfg *config) error { cfg.noGuard = true; return nil })
+}
+
+// withGuardSource replaces what the guard reads (contention.go).
+func withGuardSource(src guardSource) Option {
+	return optionFunc(func(cfg *config) error { cfg.guardSource = src; return nil })
+}
+
 // withOS replaces what New asks of the operating system (osAccess): a
 // nil field keeps the real one.
 func withOS(probeLower, probeRestore func(osprio.Policy) error, cgroupLimit func() (float64, bool, error)) Option {

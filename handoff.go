@@ -195,6 +195,12 @@ func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
 		w := s.idleThreads[n-1]
 		s.idleThreads[n-1] = nil
 		s.idleThreads = s.idleThreads[:n-1]
+		if s.keepNormal.Load() && s.osOwn {
+			// Raised before it wakes: a lowered thread given a P while
+			// other processes keep the CPUs busy could hold it for long
+			// before it ran to raise itself (contention.go).
+			_ = s.handoffFrom.RestoreThread(int(w.tid))
+		}
 		s.mu.Unlock()
 		return w.give(s, t, pin)
 	}
@@ -218,11 +224,6 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 		s.mu.Lock()
 		s.handoffFrom = from // the runtime's threads all start alike
 		s.mu.Unlock()
-	}
-	if err := osprio.Lower(s.cfg.osPolicy); err != nil {
-		// New's probe succeeded, so this is unexpected; the task still
-		// runs, at normal priority.
-		s.log.Warn("cpusched: lowering a hand-off thread's priority failed; its tasks run at normal priority", "err", err)
 	}
 	w := &handoffThread{next: make(chan *Task, 1), tid: int32(osprio.ThreadID())}
 	if s.pins != nil {
@@ -277,5 +278,5 @@ func (s *Scheduler) stopThreads() {
 		w.give(s, stopThread, false)
 	}
 	s.threads.Wait()
-	s.restoreProcs()
+	s.procs.release()
 }

@@ -158,7 +158,7 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	if d := int64(osLowerAfter) - used; d > 0 {
 		return d
 	}
-	if s.contended.Load() {
+	if s.keepNormal.Load() {
 		// Long, but its thread stays as it is while other processes keep
 		// the CPUs busy (contention.go): raised, as if lowered and put back.
 		before, err := osprio.CurrentThread(tid)

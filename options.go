@@ -71,6 +71,8 @@ type config struct {
 	noSlicePins    bool          // tests: no slice pins (pin.go)
 	onYieldWoken   func()        // tests: called by a lowered thread as it yields on waking (handoff.go)
 	lendTick       time.Duration // the lender's sampling period (lendTick)
+	noGuard        bool          // tests: no guard against outside contention (contention.go)
+	guardSource    guardSource   // what the guard reads (contention.go)
 }
 
 // An Option configures a Scheduler in New.
@@ -166,14 +168,15 @@ func applyOptions(c config, opts []Option) (config, error) {
 
 func newConfig(opts []Option) (config, error) {
 	c := config{
-		slice:      DefaultSlice,
-		queueLimit: DefaultQueueLimit,
-		isolation:  DefaultIsolation(),
-		clock:      systemClock{},
-		osPolicy:   defaultOSPolicy,
-		laneShare:  defaultLaneShare,
-		lendTick:   lendTick,
-		os:         realOS,
+		slice:       DefaultSlice,
+		queueLimit:  DefaultQueueLimit,
+		isolation:   DefaultIsolation(),
+		clock:       systemClock{},
+		osPolicy:    defaultOSPolicy,
+		laneShare:   defaultLaneShare,
+		lendTick:    lendTick,
+		guardSource: realGuardSource,
+		os:          realOS,
 	}
 	c, err := applyOptions(c, opts)
 	if err != nil {

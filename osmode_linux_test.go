@@ -23,7 +23,7 @@ func TestOSPriorityMode(t *testing.T) {
 	}
 	procsBefore := runtime.GOMAXPROCS(0)
 	threadsBefore := threadCount(t)
-	s, err := New(WithIsolation(IsolationOSPriority))
+	s, err := New(WithIsolation(IsolationOSPriority), withoutGuard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestOSPriorityMode(t *testing.T) {
 			short, long, after, defaultOSPolicy.Sched, defaultOSPolicy.Name)
 	}
 	// Handing tasks off, even a short task runs on a lowered hand-off thread.
-	h, err := New(WithIsolation(IsolationOSPriority), withOSHandoff())
+	h, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), withoutGuard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,13 +161,14 @@ func loweredThreads(t *testing.T) int {
 
 // ownScheduler returns an IsolationOSPriority Scheduler whose tasks run on
 // their own goroutines, or skips the test where a lowered thread cannot
-// be raised back.
+// be raised back. Its guard is off (withoutGuard): these tests are of the
+// lowering, which a busy test machine must not turn off.
 func ownScheduler(t *testing.T, opts ...Option) *Scheduler {
 	t.Helper()
 	if !osprio.Supported() {
 		t.Skip("no per-thread priorities on this platform")
 	}
-	s, err := New(append([]Option{WithIsolation(IsolationOSPriority)}, opts...)...)
+	s, err := New(append([]Option{WithIsolation(IsolationOSPriority), withoutGuard()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,10 +180,11 @@ func ownScheduler(t *testing.T, opts ...Option) *Scheduler {
 }
 
 // handoffScheduler returns an IsolationOSPriority Scheduler that hands
-// every task to a hand-off thread (withOSHandoff), closed when the test ends.
+// every task to a hand-off thread (withOSHandoff), closed when the test
+// ends; its guard is off, as ownScheduler's.
 func handoffScheduler(t *testing.T, opts ...Option) *Scheduler {
 	t.Helper()
-	s, err := New(append([]Option{WithIsolation(IsolationOSPriority), withOSHandoff()}, opts...)...)
+	s, err := New(append([]Option{WithIsolation(IsolationOSPriority), withOSHandoff(), withoutGuard()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

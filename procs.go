@@ -37,9 +37,15 @@ const spareProcs = 1
 // which case that value is set again.
 var procsState struct {
 	sync.Mutex
-	refs   int
 	before int // GOMAXPROCS as the first Scheduler in this mode found it
-	raised int
+	raised int // GOMAXPROCS as set now: before, or the most any hold wants
+	holds  map[*procsHold]int
+}
+
+// procsHold is one Scheduler's want of GOMAXPROCS.
+type procsHold struct {
+	logger *slog.Logger
+	once   sync.Once
 }
 
 // procsBudget is the CPU budget that worker counts come from: GOMAXPROCS
@@ -48,7 +54,7 @@ var procsState struct {
 func procsBudget() int {
 	procsState.Lock()
 	defer procsState.Unlock()
-	if procsState.refs > 0 {
+	if len(procsState.holds) > 0 {
 		return procsState.before
 	}
 	return runtime.GOMAXPROCS(0)
@@ -104,34 +110,71 @@ func quotaWorkers(procs, numCPU int, limit float64, limited, envSet bool) int {
 	return max(1, ceil-1)
 }
 
-// raiseProcs makes GOMAXPROCS at least want, for as long as the returned
-// function has not been called. It logs the change, and the restore, to
-// logger.
-func raiseProcs(want int, logger *slog.Logger) (restore func()) {
+// raiseProcs makes GOMAXPROCS at least want until the returned hold is
+// released, or set to want another number. It logs each change, and the
+// restore, to logger.
+func raiseProcs(want int, logger *slog.Logger) *procsHold {
 	procsState.Lock()
 	defer procsState.Unlock()
-	if procsState.refs == 0 {
+	if len(procsState.holds) == 0 {
 		procsState.before = runtime.GOMAXPROCS(0)
 		procsState.raised = procsState.before
+		procsState.holds = map[*procsHold]int{}
 	}
-	procsState.refs++
+	h := &procsHold{logger: logger}
+	procsState.holds[h] = want
+	applyProcsLocked(logger)
+	return h
+}
+
+// set changes h's want to want: GOMAXPROCS follows the most any hold
+// wants, and never goes below what the first Scheduler found. Each change
+// stops the world for a moment.
+func (h *procsHold) set(want int) {
+	procsState.Lock()
+	defer procsState.Unlock()
+	if _, ok := procsState.holds[h]; !ok {
+		return // released
+	}
+	procsState.holds[h] = want
+	applyProcsLocked(h.logger)
+}
+
+// release drops h; once no hold is left, GOMAXPROCS is restored. It is
+// idempotent.
+func (h *procsHold) release() {
+	h.once.Do(func() {
+		procsState.Lock()
+		defer procsState.Unlock()
+		delete(procsState.holds, h)
+		if len(procsState.holds) > 0 {
+			applyProcsLocked(h.logger)
+			return
+		}
+		if procsState.raised != procsState.before {
+			restoreProcs(procsState.before, h.logger)
+			procsState.raised = procsState.before
+		}
+	})
+}
+
+// applyProcsLocked sets GOMAXPROCS to the most any hold wants, at least
+// what the first Scheduler found.
+func applyProcsLocked(logger *slog.Logger) {
+	want := procsState.before
+	for _, w := range procsState.holds {
+		want = max(want, w)
+	}
+	if want == procsState.raised {
+		return
+	}
 	if want > procsState.raised {
 		logger.Info("cpusched: IsolationOSPriority raised GOMAXPROCS (restored when the last such Scheduler closes)", "from", procsState.raised, "to", want)
-		runtime.GOMAXPROCS(want)
-		procsState.raised = want
+	} else {
+		logger.Info("cpusched: IsolationOSPriority lowered GOMAXPROCS", "from", procsState.raised, "to", want)
 	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			procsState.Lock()
-			defer procsState.Unlock()
-			procsState.refs--
-			if procsState.refs == 0 && procsState.raised != procsState.before {
-				restoreProcs(procsState.before, logger)
-				procsState.raised = procsState.before
-			}
-		})
-	}
+	runtime.GOMAXPROCS(want)
+	procsState.raised = want
 }
 
 // restoreProcs sets GOMAXPROCS back to before: the runtime's default when

@@ -56,6 +56,11 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 		t.cpuStart = osprio.ThreadCPU() // fn runs on this locked hand-off thread
 	}
 	if t.handoff {
+		if s.fitHandoffThread() {
+			s.mu.Lock()
+			t.raised = true
+			s.mu.Unlock()
+		}
 		t.tid.Store(int32(osprio.ThreadID())) // for the guard (contention.go)
 	}
 	var start time.Time // with slice pins, for a hand-off task: when fn began
@@ -108,9 +113,6 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 	if s.osOwn {
 		s.noteLength(t, cpu)
 	}
-	// A hand-off thread raised while contended goes back to its pool
-	// lowered (contention.go).
-	relower := t.raised && t.handoff
 	t.raised, t.guardWin = false, 0
 	if t.handoff {
 		t.tid.Store(0)
@@ -130,11 +132,6 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 	s.endLocked(t)
 	next, first = s.pickLocked(now)
 	s.mu.Unlock()
-	if relower {
-		if err := osprio.Lower(s.cfg.osPolicy); err != nil {
-			s.log.Warn("cpusched: lowering a hand-off thread again failed", "err", err)
-		}
-	}
 	if tc := t.taskCtx.Load(); tc != nil {
 		tc.stop()
 		tc.cancel(context.Canceled)

@@ -135,8 +135,8 @@ import (
 //     nothing else writes them while it runs.
 //
 // The Scheduler's cfg, clock, workers, osMode, log, killCtx, drained and
-// the monitor's channels are set in New and never changed; restoreProcs is
-// called once, from release (closeOnce).
+// the monitor's channels are set in New and never changed; procs is
+// released once, from release (closeOnce).
 
 // Scheduler runs CPU-heavy tasks on a bounded number of worker slots, in
 // the order its EEVDF policy chooses. Create one with New; its methods are
@@ -171,12 +171,12 @@ type Scheduler struct {
 	watching    bool // the monitor is watching slices
 
 	osMode bool // IsolationOSPriority is in effect
-	// contended: other processes keep the CPUs busy, so no task thread
-	// is lowered (contention.go); guard is the monitor's state for it,
+	// keepNormal: no task thread is lowered, as other processes keep the
+	// CPUs busy or may (contention.go); guard is the monitor's state for it,
 	// nil outside IsolationOSPriority; capacity is the CPU budget the
 	// guard compares the process's CPU time with; handoffFrom is the
 	// setting hand-off threads had before they lowered themselves.
-	contended   atomic.Bool
+	keepNormal  atomic.Bool
 	guard       *guard
 	capacity    float64
 	handoffFrom osprio.Attr
@@ -200,9 +200,9 @@ type Scheduler struct {
 	// blockAvg is the moving average of Blocking's fn durations over all
 	// tasks, for a task's first call (see Task.Blocking); written without
 	// the lock, a lost update costs nothing.
-	blockAvg     atomic.Int64
-	threads      sync.WaitGroup
-	restoreProcs func()
+	blockAvg atomic.Int64
+	threads  sync.WaitGroup
+	procs    *procsHold // IsolationOSPriority's raise of GOMAXPROCS
 
 	log *slog.Logger // WithLogger's, or one that discards
 
@@ -292,11 +292,14 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	if cfg.isolation == IsolationOSPriority {
 		s.osMode = true
-		s.restoreProcs = raiseProcs(cfg.workers+spareProcs, logger)
+		s.procs = raiseProcs(cfg.workers+spareProcs, logger)
 		if !cfg.noSlicePins {
 			s.pins = newCPUTable(cfg.workers)
 		}
-		s.guard = &guard{}
+		if !cfg.noGuard {
+			s.guard = newGuard(cfg.guardSource)
+			s.othersLocked(s.clock.Now()) // the machine's watch begins
+		}
 		s.capacity = float64(procsBudget())
 		if cfg.cpuLimit.cpus > 0 {
 			s.capacity = min(s.capacity, cfg.cpuLimit.cpus)

@@ -39,6 +39,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	if s.osMode {
 		s.lastLendStart = now
 		s.watchLocked() // the lender samples while tasks run (lend.go)
+		s.guardBeginLocked(now)
 		if t.tid.Load() != 0 {
 			s.fitThreadLocked(t) // a parked task's thread, raised or lowered
 		}

@@ -40,6 +40,15 @@ type Stats struct {
 	LaneRunTime  time.Duration // the part of RunTime the small-task lane gave: small tasks run ahead of their turn (runqueue.go), within a share of each period
 	LentTime     time.Duration // slot time lent to the rest of the program (Lent summed over time): over an interval, its growth divided by the interval is the average number of slots lent
 
+	// Contended is true while IsolationOSPriority runs every task thread
+	// at normal priority because other processes keep the CPUs busy;
+	// Contentions counts the times it began, and ContendedTime is its
+	// length so far (its growth over an interval, over the interval, is
+	// the share of it spent contended). See docs/design.md#a-busy-machine.
+	Contended     bool
+	Contentions   uint64
+	ContendedTime time.Duration
+
 	Classes [numClasses]ClassStats // indexed by Class
 	// Groups has the tracked groups: the default group "" and every group
 	// named by SetGroupWeight (counted from that call on), idle or not.
@@ -129,27 +138,28 @@ func (s *Scheduler) Stats() Stats {
 	defer s.mu.Unlock()
 	c := &s.stats
 	st := Stats{
-		Submitted:    c.submitted,
-		Completed:    c.completed,
-		Failed:       c.failed,
-		Canceled:     c.canceled,
-		Panicked:     c.panicked,
-		Rejected:     c.rejected,
-		Preempted:    c.preempted,
-		Queued:       s.queued,
-		Started:      s.live - s.queued,
-		Running:      len(s.running),
-		Blocked:      s.blocked,
-		Workers:      s.workers,
-		Lent:         s.lent,
-		Lends:        c.lends,
-		Isolation:    s.cfg.isolation,
-		QueueWait:    time.Duration(c.queueWait),
-		MaxQueueWait: time.Duration(c.maxQueueWait),
-		RunTime:      time.Duration(c.runTime),
-		LaneRunTime:  time.Duration(c.laneRunTime),
-		LentTime:     time.Duration(s.lentTimeLocked(s.clock.Now())),
-		Groups:       make(map[string]GroupStats, len(s.groups)),
+		Submitted:     c.submitted,
+		Completed:     c.completed,
+		Failed:        c.failed,
+		Canceled:      c.canceled,
+		Panicked:      c.panicked,
+		Rejected:      c.rejected,
+		Preempted:     c.preempted,
+		Queued:        s.queued,
+		Started:       s.live - s.queued,
+		Running:       len(s.running),
+		Blocked:       s.blocked,
+		Workers:       s.workers,
+		Lent:          s.lent,
+		Lends:         c.lends,
+		Isolation:     s.cfg.isolation,
+		QueueWait:     time.Duration(c.queueWait),
+		MaxQueueWait:  time.Duration(c.maxQueueWait),
+		RunTime:       time.Duration(c.runTime),
+		LaneRunTime:   time.Duration(c.laneRunTime),
+		LentTime:      time.Duration(s.lentTimeLocked(s.clock.Now())),
+		ContendedTime: time.Duration(s.contendedTimeLocked(s.clock.Now())),
+		Groups:        make(map[string]GroupStats, len(s.groups)),
 	}
 	now := s.clock.Now()
 	for i := range st.Classes {
@@ -161,6 +171,9 @@ func (s *Scheduler) Stats() Stats {
 	}
 	st.OtherGroups = s.otherGroups.snapshot()
 	st.OtherGroups.Weight = DefaultGroupWeight
+	if g := s.guard; g != nil {
+		st.Contended, st.Contentions = g.contended, g.contentions
+	}
 	return st
 }
 

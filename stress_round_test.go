@@ -71,6 +71,9 @@ func (m *stressMode) newRound(index, size int) *stressRound {
 	if m.lending {
 		opts = append(opts, withLendSample(50*time.Microsecond, stressLoad(rand.New(rand.NewPCG(rng.Uint64(), 0)))))
 	}
+	if m.contention {
+		opts = append(opts, withGuardSource(stressMachine(rand.New(rand.NewPCG(rng.Uint64(), 1)))))
+	}
 	slice := "default"
 	if d := []time.Duration{0, minSlice, 200 * time.Microsecond, time.Millisecond, 5 * time.Millisecond}[rng.IntN(5)]; d != 0 {
 		opts = append(opts, WithSlice(d))
@@ -104,8 +107,12 @@ func (m *stressMode) newRound(index, size int) *stressRound {
 	m.workersSeen = max(m.workersSeen, r.workers)
 	switch iso := s.Stats().Isolation; {
 	case iso == m.mode, m.mode == IsolationOSPriority && iso == IsolationReserve:
-		r.inline = !s.osMode || s.osOwn
-		r.mixed = s.osOwn
+		// In IsolationOSPriority dispatch chooses per task, and runs
+		// every task on its own goroutine while the guard keeps threads
+		// at normal priority (contention.go), even where it otherwise
+		// hands every task off.
+		r.inline = true
+		r.mixed = s.osMode
 	default:
 		r.errorf("Stats().Isolation = %v, want %v", iso, m.mode)
 	}
@@ -279,5 +286,42 @@ func stressLoad(rng *rand.Rand) func() (running, runnable uint64, ok bool) {
 			return uint64(runtime.GOMAXPROCS(0)), uint64(rng.IntN(8)), true
 		}
 		return 0, 0, true
+	}
+}
+
+// stressMachine is a guard source (contention.go) whose machine turns busy
+// and quiet by turns, every few of its short windows, and whose task
+// threads are starved at random, so that the guard raises and lowers
+// threads while tasks come and go.
+func stressMachine(rng *rand.Rand) guardSource {
+	var mu sync.Mutex
+	var proc, busy int64
+	others, left := false, 0
+	const window = 100 * time.Microsecond
+	return guardSource{
+		processCPU: func() int64 {
+			mu.Lock()
+			defer mu.Unlock()
+			proc += rng.Int64N(int64(2 * window))
+			return proc
+		},
+		threadCPU: func(int) int64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return rng.Int64N(int64(window))
+		},
+		machine: func() (int64, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if left--; left <= 0 {
+				others, left = !others, 1+rng.IntN(20)
+			}
+			if others {
+				busy += int64(20 * window)
+			}
+			return busy + proc, true
+		},
+		window: window,
+		calm:   5 * window,
 	}
 }

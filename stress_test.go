@@ -77,28 +77,32 @@ func TestStress(t *testing.T) {
 	// Every mode, and IsolationOSPriority's hand-off to hand-off threads
 	// (where a lowered thread cannot be raised back; withOSHandoff).
 	type stressVariant struct {
-		name    string
-		mode    Isolation
-		handoff bool
-		lending bool
+		name       string
+		mode       Isolation
+		handoff    bool
+		lending    bool
+		contention bool
 	}
 	var modes []stressVariant
 	for _, mode := range IsolationModes() {
-		modes = append(modes, stressVariant{mode.String(), mode, false, false})
+		modes = append(modes, stressVariant{name: mode.String(), mode: mode})
 	}
-	modes = append(modes, stressVariant{"ospriority-handoff", IsolationOSPriority, true, false},
-		stressVariant{"ospriority-lending", IsolationOSPriority, false, true})
+	modes = append(modes, stressVariant{name: "ospriority-handoff", mode: IsolationOSPriority, handoff: true},
+		stressVariant{name: "ospriority-lending", mode: IsolationOSPriority, lending: true},
+		stressVariant{name: "ospriority-contended", mode: IsolationOSPriority, contention: true},
+		stressVariant{name: "ospriority-handoff-contended", mode: IsolationOSPriority, handoff: true, contention: true})
 	for i, v := range modes {
 		t.Run(v.name, func(t *testing.T) {
 			m := &stressMode{
-				t:       t,
-				name:    v.name,
-				mode:    v.mode,
-				handoff: v.handoff,
-				lending: v.lending,
-				seed:    seed,
-				tasks:   tasks,
-				rng:     rand.New(rand.NewPCG(seed, uint64(i))),
+				t:          t,
+				name:       v.name,
+				mode:       v.mode,
+				handoff:    v.handoff,
+				lending:    v.lending,
+				contention: v.contention,
+				seed:       seed,
+				tasks:      tasks,
+				rng:        rand.New(rand.NewPCG(seed, uint64(i))),
 			}
 			m.run(len(modes) - i)
 		})
@@ -142,9 +146,12 @@ type stressMode struct {
 	mode    Isolation
 	handoff bool // IsolationOSPriority hands tasks to hand-off threads (withOSHandoff)
 	lending bool // the lender sees the rest of the program busy and quiet by turns (stressLoad)
-	seed    uint64
-	tasks   int
-	rng     *rand.Rand // the rounds' choices; each goroutine gets its own from it
+	// contention: the guard sees other processes busy and quiet by turns,
+	// and task threads starved at random (stressMachine)
+	contention bool
+	seed       uint64
+	tasks      int
+	rng        *rand.Rand // the rounds' choices; each goroutine gets its own from it
 
 	// The most GOMAXPROCS and workers of its rounds (written by the rounds'
 	// goroutine, read after it is done), for the thread check.
@@ -160,6 +167,7 @@ type stressTotals struct {
 	rounds, calls, gaveUp                 int
 	accepted, completed, failed, canceled uint64
 	panicked, rejected, preempted         uint64
+	contentions                           uint64
 	maxQueueWait                          time.Duration
 }
 
@@ -186,6 +194,12 @@ func (m *stressMode) run(modesLeft int) {
 	t.Logf("%d rounds, %d calls in %v: %d accepted (%d completed, %d failed, %d canceled, %d panicked), %d rejected, %d preemptions, %d Closes gave up, max queue wait %v",
 		tot.rounds, tot.calls, time.Since(start).Round(time.Millisecond), tot.accepted, tot.completed, tot.failed, tot.canceled, tot.panicked, tot.rejected, tot.preempted, tot.gaveUp, tot.maxQueueWait)
 
+	if m.contention {
+		t.Logf("the guard turned contended %d times", tot.contentions)
+		if tot.contentions == 0 {
+			t.Errorf("the guard never turned contended: the contended paths went untested")
+		}
+	}
 	leakcheck.VerifyNone(t, ignore)
 	if runtime.GOOS == "linux" {
 		// Locked hand-off threads exit with their goroutines; idle Ms the
@@ -269,6 +283,7 @@ func (m *stressMode) rounds() stressTotals {
 		tot.panicked += st.Panicked
 		tot.rejected += st.Rejected
 		tot.preempted += st.Preempted
+		tot.contentions += st.Contentions
 		tot.maxQueueWait = max(tot.maxQueueWait, st.MaxQueueWait)
 		if r.gaveUp {
 			tot.gaveUp++

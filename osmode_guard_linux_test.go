@@ -1,0 +1,190 @@
+package cpusched
+
+// The guard against outside contention (contention.go), driven by a fake
+// machine: tasks run on real threads, whose policies the tests read, and
+// the guard's windows are real (a few milliseconds), but what it reads of
+// the process's and the machine's CPU time is the test's.
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeMachine is a guard source the test turns busy (other processes
+// take the CPUs, the task threads get none) or quiet (the process gets
+// every CPU, nobody else runs).
+type fakeMachine struct {
+	busy  atomic.Bool
+	start time.Time
+	mu    sync.Mutex
+	other int64 // the others' CPU time so far
+	last  time.Time
+}
+
+func newFakeMachine(busy bool) *fakeMachine {
+	m := &fakeMachine{start: time.Now(), last: time.Now()}
+	m.busy.Store(busy)
+	return m
+}
+
+const fakeCPUs = 2
+
+func (m *fakeMachine) source() guardSource {
+	return guardSource{
+		processCPU: func() int64 {
+			if m.busy.Load() {
+				return 0 // the process gets nothing
+			}
+			return fakeCPUs * int64(time.Since(m.start))
+		},
+		threadCPU: func(int) int64 {
+			if m.busy.Load() {
+				return 0 // starved
+			}
+			return int64(time.Since(m.start))
+		},
+		machine: func() (int64, bool) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if m.busy.Load() {
+				m.other += fakeCPUs * int64(time.Since(m.last))
+			}
+			m.last = time.Now()
+			proc := int64(0)
+			if !m.busy.Load() {
+				proc = fakeCPUs * int64(time.Since(m.start))
+			}
+			return m.other + proc, true
+		},
+		window: 2 * time.Millisecond,
+		calm:   20 * time.Millisecond,
+	}
+}
+
+// guardedScheduler returns an IsolationOSPriority Scheduler whose tasks
+// run on their own goroutines and whose guard reads m, or skips the test
+// where a lowered thread cannot be raised back.
+func guardedScheduler(t *testing.T, m *fakeMachine, opts ...Option) *Scheduler {
+	t.Helper()
+	needOSPriority(t)
+	s, err := New(append([]Option{WithIsolation(IsolationOSPriority), withGuardSource(m.source())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	if !s.osOwn {
+		t.Skip("a lowered thread cannot be raised back here: tasks are handed off")
+	}
+	return s
+}
+
+// runningTask starts a task that computes, with Checkpoints, until stop is
+// closed, and reports its thread id once it has one.
+func runningTask(t *testing.T, s *Scheduler, stop chan struct{}) (tid int) {
+	t.Helper()
+	tids := make(chan int, 1)
+	go s.Run(context.Background(), func(tk *Task) error {
+		tids <- unix.Gettid()
+		for {
+			select {
+			case <-stop:
+				return nil
+			default:
+			}
+			if err := tk.Checkpoint(); err != nil {
+				return err
+			}
+		}
+	})
+	return <-tids
+}
+
+func policyOf(t *testing.T, tid int) int {
+	attr, err := unix.SchedGetAttr(tid, 0)
+	if err != nil {
+		t.Fatalf("sched_getattr(%d): %v", tid, err)
+	}
+	return int(attr.Policy)
+}
+
+// TestGuardKeepsThreadsNormalBesideBusyProcesses: tasks that begin while
+// other processes keep the CPUs busy are never lowered, and the scheduler
+// says it is contended.
+func TestGuardKeepsThreadsNormalBesideBusyProcesses(t *testing.T) {
+	m := newFakeMachine(true)
+	s := guardedScheduler(t, m, WithWorkers(1))
+	stop := make(chan struct{})
+	defer close(stop)
+	tid := runningTask(t, s, stop)
+	if !within(5*time.Second, func() bool { return s.Stats().Contended }) {
+		t.Fatal("the guard did not turn contended beside a busy machine")
+	}
+	time.Sleep(50 * time.Millisecond) // many windows, far past osLowerAfter
+	if p := policyOf(t, tid); p != 0 {
+		t.Errorf("the task's thread has policy %d while contended, want 0 (normal)", p)
+	}
+}
+
+// TestGuardRaisesAndLowersAgain: on a quiet machine a long task's thread is
+// lowered after the first window; once other processes starve it, the
+// guard raises it back; once they have gone quiet for a calm window, it
+// is lowered again. Stats count the contention.
+func TestGuardRaisesAndLowersAgain(t *testing.T) {
+	m := newFakeMachine(false)
+	s := guardedScheduler(t, m, WithWorkers(1))
+	stop := make(chan struct{})
+	defer close(stop)
+	tid := runningTask(t, s, stop)
+	idle := int(defaultOSPolicy.Sched)
+	if !within(5*time.Second, func() bool { return policyOf(t, tid) == idle }) {
+		t.Fatal("a long task's thread was not lowered on a quiet machine")
+	}
+	m.busy.Store(true)
+	if !within(5*time.Second, func() bool { return policyOf(t, tid) == 0 }) {
+		t.Fatal("the starved thread was not raised back")
+	}
+	if st := s.Stats(); !st.Contended || st.Contentions != 1 {
+		t.Errorf("got Contended %v, Contentions %d; want true, 1", st.Contended, st.Contentions)
+	}
+	m.busy.Store(false)
+	if !within(5*time.Second, func() bool { return policyOf(t, tid) == idle }) {
+		t.Fatal("the thread was not lowered again once the machine was quiet")
+	}
+	if st := s.Stats(); st.Contended || st.ContendedTime <= 0 {
+		t.Errorf("got Contended %v, ContendedTime %v; want false and some time", st.Contended, st.ContendedTime)
+	}
+}
+
+// TestGuardProbation: a task that begins after a pause is not lowered
+// before the guard's first window has closed, even after osLowerAfter.
+func TestGuardProbation(t *testing.T) {
+	m := newFakeMachine(false)
+	src := m.source()
+	src.window, src.calm = time.Second, time.Second // a window that does not close during the test
+	needOSPriority(t)
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1), withGuardSource(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if !s.osOwn {
+		t.Skip("a lowered thread cannot be raised back here: tasks are handed off")
+	}
+	var policy int
+	err = s.Run(context.Background(), func(tk *Task) error {
+		spinUntil(func() bool { tk.Checkpoint(); return tk.lowered.Load() })
+		policy = policyOf(t, unix.Gettid())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policy != 0 {
+		t.Errorf("the thread had policy %d during the first window, want 0", policy)
+	}
+}
