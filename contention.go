@@ -20,18 +20,36 @@ package cpusched
 // How. While tasks hold slots the monitor closes a window every
 // guardWindow and reads the CPU time that each running task's lowered
 // thread got in it (its thread's CPU clock) and that the whole process
-// got. A lowered thread that got less than starvedShare of the window,
-// while the process got less than its CPU budget less outsideSlack, means
-// that another process had the CPU: the scheduler turns contended. Then
-// it raises every running task's lowered thread back to the setting it had
-// (enterContendedLocked), a task that has computed for osLowerAfter is
-// counted long as before but its thread left as it is (Task.raised), and
-// no task is handed off: the tasks take their share of the machine beside
-// the other processes, as the rest of the program does, and the kernel
-// runs every thread that holds a P within a few milliseconds. The
-// scheduler turns quiet again once the other processes used less than
-// calmCPUs over a calmWindow (the machine's busy time from /proc/stat less
-// the process's own), and lowers the long tasks' threads again.
+// got, and every machineEvery the CPU time the other processes got (the
+// machine's busy time from /proc/stat, less the process's own). Any of
+// these turns the scheduler contended:
+//   - others that used more than half the CPU budget (plus busyMargin)
+//     over machineEvery, or over the pause before the tasks began;
+//   - a lowered thread that got less than starvedShare of starvedWindows
+//     windows in a row, while the process got less than its budget less
+//     outsideSlack, and the others more than half the budget over the
+//     last machineEvery;
+//   - the same over longStarvedWindows windows, whatever the others used
+//     before. A load generator on the same machine (the bench's own)
+//     starves a lowered thread for a window or two at a time and uses
+//     about one CPU of two; a CPU-bound process uses all the CPUs the
+//     program leaves it, and a lighter one starves a thread for longer.
+//
+// Contended, the scheduler raises every running task's lowered thread
+// back to the setting it had (enterContendedLocked), counts a task that
+// has computed for osLowerAfter long as before but leaves its thread as it
+// is (Task.raised), hands no task off, and gives the rest of the program
+// contendedSpareProcs Ps. The tasks then take their share of the machine
+// beside the other processes, as the rest of the program does, and the
+// kernel runs every thread that holds a P within a few of its slices.
+//
+// Turning quiet again. While contended a starved thread cannot be seen:
+// none is lowered. So the scheduler turns quiet once the other processes
+// used less than calmCPUs over a calmWindow, or, to try, after a
+// contended stretch that began at reprobeFirst and doubles, up to
+// reprobeMax, each time the threads starve again within reprobeGrace of
+// a try. A try beside a busy process costs the stretch it takes to see a
+// thread starve again; the growing stretches keep those few.
 //
 // Raising a thread back needs the privilege that own goroutines need
 // (ospriority.go). Without it every task is handed off to a lowered
@@ -48,24 +66,34 @@ import (
 const (
 	// guardWindow is how often the monitor looks for starved task threads
 	// while tasks hold slots.
-	guardWindow = 10 * time.Millisecond
-	// starvedShare is the share of a window below which a lowered task
-	// thread that held its slot throughout counts as starved.
-	starvedShare = 0.1
+	guardWindow = 5 * time.Millisecond
+	// starvedShare, starvedWindows and longStarvedWindows: a lowered
+	// task thread that held its slot through a window and got less than
+	// starvedShare of it counts as starved in it (see the file comment). SCHED_IDLE beside normal
+	// threads that keep its CPU busy gets about 0.3% (weight 3 against
+	// 1024); beside the program's own busy threads it gets every
+	// stretch they leave, and they stop for a stop-the-world.
+	starvedShare       = 0.02
+	starvedWindows     = 2
+	longStarvedWindows = 6
 	// outsideSlack is how many CPUs of its budget the process must have
-	// gone without, over a window with a starved thread, for the
-	// scheduler to blame another process.
+	// gone without, over those windows, for the scheduler to blame
+	// another process.
 	outsideSlack = 0.5
 	// calmWindow and calmCPUs: the scheduler turns quiet once the other
 	// processes used less than calmCPUs on average over calmWindow.
 	calmWindow = time.Second
-	calmCPUs   = 0.25
+	calmCPUs   = 0.5
+	// reprobeFirst, reprobeMax and reprobeGrace: see "Turning quiet
+	// again" above.
+	reprobeFirst = time.Second
+	reprobeMax   = 64 * time.Second
+	reprobeGrace = 200 * time.Millisecond
 	// machineEvery is how often a quiet scheduler reads the machine's
 	// busy time while tasks run; with the reading from before they began,
 	// the first window after a pause judges the whole pause. Others that
 	// used more than half the CPU budget (plus busyMargin) in that time
-	// would starve lowered threads: the scheduler turns contended before
-	// it lowers one.
+	// would starve lowered threads.
 	machineEvery = 100 * time.Millisecond
 	busyMargin   = 0.25
 	// contendedSpareProcs is how many Ps beyond the workers the rest of
@@ -84,7 +112,8 @@ type guardSource struct {
 	threadCPU  func(tid int) int64
 	machine    func() (busy int64, ok bool)
 	// window and calm, when non-zero, replace guardWindow and calmWindow
-	// (the machine's watch is 10 windows, as machineEvery is).
+	// (the machine's watch is then 20 windows, as machineEvery is, and
+	// the first re-probe comes after a calm window).
 	window, calm time.Duration
 }
 
@@ -115,12 +144,17 @@ type guard struct {
 	calmStart, calmBusy, calmProc int64
 	calmOK                        bool
 
-	// contended: other processes keep the CPUs busy; probing: the first
-	// window after a pause has not closed yet. Either keeps every task
-	// thread at normal priority (s.keepNormal). running is how many tasks
-	// held slots as the first window began.
-	contended, probing bool
-	running            int
+	// contended: other processes keep the CPUs busy, and every task
+	// thread runs at normal priority (s.keepNormal). starved counts the
+	// windows in a row in which a lowered thread starved. reprobe is the
+	// contended stretch after which the scheduler turns quiet to try, and
+	// triedAt when it last did.
+	contended bool
+	starved   int
+	others    float64 // the CPUs the other processes used over the last machine watch
+	reprobe   int64
+	triedAt   int64
+	firstTry  int64 // reprobeFirst, or the source's calm window
 
 	contentions uint64 // times the scheduler turned contended
 	since       int64  // when it last did
@@ -129,10 +163,11 @@ type guard struct {
 
 // newGuard returns a guard that reads src.
 func newGuard(src guardSource) *guard {
-	g := &guard{src: src, window: int64(guardWindow), calm: int64(calmWindow)}
+	g := &guard{src: src, window: int64(guardWindow), calm: int64(calmWindow), firstTry: int64(reprobeFirst)}
 	if src.window > 0 {
-		g.window, g.calm = int64(src.window), int64(src.calm)
+		g.window, g.calm, g.firstTry = int64(src.window), int64(src.calm), int64(src.calm)
 	}
+	g.reprobe = g.firstTry
 	return g
 }
 
@@ -159,33 +194,31 @@ func (s *Scheduler) guardLocked(now int64) (next int64) {
 	starved := s.markThreadsLocked()
 	g.win++
 	g.winStart, g.procStart = now, proc
-	contended := g.contended
-	if contended {
+	if g.contended {
 		for _, t := range s.running {
 			s.raiseLocked(t) // one handed off before, that has just begun
 		}
+		switch {
+		case now-g.calmStart >= g.calm && s.calmLocked(now):
+			g.reprobe = g.firstTry
+			s.leaveContendedLocked(now)
+		case now-g.since >= g.reprobe:
+			g.triedAt = now
+			s.leaveContendedLocked(now)
+		}
+		return g.window
+	}
+	if starved && ownCPUs < s.capacity-outsideSlack {
+		g.starved++
+	} else {
+		g.starved = 0
 	}
 	switch {
-	case g.probing:
-		g.probing = false
-		expect := min(float64(min(len(s.running), g.running)), s.capacity)
-		if ownCPUs < expect-outsideSlack {
-			s.enterContendedLocked(now)
-		} else {
-			s.keepNormal.Store(false)
-			for _, t := range s.running {
-				s.relowerLocked(t) // a hand-off thread that began raised
-			}
-		}
-	case !contended && starved && ownCPUs < s.capacity-outsideSlack:
+	case g.starved >= starvedWindows && g.others > s.capacity/2+busyMargin, g.starved >= longStarvedWindows:
 		s.enterContendedLocked(now)
-	case !contended && now-g.calmStart >= 10*g.window:
+	case now-g.calmStart >= 20*g.window:
 		if s.busyOthersLocked(now) {
 			s.enterContendedLocked(now)
-		}
-	case contended && now-g.calmStart >= g.calm:
-		if s.calmLocked(now) {
-			s.leaveContendedLocked(now)
 		}
 	}
 	return g.window
@@ -198,12 +231,9 @@ func (g *guard) stale(now int64) bool {
 }
 
 // guardBeginLocked opens the guard's first window at now, when a task gets
-// a slot while none is open (startLocked, or the monitor). It judges the
-// other processes' use of the machine since its last reading; if they
-// were not busy, the window is on probation: no thread is lowered until
-// it closes, and then only if the process got the CPUs its running tasks
-// could use (guardLocked). So tasks that begin beside a process that
-// began with them run at normal priority from the start.
+// a slot while none is open (startLocked, or the monitor). If the other
+// processes used more than half the CPU budget over the pause before, the
+// scheduler turns contended before any thread is lowered.
 func (s *Scheduler) guardBeginLocked(now int64) {
 	g := s.guard
 	if g == nil || !g.stale(now) {
@@ -211,16 +241,10 @@ func (s *Scheduler) guardBeginLocked(now int64) {
 	}
 	g.winStart, g.procStart = now, g.src.processCPU()
 	g.win++
-	g.running = len(s.running)
-	if g.contended {
-		return
-	}
-	if g.calmStart != 0 && now-g.calmStart >= 10*g.window && s.busyOthersLocked(now) {
+	g.starved = 0
+	if !g.contended && g.calmStart != 0 && now-g.calmStart >= 20*g.window && s.busyOthersLocked(now) {
 		s.enterContendedLocked(now)
-		return
 	}
-	g.probing = true
-	s.keepNormal.Store(true)
 }
 
 // markThreadsLocked reads the CPU clock of every running task's lowered
@@ -257,6 +281,7 @@ func (s *Scheduler) calmLocked(now int64) bool {
 // budget, and more than busyMargin besides, since it began.
 func (s *Scheduler) busyOthersLocked(now int64) bool {
 	others, ok := s.othersLocked(now)
+	s.guard.others = others
 	return ok && others > s.capacity/2+busyMargin
 }
 
@@ -280,7 +305,11 @@ func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
 // running tasks' lowered threads.
 func (s *Scheduler) enterContendedLocked(now int64) {
 	g := s.guard
-	g.contended, g.probing = true, false
+	if g.triedAt != 0 && now-g.triedAt < int64(reprobeGrace) {
+		g.reprobe = min(2*g.reprobe, int64(reprobeMax)) // the try failed
+	}
+	g.triedAt = 0
+	g.contended, g.starved = true, 0
 	s.keepNormal.Store(true)
 	g.contentions++
 	g.since = now

@@ -160,23 +160,15 @@ func TestGuardRaisesAndLowersAgain(t *testing.T) {
 	}
 }
 
-// TestGuardProbation: a task that begins after a pause is not lowered
-// before the guard's first window has closed, even after osLowerAfter.
-func TestGuardProbation(t *testing.T) {
-	m := newFakeMachine(false)
-	src := m.source()
-	src.window, src.calm = time.Second, time.Second // a window that does not close during the test
-	needOSPriority(t)
-	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(1), withGuardSource(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	if !s.osOwn {
-		t.Skip("a lowered thread cannot be raised back here: tasks are handed off")
-	}
+// TestGuardBusyBeforeTasksBegin: where other processes kept the CPUs busy
+// over the pause before the tasks began, the first task's thread is never
+// lowered: the scheduler is contended before it would be.
+func TestGuardBusyBeforeTasksBegin(t *testing.T) {
+	m := newFakeMachine(true)
+	s := guardedScheduler(t, m, WithWorkers(1))
+	time.Sleep(100 * time.Millisecond) // far past the machine's watch (20 windows)
 	var policy int
-	err = s.Run(context.Background(), func(tk *Task) error {
+	err := s.Run(context.Background(), func(tk *Task) error {
 		spinUntil(func() bool { tk.Checkpoint(); return tk.lowered.Load() })
 		policy = policyOf(t, unix.Gettid())
 		return nil
@@ -185,6 +177,9 @@ func TestGuardProbation(t *testing.T) {
 		t.Fatal(err)
 	}
 	if policy != 0 {
-		t.Errorf("the thread had policy %d during the first window, want 0", policy)
+		t.Errorf("the first task's thread had policy %d once long, want 0", policy)
+	}
+	if !s.Stats().Contended {
+		t.Error("the scheduler is not contended")
 	}
 }

@@ -317,7 +317,7 @@ func stressMachine(rng *rand.Rand) guardSource {
 				others, left = !others, 1+rng.IntN(20)
 			}
 			if others {
-				busy += int64(20 * window)
+				busy += int64(100 * window) // far more than the CPU budget: contended
 			}
 			return busy + proc, true
 		},

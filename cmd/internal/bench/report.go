@@ -130,6 +130,10 @@ type Result struct {
 	// (Stats.LentTime); nil in the other modes.
 	Lends     *uint64  `json:"lends,omitempty"`
 	LentSlots *float64 `json:"lent_slots,omitempty"`
+	// ContendedPct is the share of the step the ospriority scheduler ran
+	// its task threads at normal priority because other processes kept
+	// the CPUs busy (Stats.ContendedTime); nil in the other modes.
+	ContendedPct *float64 `json:"contended_pct,omitempty"`
 	// CgroupCPU is the server cgroup's throttling over the measured window;
 	// absent without a CPU quota.
 	CgroupCPU *CgroupCPUStat `json:"cgroup_cpu_stat,omitempty"`
@@ -252,7 +256,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	t := report.NewTable("mode", "step", "p50", "p99", "p99.9", "max", "probe/s", "p99 x floor",
 		"hog passes/s", "% of direct", "% of floor", "small p99", "direct p99", "waited p99", "nbr passes/s",
-		"cpu busy", "gc p99", "gc max", "stop max", "lent")
+		"cpu busy", "gc p99", "gc max", "stop max", "lent", "contended")
 	var probeErrors int64
 	for _, row := range r.Results {
 		t.Row(tableRow(row)...)
@@ -385,9 +389,11 @@ func tableRow(row Result) []string {
 		cells = append(cells, "-", "-", "-")
 	}
 	if row.LentSlots != nil {
-		return append(cells, report.Ms(*row.LentSlots))
+		cells = append(cells, report.Ms(*row.LentSlots))
+	} else {
+		cells = append(cells, "-")
 	}
-	return append(cells, "-")
+	return append(cells, pctOrDash(row.ContendedPct))
 }
 
 // smallCell is a small load's p99, or "-" for none.

@@ -252,9 +252,10 @@ type serverStats struct {
 	Uptime    float64 `json:"uptime_s"`
 	Passes    int64   `json:"passes"`
 	Scheduler struct {
-		Isolation  string  `json:"isolation"`
-		Lends      uint64  `json:"lends"`
-		LentTimeMS float64 `json:"lent_time_ms"`
+		Isolation       string  `json:"isolation"`
+		Lends           uint64  `json:"lends"`
+		LentTimeMS      float64 `json:"lent_time_ms"`
+		ContendedTimeMS float64 `json:"contended_time_ms"`
 	} `json:"scheduler"`
 	GC struct {
 		Total    demo.Histogram `json:"pauses_total"`
@@ -300,4 +301,18 @@ func lending(before, after serverStats) (lends *uint64, slots *float64) {
 	n := a.Lends - b.Lends
 	avg := max(a.LentTimeMS-b.LentTimeMS, 0) / 1e3 / sec
 	return &n, &avg
+}
+
+// contention is the share of the time between two /stats reads that an
+// ospriority server's scheduler ran its task threads at normal priority
+// because other processes kept the CPUs busy (Stats.ContendedTime), in
+// percent; nil for the other modes.
+func contention(before, after serverStats) *float64 {
+	b, a := before.Scheduler, after.Scheduler
+	sec := after.Uptime - before.Uptime
+	if a.Isolation != "ospriority" || sec <= 0 {
+		return nil
+	}
+	pct := min(max(a.ContendedTimeMS-b.ContendedTimeMS, 0)/1e3/sec*100, 100)
+	return &pct
 }

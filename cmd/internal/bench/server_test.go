@@ -148,3 +148,30 @@ func TestLending(t *testing.T) {
 		t.Errorf("counters going back (another server): got %v, %v; want nil, nil", lends, slots)
 	}
 }
+
+func TestContention(t *testing.T) {
+	at := func(iso string, uptime, contendedMS float64) serverStats {
+		var st serverStats
+		st.Uptime, st.Scheduler.Isolation, st.Scheduler.ContendedTimeMS = uptime, iso, contendedMS
+		return st
+	}
+	for _, tt := range []struct {
+		name          string
+		before, after serverStats
+		want          float64 // -1: nil
+	}{
+		{"half of 2 s", at("ospriority", 10, 500), at("ospriority", 12, 1500), 50},
+		{"none of it", at("ospriority", 10, 500), at("ospriority", 12, 500), 0},
+		{"clock skew past the whole window", at("ospriority", 10, 0), at("ospriority", 12, 2100), 100},
+		{"isolation none", at("none", 10, 0), at("none", 12, 0), -1},
+		{"no time between", at("ospriority", 10, 0), at("ospriority", 10, 0), -1},
+	} {
+		got := contention(tt.before, tt.after)
+		switch {
+		case tt.want < 0 && got != nil:
+			t.Errorf("%s: got %v, want nil", tt.name, *got)
+		case tt.want >= 0 && (got == nil || math.Abs(*got-tt.want) > 1e-9):
+			t.Errorf("%s: got %v, want %v%%", tt.name, got, tt.want)
+		}
+	}
+}

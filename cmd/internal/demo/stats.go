@@ -39,29 +39,32 @@ type Stats struct {
 
 // SchedulerStats is cpusched.Stats with every field, named for JSON.
 type SchedulerStats struct {
-	Submitted      uint64                `json:"submitted"`
-	Completed      uint64                `json:"completed"`
-	Failed         uint64                `json:"failed"`
-	Canceled       uint64                `json:"canceled"`
-	Panicked       uint64                `json:"panicked"`
-	Rejected       uint64                `json:"rejected"`
-	Preempted      uint64                `json:"preempted"`
-	Queued         int                   `json:"queued"`
-	Started        int                   `json:"started"`
-	Running        int                   `json:"running"`
-	Blocked        int                   `json:"blocked"`
-	Workers        int                   `json:"workers"`
-	Lent           int                   `json:"lent"`  // slots lent to the rest of the program now
-	Lends          uint64                `json:"lends"` // times a slot was lent
-	Isolation      string                `json:"isolation"`
-	QueueWaitMS    float64               `json:"queue_wait_ms"`
-	MaxQueueWaitMS float64               `json:"max_queue_wait_ms"`
-	RunTimeMS      float64               `json:"run_time_ms"`
-	LaneRunTimeMS  float64               `json:"lane_run_time_ms"` // the part of RunTimeMS the small-task lane gave
-	LentTimeMS     float64               `json:"lent_time_ms"`     // slot time lent to the rest of the program
-	Classes        map[string]ClassStats `json:"classes"`          // by class name
-	Groups         map[string]GroupStats `json:"groups"`           // tracked groups by name ("" for none): see cpusched.Stats.Groups
-	OtherGroups    GroupStats            `json:"other_groups"`     // every other group's tasks together
+	Submitted       uint64                `json:"submitted"`
+	Completed       uint64                `json:"completed"`
+	Failed          uint64                `json:"failed"`
+	Canceled        uint64                `json:"canceled"`
+	Panicked        uint64                `json:"panicked"`
+	Rejected        uint64                `json:"rejected"`
+	Preempted       uint64                `json:"preempted"`
+	Queued          int                   `json:"queued"`
+	Started         int                   `json:"started"`
+	Running         int                   `json:"running"`
+	Blocked         int                   `json:"blocked"`
+	Workers         int                   `json:"workers"`
+	Lent            int                   `json:"lent"`  // slots lent to the rest of the program now
+	Lends           uint64                `json:"lends"` // times a slot was lent
+	Isolation       string                `json:"isolation"`
+	QueueWaitMS     float64               `json:"queue_wait_ms"`
+	MaxQueueWaitMS  float64               `json:"max_queue_wait_ms"`
+	RunTimeMS       float64               `json:"run_time_ms"`
+	LaneRunTimeMS   float64               `json:"lane_run_time_ms"`  // the part of RunTimeMS the small-task lane gave
+	LentTimeMS      float64               `json:"lent_time_ms"`      // slot time lent to the rest of the program
+	Contended       bool                  `json:"contended"`         // other processes keep the CPUs busy: task threads at normal priority
+	Contentions     uint64                `json:"contentions"`       // times that began
+	ContendedTimeMS float64               `json:"contended_time_ms"` // its length so far
+	Classes         map[string]ClassStats `json:"classes"`           // by class name
+	Groups          map[string]GroupStats `json:"groups"`            // tracked groups by name ("" for none): see cpusched.Stats.Groups
+	OtherGroups     GroupStats            `json:"other_groups"`      // every other group's tasks together
 }
 
 // ClassStats is cpusched.ClassStats for JSON.
@@ -176,28 +179,31 @@ func (s *Server) Stats() Stats {
 // schedulerStats converts every field of c for JSON.
 func schedulerStats(c cpusched.Stats) SchedulerStats {
 	st := SchedulerStats{
-		Submitted:      c.Submitted,
-		Completed:      c.Completed,
-		Failed:         c.Failed,
-		Canceled:       c.Canceled,
-		Panicked:       c.Panicked,
-		Rejected:       c.Rejected,
-		Preempted:      c.Preempted,
-		Queued:         c.Queued,
-		Started:        c.Started,
-		Running:        c.Running,
-		Blocked:        c.Blocked,
-		Workers:        c.Workers,
-		Lent:           c.Lent,
-		Lends:          c.Lends,
-		Isolation:      c.Isolation.String(),
-		QueueWaitMS:    ms(c.QueueWait),
-		MaxQueueWaitMS: ms(c.MaxQueueWait),
-		RunTimeMS:      ms(c.RunTime),
-		LaneRunTimeMS:  ms(c.LaneRunTime),
-		LentTimeMS:     ms(c.LentTime),
-		Classes:        make(map[string]ClassStats, len(c.Classes)),
-		Groups:         make(map[string]GroupStats, len(c.Groups)),
+		Submitted:       c.Submitted,
+		Completed:       c.Completed,
+		Failed:          c.Failed,
+		Canceled:        c.Canceled,
+		Panicked:        c.Panicked,
+		Rejected:        c.Rejected,
+		Preempted:       c.Preempted,
+		Queued:          c.Queued,
+		Started:         c.Started,
+		Running:         c.Running,
+		Blocked:         c.Blocked,
+		Workers:         c.Workers,
+		Lent:            c.Lent,
+		Lends:           c.Lends,
+		Isolation:       c.Isolation.String(),
+		QueueWaitMS:     ms(c.QueueWait),
+		MaxQueueWaitMS:  ms(c.MaxQueueWait),
+		RunTimeMS:       ms(c.RunTime),
+		LaneRunTimeMS:   ms(c.LaneRunTime),
+		LentTimeMS:      ms(c.LentTime),
+		Contended:       c.Contended,
+		Contentions:     c.Contentions,
+		ContendedTimeMS: ms(c.ContendedTime),
+		Classes:         make(map[string]ClassStats, len(c.Classes)),
+		Groups:          make(map[string]GroupStats, len(c.Groups)),
 	}
 	for i, cs := range c.Classes {
 		st.Classes[cpusched.Class(i).String()] = ClassStats{Submitted: cs.Submitted, RunTimeMS: ms(cs.RunTime)}
