@@ -374,10 +374,10 @@ func (s *Scheduler) fitHandoffThread() (raised bool) {
 	if err != nil {
 		return false
 	}
-	lowered := cur.Is(s.cfg.osPolicy)
+	lowered := cur.Lowered()
 	switch {
 	case !lowered && !s.keepNormal.Load():
-		if err := osprio.Lower(s.cfg.osPolicy); err != nil {
+		if err := osprio.Lower(); err != nil {
 			// New's probe succeeded, so this is unexpected; the task still
 			// runs, at normal priority.
 			s.log.Warn("cpusched: lowering a hand-off thread's priority failed; its tasks run at normal priority", "err", err)
@@ -425,7 +425,7 @@ func (s *Scheduler) relowerLocked(t *Task) {
 	if !t.raised || tid == 0 {
 		return
 	}
-	if _, _, err := osprio.LowerThread(tid, s.cfg.osPolicy); err != nil {
+	if _, _, err := osprio.LowerThread(tid); err != nil {
 		s.log.Warn("cpusched: lowering a task's thread again failed; it runs at normal priority", "err", err)
 		return
 	}

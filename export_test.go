@@ -7,8 +7,6 @@ package cpusched
 
 import (
 	"time"
-
-	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // withClock replaces the clock (tests).
@@ -80,7 +78,7 @@ func withGuardSource(src guardSource) Option {
 
 // withOS replaces what New asks of the operating system (osAccess): a
 // nil field keeps the real one.
-func withOS(probeLower, probeRestore func(osprio.Policy) error, cgroupLimit func() (float64, bool, error)) Option {
+func withOS(probeLower, probeRestore func() error, cgroupLimit func() (float64, bool, error)) Option {
 	return optionFunc(func(cfg *config) error {
 		if probeLower != nil {
 			cfg.os.probeLower = probeLower

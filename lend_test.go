@@ -85,7 +85,7 @@ func needOSPriority(t *testing.T) {
 	if !osprio.Supported() {
 		t.Skip("no per-thread priorities on this platform")
 	}
-	if err := probeOSPriority(defaultOSPolicy); err != nil {
+	if err := probeOSPriority(); err != nil {
 		t.Skipf("this machine refuses lowering a thread's priority (%v)", err)
 	}
 }

@@ -167,12 +167,12 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 		}
 		t.cpuStart = cpu - used
 		t.loweredFrom = before
-		t.foundLowered = before.Is(s.cfg.osPolicy)
+		t.foundLowered = before.Lowered()
 		t.raised = !t.foundLowered
 		t.lowered.Store(true)
 		return 0
 	}
-	before, lowered, err := osprio.LowerThread(tid, s.cfg.osPolicy)
+	before, lowered, err := osprio.LowerThread(tid)
 	if err != nil {
 		// The task's own end must not change the thread; look again later.
 		s.log.Warn("cpusched: lowering a task's thread failed; it runs at normal priority", "err", err)

@@ -88,7 +88,7 @@ func TestLogger(t *testing.T) {
 	defer log.SetOutput(log.Writer())
 	log.SetOutput(&std)
 
-	denied := withOS(func(osprio.Policy) error { return errors.New("setpriority: operation not permitted") }, nil, nil)
+	denied := withOS(func() error { return errors.New("setpriority: operation not permitted") }, nil, nil)
 	s, err := New(WithIsolation(IsolationOSPriority), denied) // falls back, silently
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,7 @@ func TestLogger(t *testing.T) {
 		}
 	}
 
-	if !osprio.Supported() || probeOSPriority(defaultOSPolicy) != nil {
+	if !osprio.Supported() || probeOSPriority() != nil {
 		return
 	}
 	buf.Reset()

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // Default values of the scheduler's options.
@@ -62,7 +60,6 @@ type config struct {
 	clock          clock
 	noMonitor      bool          // tests drive slice expiry themselves
 	noMonitorLower bool          // only Checkpoints lower threads (lowerSelf)
-	osPolicy       osprio.Policy // IsolationOSPriority's thread setting (defaultOSPolicy)
 	osHandoff      bool          // IsolationOSPriority hands every task to a hand-off thread (dispatch.go)
 	laneShare      float64       // the small-task lane's budget (runqueue.go)
 	os             osAccess      // the probes and the cgroup limit (ospriority.go)
@@ -172,7 +169,6 @@ func newConfig(opts []Option) (config, error) {
 		queueLimit:  DefaultQueueLimit,
 		isolation:   DefaultIsolation(),
 		clock:       systemClock{},
-		osPolicy:    defaultOSPolicy,
 		laneShare:   defaultLaneShare,
 		lendTick:    lendTick,
 		guardSource: realGuardSource,

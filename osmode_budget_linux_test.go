@@ -29,7 +29,7 @@ func TestOSPriorityBudgetFromEnv(t *testing.T) {
 		checkBudgetInChild(t)
 		return
 	}
-	if err := probeOSPriority(defaultOSPolicy); err != nil {
+	if err := probeOSPriority(); err != nil {
 		t.Skipf("thread priorities cannot be lowered here: %v", err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOSPriorityBudgetFromEnv$", "-test.v")
@@ -67,7 +67,7 @@ func checkBudgetInChild(t *testing.T) {
 // program had set GOMAXPROCS itself: the runtime's default would differ,
 // so Close sets the program's value again instead of the default.
 func TestOSPriorityRestoresProgramsGOMAXPROCS(t *testing.T) {
-	if err := probeOSPriority(defaultOSPolicy); err != nil {
+	if err := probeOSPriority(); err != nil {
 		t.Skipf("thread priorities cannot be lowered here: %v", err)
 	}
 	if runtime.NumCPU() < 2 {
@@ -101,7 +101,7 @@ func TestOSPriorityWorkersUnderACgroupLimit(t *testing.T) {
 		checkWorkersInCgroupChild(t, want)
 		return
 	}
-	if err := probeOSPriority(defaultOSPolicy); err != nil {
+	if err := probeOSPriority(); err != nil {
 		t.Skipf("thread priorities cannot be lowered here: %v", err)
 	}
 	if runtime.NumCPU() != 2 {

@@ -140,7 +140,7 @@ func TestGuardRaisesAndLowersAgain(t *testing.T) {
 	stop := make(chan struct{})
 	defer close(stop)
 	tid := runningTask(t, s, stop)
-	idle := int(defaultOSPolicy.Sched)
+	idle := unix.SCHED_IDLE
 	if !within(5*time.Second, func() bool { return policyOf(t, tid) == idle }) {
 		t.Fatal("a long task's thread was not lowered on a quiet machine")
 	}

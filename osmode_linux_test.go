@@ -18,7 +18,7 @@ func TestOSPriorityMode(t *testing.T) {
 	if !osprio.Supported() {
 		t.Skip("no per-thread priorities on this platform")
 	}
-	if err := probeOSPriority(defaultOSPolicy); err != nil {
+	if err := probeOSPriority(); err != nil {
 		t.Skipf("this machine refuses lowering a thread's priority (%v); TestOSPriorityFallback covers it", err)
 	}
 	procsBefore := runtime.GOMAXPROCS(0)
@@ -52,7 +52,7 @@ func TestOSPriorityMode(t *testing.T) {
 	if err == nil {
 		err = s.Run(context.Background(), func(*Task) error {
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-				if long = threadPolicy(t); long == defaultOSPolicy.Sched {
+				if long = threadPolicy(t); long == unix.SCHED_IDLE {
 					break
 				}
 			}
@@ -64,9 +64,9 @@ func TestOSPriorityMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if short != 0 || long != defaultOSPolicy.Sched || after != 0 {
-		t.Errorf("thread policy: %d in a short task, %d in a long one (5 s), %d after; want 0, %d (%s), 0",
-			short, long, after, defaultOSPolicy.Sched, defaultOSPolicy.Name)
+	if short != 0 || long != unix.SCHED_IDLE || after != 0 {
+		t.Errorf("thread policy: %d in a short task, %d in a long one (5 s), %d after; want 0, %d (SCHED_IDLE), 0",
+			short, long, after, unix.SCHED_IDLE)
 	}
 	// Handing tasks off, even a short task runs on a lowered hand-off thread.
 	h, err := New(WithIsolation(IsolationOSPriority), withOSHandoff(), withoutGuard())
@@ -81,8 +81,8 @@ func TestOSPriorityMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if short != defaultOSPolicy.Sched {
-		t.Errorf("hand-off thread policy = %d, want %d (%s)", short, defaultOSPolicy.Sched, defaultOSPolicy.Name)
+	if short != unix.SCHED_IDLE {
+		t.Errorf("hand-off thread policy = %d, want %d (SCHED_IDLE)", short, unix.SCHED_IDLE)
 	}
 	// Many tasks, some parked at Checkpoints.
 	var handles []*Handle
@@ -152,7 +152,7 @@ func loweredThreads(t *testing.T) int {
 		if err != nil {
 			continue // the thread exited meanwhile
 		}
-		if int(attr.Policy) == defaultOSPolicy.Sched { // SCHED_IDLE: nothing else here uses it
+		if int(attr.Policy) == unix.SCHED_IDLE { // SCHED_IDLE: nothing else here uses it
 			n++
 		}
 	}

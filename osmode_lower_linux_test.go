@@ -86,7 +86,7 @@ func TestNestedRunKeepsTheOuterThreadLowered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idle := defaultOSPolicy.Sched
+	idle := unix.SCHED_IDLE
 	if inner != idle || afterInner != idle {
 		t.Errorf("thread policy: %d in the nested task, %d after it returned; want %d, %d", inner, afterInner, idle, idle)
 	}

@@ -23,7 +23,7 @@ func threadCount(t *testing.T) int {
 }
 
 func TestOSPriorityFallback(t *testing.T) {
-	denied := withOS(func(osprio.Policy) error { return errors.New("setpriority: operation not permitted") }, nil, nil)
+	denied := withOS(func() error { return errors.New("setpriority: operation not permitted") }, nil, nil)
 	procsBefore := runtime.GOMAXPROCS(0)
 	s, err := New(WithIsolation(IsolationOSPriority), denied)
 	if err != nil {
@@ -99,7 +99,7 @@ func TestQuotaWorkers(t *testing.T) {
 // WithWorkers unchanged, and a limit that cannot be read ignored (and
 // logged).
 func TestOSPriorityWorkersFollowTheCgroupLimit(t *testing.T) {
-	if err := probeOSPriority(defaultOSPolicy); err != nil {
+	if err := probeOSPriority(); err != nil {
 		t.Skipf("thread priorities cannot be lowered here: %v", err)
 	}
 	if os.Getenv("GOMAXPROCS") != "" || runtime.NumCPU() != 2 || runtime.GOMAXPROCS(0) != 2 {
@@ -188,11 +188,11 @@ func TestSetCPUOfOwnTasks(t *testing.T) {
 // not allow it), IsolationOSPriority hands every task to a hand-off
 // thread, and says why in its log.
 func TestOSPriorityHandsOffWhereThreadsCannotBeRaised(t *testing.T) {
-	if !osprio.Supported() || probeOSPriority(defaultOSPolicy) != nil {
+	if !osprio.Supported() || probeOSPriority() != nil {
 		t.Skip("no thread priorities here")
 	}
 	var buf bytes.Buffer
-	noRaise := withOS(nil, func(osprio.Policy) error { return errors.New("setpriority: permission denied") }, nil)
+	noRaise := withOS(nil, func() error { return errors.New("setpriority: permission denied") }, nil)
 	s, err := New(WithIsolation(IsolationOSPriority), noRaise, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	if err != nil {
 		t.Fatal(err)

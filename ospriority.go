@@ -37,6 +37,14 @@ package cpusched
 // again, back to their own goroutines. Where a thread cannot be raised
 // back, every task is handed off.
 //
+// The setting. A lowered thread is SCHED_IDLE (osprio.Lower), the one
+// setting the mode has: it gave the lowest tail under a CPU hog in the
+// prototype measured before this project started and in this project's
+// quiet-machine runs, with garbage collection busy as good as the others
+// (nice 19 and 10, SCHED_BATCH at nice 10); a comparison on a machine
+// shared with other builds was too noisy to overrule it
+// (docs/performance.md#thread-setting).
+//
 // The runtime does not pass a locked thread's setting on to the threads it
 // starts meanwhile (newm hands that to its template thread); a child
 // process started from fn on a lowered thread does start lowered.
@@ -59,35 +67,26 @@ import (
 // two slices plus service time a queued task may wait.
 const osPrioritySlice = 10 * time.Millisecond
 
-// defaultOSPolicy is IsolationOSPriority's thread setting. SCHED_IDLE,
-// which gave the lowest tail under a CPU hog in the prototype measured
-// before this project started and in this project's quiet-machine runs,
-// with garbage collection busy as good as the others; a comparison on a
-// machine shared with other builds was too noisy to overrule it
-// (docs/performance.md, "Thread setting"). A constant in effect: only the
-// package's tests set another (config.osPolicy).
-var defaultOSPolicy = osprio.Idle
-
 // probeOSPriority checks that a thread's priority can be lowered here, on a
 // throwaway locked thread.
-func probeOSPriority(p osprio.Policy) error {
+func probeOSPriority() error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the runtime discards the thread
-		errc <- osprio.Lower(p)
+		errc <- osprio.Lower()
 	}()
 	return <-errc
 }
 
 // probeOSRestore checks, on a throwaway locked thread, that a lowered
 // thread can be raised back here.
-func probeOSRestore(p osprio.Policy) error {
+func probeOSRestore() error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		before, err := osprio.Current()
 		if err == nil {
-			err = osprio.Lower(p)
+			err = osprio.Lower()
 		}
 		if err == nil {
 			err = before.Restore()
@@ -105,8 +104,8 @@ func probeOSRestore(p osprio.Policy) error {
 // thread can be raised back, and the cgroup CPU limit. The package's tests
 // replace it to play a machine without the privilege or with a quota.
 type osAccess struct {
-	probeLower   func(osprio.Policy) error
-	probeRestore func(osprio.Policy) error
+	probeLower   func() error
+	probeRestore func() error
 	cgroupLimit  func() (cpus float64, limited bool, err error)
 }
 

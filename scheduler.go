@@ -270,7 +270,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		logger = discardLogger
 	}
 	if cfg.isolation == IsolationOSPriority {
-		if err := cfg.os.probeLower(cfg.osPolicy); err != nil {
+		if err := cfg.os.probeLower(); err != nil {
 			logger.Warn("cpusched: IsolationOSPriority unavailable; using IsolationReserve", "err", err)
 			cfg.isolation = IsolationReserve
 			if !cfg.explicitSlice {
@@ -314,7 +314,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		case cfg.noMonitor:
 			// No monitor to lower the threads: hand tasks off.
 		default:
-			if err := cfg.os.probeRestore(cfg.osPolicy); err != nil {
+			if err := cfg.os.probeRestore(); err != nil {
 				logger.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a hand-off thread", "err", err)
 			} else {
 				s.osOwn = true

@@ -13,39 +13,15 @@
 // running other goroutines on it.
 package osprio
 
-import (
-	"fmt"
-	"strings"
+import "fmt"
+
+// Lower's setting, the only one: SCHED_IDLE (Linux's SCHED_* number) at
+// nice 0. Why this one and not a nice level or SCHED_BATCH: cpusched's
+// ospriority.go.
+const (
+	schedIdle = 5
+	idleNice  = 0
 )
-
-// Policy is a kernel setting for a hand-off thread.
-type Policy struct {
-	Name  string // as ParsePolicy spells it
-	Sched int    // 0 normal, 3 batch, 5 idle (Linux's SCHED_* numbers)
-	Nice  int
-}
-
-// Policies that the OS-priority mode was measured with.
-var (
-	Idle   = Policy{Name: "idle", Sched: 5}
-	Batch  = Policy{Name: "batch10", Sched: 3, Nice: 10}
-	Nice19 = Policy{Name: "nice19", Nice: 19}
-	Nice10 = Policy{Name: "nice10", Nice: 10}
-)
-
-var all = []Policy{Idle, Batch, Nice19, Nice10}
-
-// ParsePolicy returns the policy named s.
-func ParsePolicy(s string) (Policy, error) {
-	var names []string
-	for _, p := range all {
-		if p.Name == s {
-			return p, nil
-		}
-		names = append(names, p.Name)
-	}
-	return Policy{}, fmt.Errorf("osprio: unknown policy %q (valid: %s)", s, strings.Join(names, ", "))
-}
 
 // Supported reports whether this platform has per-thread priorities.
 func Supported() bool { return supported }
@@ -61,10 +37,10 @@ func ThreadCPU() int64 { return threadCPU() }
 // thread; 0 where it cannot be read.
 func ThreadCPUOf(tid int) int64 { return threadCPUOf(tid) }
 
-// Lower applies p to the calling thread. The caller must have locked its
-// goroutine to the thread, and must not unlock it unless Restore put back
-// the setting that Current read before.
-func Lower(p Policy) error { return lower(0, p) }
+// Lower makes the calling thread SCHED_IDLE (at nice 0). The caller must
+// have locked its goroutine to the thread, and must not unlock it unless
+// Restore put back the setting that Current read before.
+func Lower() error { return lower(0) }
 
 // Yield offers the calling thread's CPU to the other threads runnable on
 // it (sched_yield), and returns when the kernel runs the thread again: at
@@ -77,16 +53,17 @@ func Yield() { yield() }
 func ThreadID() int { return threadID() }
 
 // LowerThread reads the setting of thread tid of this process and, unless
-// it is already p's, applies p; it reports whether it did. Any thread of
-// the process may call it for any other (lowering needs no privilege).
-// The goroutine locked to thread tid must stay locked until it has put
-// the returned setting back with Restore.
-func LowerThread(tid int, p Policy) (before Attr, lowered bool, err error) {
+// it is already the one Lower makes, lowers the thread as Lower does; it
+// reports whether it did. Any thread of the process may call it for any
+// other (lowering needs no privilege). The goroutine locked to thread tid
+// must stay locked until it has put the returned setting back with
+// Restore.
+func LowerThread(tid int) (before Attr, lowered bool, err error) {
 	before, err = current(tid)
-	if err != nil || before.Is(p) {
+	if err != nil || before.Lowered() {
 		return before, false, err
 	}
-	if err := lower(tid, p); err != nil {
+	if err := lower(tid); err != nil {
 		return before, false, err
 	}
 	return before, true, nil
@@ -112,11 +89,11 @@ func Current() (Attr, error) { return current(0) }
 // comment for what that asks of its goroutine.
 func (a Attr) Restore() error { return restore(a) }
 
-// Is reports whether a is the setting that Lower(p) makes, so a thread
+// Lowered reports whether a is the setting that Lower makes, so a thread
 // already there (a task's goroutine that calls Run) need not be lowered
 // and restored.
-func (a Attr) Is(p Policy) bool {
-	return int(a.policy) == p.Sched && int(a.nice) == p.Nice
+func (a Attr) Lowered() bool {
+	return a.policy == schedIdle && a.nice == idleNice
 }
 
 // String describes a for logs: "policy 0 nice 0".

@@ -40,20 +40,11 @@ func threadID() int { return unix.Gettid() }
 // as it does not for a preemption by the kernel.
 func yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
-// lower applies p to thread tid (0: the calling thread).
-func lower(tid int, p Policy) error {
-	if p.Sched != 0 {
-		attr := unix.SchedAttr{Policy: uint32(p.Sched), Nice: int32(p.Nice)}
-		if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
-			return fmt.Errorf("osprio: sched_setattr(%s): %w", p.Name, err)
-		}
-		return nil
-	}
-	if tid == 0 {
-		tid = unix.Gettid()
-	}
-	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, p.Nice); err != nil {
-		return fmt.Errorf("osprio: setpriority(nice %d): %w", p.Nice, err)
+// lower makes thread tid (0: the calling thread) SCHED_IDLE.
+func lower(tid int) error {
+	attr := unix.SchedAttr{Policy: schedIdle, Nice: idleNice}
+	if err := unix.SchedSetAttr(tid, &attr, 0); err != nil {
+		return fmt.Errorf("osprio: sched_setattr(idle): %w", err)
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ func threadID() int { return 0 }
 
 func yield() {}
 
-func lower(int, Policy) error { return errUnsupported }
+func lower(int) error { return errUnsupported }
 
 func current(int) (Attr, error) { return Attr{}, errUnsupported }
 

@@ -10,37 +10,23 @@ import (
 	"github.com/cpusched/cpusched/internal/leakcheck"
 )
 
-func TestParsePolicy(t *testing.T) {
-	for _, p := range all {
-		got, err := ParsePolicy(p.Name)
-		if err != nil || got != p {
-			t.Errorf("ParsePolicy(%q) = %v, %v, want %v", p.Name, got, err, p)
-		}
-	}
-	if _, err := ParsePolicy("fast"); err == nil {
-		t.Error("ParsePolicy(fast): got nil error, want one listing the valid names")
-	}
-}
-
 // TestLowerOnLockedThread lowers a throwaway thread: the goroutine exits
 // locked, so the runtime discards the thread and the test process keeps
 // its priority.
 func TestLowerOnLockedThread(t *testing.T) {
 	if !Supported() {
-		if err := Lower(Idle); err == nil {
+		if err := Lower(); err == nil {
 			t.Error("Lower on an unsupported platform: got nil error")
 		}
 		t.Skip("no per-thread priorities here")
 	}
-	for _, p := range all {
-		errc := make(chan error)
-		go func() {
-			runtime.LockOSThread()
-			errc <- Lower(p)
-		}()
-		if err := <-errc; err != nil {
-			t.Errorf("Lower(%s) = %v", p.Name, err)
-		}
+	errc := make(chan error)
+	go func() {
+		runtime.LockOSThread()
+		errc <- Lower()
+	}()
+	if err := <-errc; err != nil {
+		t.Errorf("Lower() = %v", err)
 	}
 }
 
@@ -101,8 +87,8 @@ func TestThreadCPUOfReadsAnotherThread(t *testing.T) {
 	}
 }
 
-// TestRestore lowers a locked thread to each policy and puts its setting
-// back: Current sees the policy while lowered and the original after.
+// TestRestore lowers a locked thread and puts its setting back: Current
+// sees the lowered setting while lowered and the original after.
 func TestRestore(t *testing.T) {
 	if !Supported() {
 		if _, err := Current(); err == nil {
@@ -110,37 +96,35 @@ func TestRestore(t *testing.T) {
 		}
 		t.Skip("no per-thread priorities here")
 	}
-	for _, p := range all {
-		errc := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread()
-			before, err := Current()
-			if err != nil {
-				errc <- err
-				return
-			}
-			if err := Lower(p); err != nil {
-				errc <- err
-				return
-			}
-			if low, err := Current(); err != nil || !low.Is(p) {
-				errc <- fmt.Errorf("after Lower(%s): Current = %v, %v", p.Name, low, err)
-				return
-			}
-			if err := before.Restore(); err != nil {
-				errc <- fmt.Errorf("%w (unprivileged? the thread stays locked and is discarded)", err)
-				return
-			}
-			if after, err := Current(); err != nil || after != before {
-				errc <- fmt.Errorf("after Restore: Current = %v, %v, want %v", after, err, before)
-				return
-			}
-			runtime.UnlockOSThread()
-			errc <- nil
-		}()
-		if err := <-errc; err != nil {
-			t.Errorf("%s: %v", p.Name, err)
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		before, err := Current()
+		if err != nil {
+			errc <- err
+			return
 		}
+		if err := Lower(); err != nil {
+			errc <- err
+			return
+		}
+		if low, err := Current(); err != nil || !low.Lowered() {
+			errc <- fmt.Errorf("after Lower: Current = %v, %v", low, err)
+			return
+		}
+		if err := before.Restore(); err != nil {
+			errc <- fmt.Errorf("%w (unprivileged? the thread stays locked and is discarded)", err)
+			return
+		}
+		if after, err := Current(); err != nil || after != before {
+			errc <- fmt.Errorf("after Restore: Current = %v, %v, want %v", after, err, before)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		t.Error(err)
 	}
 }
 
@@ -148,7 +132,7 @@ func TestRestore(t *testing.T) {
 // cpusched's monitor does, and the thread puts its setting back itself.
 func TestLowerThread(t *testing.T) {
 	if !Supported() {
-		if _, _, err := LowerThread(ThreadID(), Idle); err == nil {
+		if _, _, err := LowerThread(ThreadID()); err == nil {
 			t.Error("LowerThread on an unsupported platform: got nil error")
 		}
 		t.Skip("no per-thread priorities here")
@@ -167,8 +151,8 @@ func TestLowerThread(t *testing.T) {
 		locked <- result{ThreadID(), before, err}
 		saved := <-lowered
 		now, err := Current()
-		if err == nil && !now.Is(Idle) {
-			err = fmt.Errorf("the thread is at %v, want %s", now, Idle.Name)
+		if err == nil && !now.Lowered() {
+			err = fmt.Errorf("the thread is at %v, want SCHED_IDLE", now)
 		}
 		if err == nil {
 			err = saved.Restore()
@@ -182,7 +166,7 @@ func TestLowerThread(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	saved, ok, err := LowerThread(r.tid, Idle)
+	saved, ok, err := LowerThread(r.tid)
 	if err != nil || !ok || saved != r.before {
 		t.Errorf("LowerThread = %v, %v, %v; want %v, true, nil", saved, ok, err, r.before)
 	}
@@ -190,17 +174,17 @@ func TestLowerThread(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Error(err)
 	}
-	// A thread already at the policy is left as it is.
+	// A thread already lowered is left as it is.
 	errc := make(chan error)
 	go func() {
 		runtime.LockOSThread() // exits locked: the runtime discards the thread
-		if err := Lower(Idle); err != nil {
+		if err := Lower(); err != nil {
 			errc <- err
 			return
 		}
-		_, ok, err := LowerThread(ThreadID(), Idle)
+		_, ok, err := LowerThread(ThreadID())
 		if err == nil && ok {
-			err = errors.New("LowerThread lowered a thread already at the policy")
+			err = errors.New("LowerThread lowered a thread already lowered")
 		}
 		errc <- err
 	}()
