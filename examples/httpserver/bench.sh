@@ -6,7 +6,7 @@
 # and prints the probe's p50/p99/p99.9/max and req/s, loaded against idle,
 # and the /hash throughput. See docs/httpserver-check.md.
 #
-# usage: [FLOOR=1] [PROBE_CONNS=N] [PROBE=wrk|load] examples/httpserver/bench.sh [SECONDS [HASH_CONNS [HASH_ROUNDS]]]
+# usage: [FLOOR=1] [NEIGHBOR=1] [GARBAGE=BYTES] [PROBE_CONNS=N] [PROBE=wrk|load] examples/httpserver/bench.sh [SECONDS [HASH_CONNS [HASH_ROUNDS]]]
 #   SECONDS     length of each measured step (default 10)
 #   HASH_CONNS  connections of the /hash load (default: the number of CPUs,
 #               cpusched's worker count; the example sheds /hash beyond an
@@ -21,6 +21,13 @@
 #               separate SCHED_IDLE process is the best the kernel gives
 #               the probed server; the cpusched step is reported as a ratio
 #               to it. Skipped, with a message, where chrt -i 0 fails.
+#   NEIGHBOR=1  a neighbour keeps the CPUs busy through every step: another
+#               process at normal priority, `cpusched neighbor -c NCPU`
+#               (one CPU-bound thread per CPU); the idle step is then the
+#               neighbour alone
+#   GARBAGE     bytes of response buffer each fast request builds, with
+#               /hash allocating 8 KiB every 64 rounds (the server's
+#               -garbage; default 32768: a server that allocates; 0: none)
 #   PROBE_CONNS N > 0: the probe is closed loop, N connections sending
 #               /sleep?d=500us back to back (default 8 with FLOOR=1);
 #               0: one connection paced at one /hello every 5 ms (the
@@ -40,6 +47,10 @@ conns=${2:-$(nproc)}
 rounds=${3:-100000}
 floor=${FLOOR:-0}
 case "$floor" in 0 | 1) ;; *) echo "bench.sh: FLOOR must be 0 or 1, got \"$floor\"" >&2; exit 2 ;; esac
+neighbor=${NEIGHBOR:-0}
+case "$neighbor" in 0 | 1) ;; *) echo "bench.sh: NEIGHBOR must be 0 or 1, got \"$neighbor\"" >&2; exit 2 ;; esac
+garbage=${GARBAGE:-32768}
+case "$garbage" in *[!0-9]* | "") echo "bench.sh: GARBAGE must be a number of bytes in 0..4194304, got \"$garbage\"" >&2; exit 2 ;; esac
 if [ "$floor" = 1 ]; then probe_conns=${PROBE_CONNS:-8}; else probe_conns=${PROBE_CONNS:-0}; fi
 case "$secs$conns$rounds$probe_conns" in
 *[!0-9]* | "") echo "bench.sh: SECONDS, HASH_CONNS, HASH_ROUNDS and PROBE_CONNS must be integers" >&2; exit 2 ;;
@@ -93,7 +104,7 @@ go build -o "$tmp/cpusched" ./cmd/cpusched
 start_server() {
 	local name=$1
 	shift
-	"$@" "$tmp/httpserver" -addr 127.0.0.1:0 >"$tmp/$name.out" 2>"$tmp/$name.err" &
+	"$@" "$tmp/httpserver" -addr 127.0.0.1:0 -garbage "$garbage" >"$tmp/$name.out" 2>"$tmp/$name.err" &
 	server_pid=$!
 	pids+=("$server_pid")
 	server_base=
@@ -198,9 +209,19 @@ loaded_step() {
 	step="$figures $(hash_result)"
 }
 
-echo "examples/httpserver at $base${floor_base:+, floor server (SCHED_IDLE) at $floor_base}; probe: $probe, $probe_desc; $(nproc) CPUs; $(uptime | sed 's/.*load average/load average/')"
+idle=idle
+nbdesc=
+if [ "$neighbor" = 1 ]; then
+	nbdesc="a neighbour of $(nproc) busy threads; "
+	# The neighbour runs until the script ends (cleanup kills it, and it
+	# exits when its stdin closes).
+	{ echo run; sleep 100000; } | "$tmp/cpusched" neighbor -c "$(nproc)" >/dev/null &
+	pids+=("$!")
+	idle=neighbor
+fi
+echo "examples/httpserver at $base${floor_base:+, floor server (SCHED_IDLE) at $floor_base}; probe: $probe, $probe_desc; garbage $garbage bytes per fast request; $nbdesc$(nproc) CPUs; $(uptime | sed 's/.*load average/load average/')"
 run_probe 2 >/dev/null 2>&1 || true # warm-up: connections, page faults
-steps=("idle $(run_probe "$secs") nan 0")
+steps=("$idle $(run_probe "$secs") nan 0")
 if [ "$floor" = 1 ]; then
 	loaded_step "$floor_base"
 	steps+=("floor $step")
@@ -227,8 +248,8 @@ for line in sys.argv[3:]:
 def ratio(a, b):
     return a / b if b > 0 else float("nan")
 
-i, c = rows["idle"], rows["cpusched"]
-print("cpusched / idle: p50 %.2fx, p99 %.2fx, p99.9 %.2fx, max %.2fx, req/s %.1f%%" % (
+i, c = rows.get("idle") or rows["neighbor"], rows["cpusched"]
+print("cpusched / %s: p50 %%.2fx, p99 %%.2fx, p99.9 %%.2fx, max %%.2fx, req/s %%.1f%%%%" % ("idle" if "idle" in rows else "the neighbour alone") % (
     ratio(c["p50"], i["p50"]), ratio(c["p99"], i["p99"]), ratio(c["p999"], i["p999"]),
     ratio(c["max"], i["max"]), 100 * ratio(c["rps"], i["rps"])))
 if "floor" in rows:

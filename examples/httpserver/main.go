@@ -3,7 +3,7 @@
 // /hash waits for a worker slot and yields at every Checkpoint, /hello and
 // /sleep do not wait for one at all.
 //
-//	go run ./examples/httpserver [-addr 127.0.0.1:8080]
+//	go run ./examples/httpserver [-addr 127.0.0.1:8080] [-garbage BYTES]
 //	curl http://127.0.0.1:8080/hello
 //	curl 'http://127.0.0.1:8080/sleep?d=500us'
 //	curl 'http://127.0.0.1:8080/hash?n=1000000'
@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -33,6 +34,9 @@ const (
 	defaultRounds = 100_000
 	maxRounds     = 10_000_000
 )
+
+// maxGarbage bounds -garbage.
+const maxGarbage = 4 << 20
 
 // Limits of /sleep's d, as its 400 quotes them.
 const (
@@ -53,9 +57,14 @@ func main() {
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("httpserver", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8080", "address to listen on (port 0 picks a free one)")
+	garbage := fs.Int("garbage", 0, fmt.Sprintf("bytes of response buffer each fast request builds, and /hash 8 KiB every 64 rounds, as a server that allocates (0..%d)", maxGarbage))
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *garbage < 0 || *garbage > maxGarbage {
+		return fmt.Errorf("-garbage must be in 0..%d bytes, got %d", maxGarbage, *garbage)
+	}
+	a := allocator(*garbage)
 
 	sched, err := cpusched.New() // ospriority on Linux, reserve elsewhere
 	if err != nil {
@@ -63,11 +72,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
+		a.response()
 		io.WriteString(w, "hello\n")
 	})
-	mux.HandleFunc("GET /sleep", sleep)
+	mux.HandleFunc("GET /sleep", a.sleep)
 	// Shed /hash with 503 rather than let a request wait over 500ms for a slot.
-	mux.Handle("GET /hash", httpsched.Handler(sched, http.HandlerFunc(hash),
+	mux.Handle("GET /hash", httpsched.Handler(sched, http.HandlerFunc(a.hash),
 		httpsched.WithMaxQueueWait(500*time.Millisecond)))
 
 	ln, err := net.Listen("tcp", *addr)
@@ -97,7 +107,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 // hash answers the hex SHA-256 hash chain of n rounds (default 100,000)
 // from the empty input. It runs as a cpusched task, with a Checkpoint
 // every round: when the task's slice is over, another request gets the slot.
-func hash(w http.ResponseWriter, r *http.Request) {
+func (a allocator) hash(w http.ResponseWriter, r *http.Request) {
 	n, ok := param(w, r, "n", defaultRounds, fmt.Sprintf("an integer in 1..%d", maxRounds), func(s string) (int, bool) {
 		n, err := strconv.Atoi(s)
 		return n, err == nil && n >= 1 && n <= maxRounds
@@ -107,8 +117,11 @@ func hash(w http.ResponseWriter, r *http.Request) {
 	}
 	task := httpsched.TaskFrom(r.Context())
 	sum := sha256.Sum256(nil)
-	for range n {
+	for i := range n {
 		sum = sha256.Sum256(sum[:])
+		if a > 0 && i%64 == 0 {
+			a.buffer(8 << 10)
+		}
 		if err := task.Checkpoint(); err != nil { // the client is gone, or the server stops
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
@@ -120,7 +133,7 @@ func hash(w http.ResponseWriter, r *http.Request) {
 // sleep answers after d (default 500us), like a handler waiting on a
 // database: a closed-loop client on it keeps the server busy with many
 // short requests (bench.sh's floor comparison).
-func sleep(w http.ResponseWriter, r *http.Request) {
+func (a allocator) sleep(w http.ResponseWriter, r *http.Request) {
 	d, ok := param(w, r, "d", defaultSleep, fmt.Sprintf("a duration in 0s..%v, e.g. 500us", maxSleep), func(s string) (time.Duration, bool) {
 		d, err := time.ParseDuration(s)
 		return d, err == nil && d >= 0 && d <= maxSleep
@@ -130,6 +143,7 @@ func sleep(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case <-time.After(d):
+		a.response()
 		fmt.Fprintf(w, "slept %v\n", d)
 	case <-r.Context().Done(): // the client is gone
 	}
@@ -147,4 +161,29 @@ func param[T any](w http.ResponseWriter, r *http.Request, name string, def T, wa
 		http.Error(w, fmt.Sprintf("%s: must be %s, got %q", name, want, q.Get(name)), http.StatusBadRequest)
 	}
 	return v, ok
+}
+
+// allocator is -garbage: the bytes of response buffer each fast request
+// builds (0: none), so that the collector runs as in a server that
+// allocates.
+type allocator int
+
+// sink keeps the last buffer reachable, so that the compiler cannot drop
+// the allocation.
+var sink atomic.Pointer[[]byte]
+
+// response builds a fast request's response buffer.
+func (a allocator) response() {
+	if a > 0 {
+		a.buffer(int(a))
+	}
+}
+
+// buffer allocates n bytes and writes every page of them.
+func (a allocator) buffer(n int) {
+	b := make([]byte, n)
+	for i := 0; i < n; i += 4096 {
+		b[i] = byte(i)
+	}
+	sink.Store(&b)
 }

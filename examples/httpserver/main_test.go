@@ -100,3 +100,17 @@ func TestRunErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestGarbageFlag(t *testing.T) {
+	for _, v := range []string{"-1", "4194305"} {
+		err := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-garbage", v}, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "-garbage must be in 0..4194304 bytes, got "+v) {
+			t.Errorf("-garbage %s: got %v, want the range named", v, err)
+		}
+	}
+	a := allocator(32 << 10)
+	a.response()
+	if b := sink.Load(); b == nil || len(*b) != 32<<10 {
+		t.Errorf("a 32 KiB allocator left %v, want a 32 KiB buffer", b)
+	}
+}
