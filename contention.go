@@ -38,7 +38,7 @@ package cpusched
 // Contended, the scheduler raises every running task's lowered thread
 // back to the setting it had (enterContendedLocked), counts a task that
 // has computed for osLowerAfter long as before but leaves its thread as it
-// is (Task.raised), hands no task off, and gives the rest of the program
+// is (taskThread.raised), hands no task off, and gives the rest of the program
 // contendedSpareProcs Ps. The tasks then take their share of the machine
 // beside the other processes, as the rest of the program does, and the
 // kernel runs every thread that holds a P within a few of its slices.
@@ -128,7 +128,7 @@ var realGuardSource = guardSource{
 }
 
 // guard is the monitor's state for outside contention (nil where
-// config.noGuard says so); only the monitor and startLocked use it, under
+// the tests' hooks say so); only the monitor and startLocked use it, under
 // s.mu.
 type guard struct {
 	src          guardSource
@@ -145,7 +145,7 @@ type guard struct {
 	calmOK                        bool
 
 	// contended: other processes keep the CPUs busy, and every task
-	// thread runs at normal priority (s.keepNormal). starved counts the
+	// thread runs at normal priority (s.os.keepNormal). starved counts the
 	// windows in a row in which a lowered thread starved. reprobe is the
 	// contended stretch after which the scheduler turns quiet to try, and
 	// triedAt when it last did.
@@ -176,10 +176,10 @@ func newGuard(src guardSource) *guard {
 // returns how long until the next window ends, or 0 when no task holds a
 // slot.
 func (s *Scheduler) guardLocked(now int64) (next int64) {
-	g := s.guard
-	if g == nil || len(s.running) == 0 {
+	if s.os == nil || s.os.guard == nil || len(s.running) == 0 {
 		return 0
 	}
+	g := s.os.guard
 	if g.stale(now) {
 		s.guardBeginLocked(now)
 		s.markThreadsLocked()
@@ -208,13 +208,13 @@ func (s *Scheduler) guardLocked(now int64) (next int64) {
 		}
 		return g.window
 	}
-	if starved && ownCPUs < s.capacity-outsideSlack {
+	if starved && ownCPUs < s.os.capacity-outsideSlack {
 		g.starved++
 	} else {
 		g.starved = 0
 	}
 	switch {
-	case g.starved >= starvedWindows && g.others > s.capacity/2+busyMargin, g.starved >= longStarvedWindows:
+	case g.starved >= starvedWindows && g.others > s.os.capacity/2+busyMargin, g.starved >= longStarvedWindows:
 		s.enterContendedLocked(now)
 	case now-g.calmStart >= 20*g.window:
 		if s.busyOthersLocked(now) {
@@ -235,7 +235,7 @@ func (g *guard) stale(now int64) bool {
 // processes used more than half the CPU budget over the pause before, the
 // scheduler turns contended before any thread is lowered.
 func (s *Scheduler) guardBeginLocked(now int64) {
-	g := s.guard
+	g := s.os.guard
 	if g == nil || !g.stale(now) {
 		return
 	}
@@ -251,20 +251,20 @@ func (s *Scheduler) guardBeginLocked(now int64) {
 // thread and reports whether one that was read at the window's start got
 // less than starvedShare of it since.
 func (s *Scheduler) markThreadsLocked() (starved bool) {
-	g := s.guard
+	g := s.os.guard
 	w := float64(g.window)
 	for _, t := range s.running {
 		// A lowered thread's id does not change while the task runs.
-		tid := t.tid.Load()
-		if tid == 0 || t.raised || !(t.handoff || t.lowered.Load() && !t.foundLowered) {
-			t.guardWin = 0
+		tid := t.thread.tid.Load()
+		if tid == 0 || t.thread.raised || !(t.handoff || t.thread.lowered.Load() && !t.thread.foundLowered) {
+			t.thread.guardWin = 0
 			continue
 		}
 		cpu := g.src.threadCPU(int(tid))
-		if t.guardWin == g.win && float64(cpu-t.markCPU) < starvedShare*w {
+		if t.thread.guardWin == g.win && float64(cpu-t.thread.markCPU) < starvedShare*w {
 			starved = true
 		}
-		t.guardWin, t.markCPU = g.win+1, cpu
+		t.thread.guardWin, t.thread.markCPU = g.win+1, cpu
 	}
 	return starved
 }
@@ -281,8 +281,8 @@ func (s *Scheduler) calmLocked(now int64) bool {
 // budget, and more than busyMargin besides, since it began.
 func (s *Scheduler) busyOthersLocked(now int64) bool {
 	others, ok := s.othersLocked(now)
-	s.guard.others = others
-	return ok && others > s.capacity/2+busyMargin
+	s.os.guard.others = others
+	return ok && others > s.os.capacity/2+busyMargin
 }
 
 // othersLocked returns the CPUs that the other processes used on average
@@ -290,7 +290,7 @@ func (s *Scheduler) busyOthersLocked(now int64) bool {
 // own, and starts the next period at now; ok is false without two
 // readings of /proc/stat.
 func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
-	g := s.guard
+	g := s.os.guard
 	busy, read := g.src.machine()
 	proc := g.src.processCPU()
 	if read && g.calmOK && now > g.calmStart {
@@ -304,32 +304,32 @@ func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
 // enterContendedLocked turns the scheduler contended at now and raises the
 // running tasks' lowered threads.
 func (s *Scheduler) enterContendedLocked(now int64) {
-	g := s.guard
+	g := s.os.guard
 	if g.triedAt != 0 && now-g.triedAt < int64(reprobeGrace) {
 		g.reprobe = min(2*g.reprobe, int64(reprobeMax)) // the try failed
 	}
 	g.triedAt = 0
 	g.contended, g.starved = true, 0
-	s.keepNormal.Store(true)
+	s.os.keepNormal.Store(true)
 	g.contentions++
 	g.since = now
 	s.othersLocked(now) // the first calm window begins
-	s.log.Info("cpusched: other processes keep the CPUs busy; task threads run at normal priority", "cpu_budget", s.capacity)
+	s.log.Info("cpusched: other processes keep the CPUs busy; task threads run at normal priority", "cpu_budget", s.os.capacity)
 	for _, t := range s.running {
 		s.raiseLocked(t)
 	}
-	s.procs.set(s.workers + contendedSpareProcs)
+	s.os.procs.set(s.workers + contendedSpareProcs)
 }
 
 // leaveContendedLocked turns the scheduler quiet at now and lowers the
 // running tasks' raised threads again.
 func (s *Scheduler) leaveContendedLocked(now int64) {
-	g := s.guard
+	g := s.os.guard
 	g.contended = false
-	s.keepNormal.Store(false)
+	s.os.keepNormal.Store(false)
 	g.time += now - g.since
 	s.log.Info("cpusched: the other processes have gone quiet; long tasks' threads are lowered again", "contended_for", time.Duration(now-g.since))
-	s.procs.set(s.workers + spareProcs)
+	s.os.procs.set(s.workers + spareProcs)
 	for _, t := range s.running {
 		s.relowerLocked(t)
 	}
@@ -338,10 +338,10 @@ func (s *Scheduler) leaveContendedLocked(now int64) {
 // contendedTimeLocked is the time the scheduler has been contended up to
 // now.
 func (s *Scheduler) contendedTimeLocked(now int64) int64 {
-	g := s.guard
-	if g == nil {
+	if s.os == nil || s.os.guard == nil {
 		return 0
 	}
+	g := s.os.guard
 	if g.contended {
 		return g.time + now - g.since
 	}
@@ -351,12 +351,12 @@ func (s *Scheduler) contendedTimeLocked(now int64) int64 {
 // fitThreadLocked makes the thread of t, which has just been given a slot,
 // fit the scheduler's state: raised while contended, lowered otherwise.
 func (s *Scheduler) fitThreadLocked(t *Task) {
-	if s.guard == nil {
+	if s.os.guard == nil {
 		return
 	}
-	if s.guard.contended {
+	if s.os.guard.contended {
 		s.raiseLocked(t)
-	} else if t.raised {
+	} else if t.thread.raised {
 		s.relowerLocked(t)
 	}
 }
@@ -376,22 +376,22 @@ func (s *Scheduler) fitHandoffThread() (raised bool) {
 	}
 	lowered := cur.Lowered()
 	switch {
-	case !lowered && !s.keepNormal.Load():
+	case !lowered && !s.os.keepNormal.Load():
 		if err := osprio.Lower(); err != nil {
 			// New's probe succeeded, so this is unexpected; the task still
 			// runs, at normal priority.
 			s.log.Warn("cpusched: lowering a hand-off thread's priority failed; its tasks run at normal priority", "err", err)
 		}
-	case lowered && s.keepNormal.Load() && s.osOwn:
+	case lowered && s.os.keepNormal.Load() && s.osOwn():
 		s.mu.Lock()
-		from := s.handoffFrom
+		from := s.os.handoffFrom
 		s.mu.Unlock()
 		if err := from.Restore(); err != nil {
 			s.log.Warn("cpusched: raising a hand-off thread failed; it stays lowered", "err", err)
 			return false
 		}
 		return true
-	case !lowered && s.keepNormal.Load():
+	case !lowered && s.os.keepNormal.Load():
 		return true
 	}
 	return false
@@ -399,35 +399,35 @@ func (s *Scheduler) fitHandoffThread() (raised bool) {
 
 // raiseLocked puts the thread of t, if lowered, back to the setting it
 // had, and marks t raised. It does nothing without the privilege to raise
-// (s.osOwn).
+// (s.osOwn()).
 func (s *Scheduler) raiseLocked(t *Task) {
-	tid := int(t.tid.Load())
-	if !s.osOwn || t.raised || tid == 0 {
+	tid := int(t.thread.tid.Load())
+	if !s.osOwn() || t.thread.raised || tid == 0 {
 		return
 	}
-	from := t.loweredFrom
+	from := t.thread.loweredFrom
 	switch {
 	case t.handoff:
-		from = s.handoffFrom
-	case !t.lowered.Load() || t.foundLowered:
+		from = s.os.handoffFrom
+	case !t.thread.lowered.Load() || t.thread.foundLowered:
 		return
 	}
 	if err := from.RestoreThread(tid); err != nil {
 		s.log.Warn("cpusched: raising a task's thread failed; it stays lowered", "err", err)
 		return
 	}
-	t.raised = true
+	t.thread.raised = true
 }
 
 // relowerLocked lowers the thread of t, raised while contended, again.
 func (s *Scheduler) relowerLocked(t *Task) {
-	tid := int(t.tid.Load())
-	if !t.raised || tid == 0 {
+	tid := int(t.thread.tid.Load())
+	if !t.thread.raised || tid == 0 {
 		return
 	}
 	if _, _, err := osprio.LowerThread(tid); err != nil {
 		s.log.Warn("cpusched: lowering a task's thread again failed; it runs at normal priority", "err", err)
 		return
 	}
-	t.raised = false
+	t.thread.raised = false
 }

@@ -23,22 +23,22 @@ import "reflect"
 // cost. So a function's tasks run on their own goroutines until they turn
 // out long, and go back to them once they are short again.
 func (s *Scheduler) dispatch(fn func(*Task) error) (slot uint8, handoff bool) {
-	if !s.osMode {
+	if s.os == nil {
 		return 0, false
 	}
-	if s.keepNormal.Load() {
+	if s.os.keepNormal.Load() {
 		// No task goes to a lowered thread while other processes keep the
 		// CPUs busy (contention.go).
-		if !s.osOwn {
+		if !s.osOwn() {
 			return 0, false
 		}
 		return lengthSlot(reflect.ValueOf(fn).Pointer()), false
 	}
-	if !s.osOwn {
+	if !s.osOwn() {
 		return 0, true
 	}
 	slot = lengthSlot(reflect.ValueOf(fn).Pointer())
-	return slot, s.lengths[slot].Load() >= longScore
+	return slot, s.os.lengths[slot].Load() >= longScore
 }
 
 // The table of task lengths: a moving score per slot, 0 (short) to
@@ -65,19 +65,19 @@ func lengthSlot(key uintptr) uint8 {
 func (s *Scheduler) noteLength(t *Task, cpu int64) {
 	var isLong bool
 	if t.handoff {
-		used := t.runTime - t.uncomputed.Load()
+		used := t.runTime - t.thread.uncomputed.Load()
 		if cpu >= 0 {
 			used = min(used, cpu)
 		}
 		isLong = used >= int64(osLowerAfter)
 	} else {
-		isLong = t.lowered.Load()
+		isLong = t.thread.lowered.Load()
 	}
 	long := int32(0)
 	if isLong {
 		long = 1024
 	}
-	slot := &s.lengths[t.lenSlot]
+	slot := &s.os.lengths[t.lenSlot]
 	old := slot.Load()
 	if n := old - old/4 + long/4; n != old {
 		slot.Store(n) // only on change: a settled slot's cache line stays shared

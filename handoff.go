@@ -1,8 +1,10 @@
 package cpusched
 
-// The hand-off threads: a pool of goroutines, each locked for good to a
-// thread lowered as it starts (handoffLoop), that run the tasks of
-// IsolationOSPriority which do not run on their own goroutines (dispatch).
+// The hand-off threads: a pool of goroutines, each locked for good to its
+// thread (handoffLoop), that run the tasks of IsolationOSPriority which do
+// not run on their own goroutines (dispatch). A thread lowers itself
+// before each task it runs, or raises itself while other processes keep
+// the CPUs busy (fitHandoffThread, contention.go).
 //
 // A task parked at a Checkpoint keeps its hand-off thread blocked, so the
 // pool grows past the slot count while tasks are parked; idle threads wait
@@ -52,8 +54,8 @@ import (
 // state is threadWaiting while the thread waits on next, threadSpinning
 // while it polls slot, threadClaimed once a dispatcher has taken it from
 // the spin (it then stores the task in slot). Only a thread in
-// s.idleThreads can be claimed, and a dispatcher takes it out of
-// s.idleThreads under s.mu first, so there is one dispatcher per spin.
+// s.os.idleThreads can be claimed, and a dispatcher takes it out of
+// s.os.idleThreads under s.mu first, so there is one dispatcher per spin.
 //
 // tid, mask, pinnable and pinned are the pinned hand-off (pin.go): the
 // thread's id and its CPU mask, read while it ran its last task;
@@ -87,13 +89,13 @@ const (
 var stopThread = new(Task)
 
 // give hands t (or stopThread) to w, which the caller has taken out of
-// s.idleThreads, and reports whether w was spinning (awake). With slice
+// s.os.idleThreads, and reports whether w was spinning (awake). With slice
 // pins, w is placed for t's slice; otherwise, with pin (the caller is
 // about to leave its CPU), w, if asleep and pinnable, is woken on the
 // caller's CPU (pin.go).
 func (w *handoffThread) give(s *Scheduler, t *Task, pin bool) (awake bool) {
-	if s.pins != nil && t != stopThread {
-		s.pins.place(t, w.tid, placeIf(pin, placeLeave))
+	if s.os.pins != nil && t != stopThread {
+		s.os.pins.place(t, w.tid, placeIf(pin, placeLeave))
 		pin = false
 	}
 	if w.state.CompareAndSwap(threadSpinning, threadClaimed) {
@@ -118,30 +120,8 @@ func (w *handoffThread) wait(s *Scheduler) *Task {
 	return t
 }
 
-// yieldWoken is what a lowered thread does first when it runs again after
-// sleeping (a hand-off thread given a task, a parked task given its slot
-// back): it offers its CPU once to the normal threads waiting there.
-//
-// Linux's EEVDF scheduler (measured on 6.18) does not keep SCHED_IDLE
-// strict at a wake-up. A normal thread woken on a CPU where a lowered one
-// runs preempts it at once; but where both are queued when the CPU picks
-// its next thread (a hand-off wakes the next task's thread onto the CPU its
-// yielder leaves, and a server thread wakes there too), the kernel may
-// pick the lowered one, which then keeps the CPU until the scheduler's
-// next tick (4 ms at HZ=250) while the normal thread waits. perf sched
-// found that only where tasks handed their slots on at Checkpoints, more
-// with shorter slices, and not where they ran through; yielding once on
-// waking removed most of it (docs/performance.md#yield-on-wake). With
-// nothing else runnable on the CPU the system call returns at once.
-func (s *Scheduler) yieldWoken() {
-	if s.cfg.onYieldWoken != nil {
-		s.cfg.onYieldWoken()
-	}
-	osprio.Yield()
-}
-
 // await waits for w's next task, spinning for up to threadSpin, then
-// parked on w.next. w is in s.idleThreads, in state threadSpinning. A task
+// parked on w.next. w is in s.os.idleThreads, in state threadSpinning. A task
 // given meanwhile comes through slot; one given after the spin, through
 // next.
 func (w *handoffThread) await(s *Scheduler) *Task {
@@ -191,23 +171,44 @@ func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
 		return false
 	}
 	s.mu.Lock()
-	if n := len(s.idleThreads); n > 0 {
-		w := s.idleThreads[n-1]
-		s.idleThreads[n-1] = nil
-		s.idleThreads = s.idleThreads[:n-1]
-		if s.keepNormal.Load() && s.osOwn {
+	if n := len(s.os.idleThreads); n > 0 {
+		w := s.os.idleThreads[n-1]
+		s.os.idleThreads[n-1] = nil
+		s.os.idleThreads = s.os.idleThreads[:n-1]
+		if s.os.keepNormal.Load() && s.osOwn() {
 			// Raised before it wakes: a lowered thread given a P while
 			// other processes keep the CPUs busy could hold it for long
 			// before it ran to raise itself (contention.go).
-			_ = s.handoffFrom.RestoreThread(int(w.tid))
+			_ = s.os.handoffFrom.RestoreThread(int(w.tid))
 		}
 		s.mu.Unlock()
 		return w.give(s, t, pin)
 	}
-	s.threads.Add(1)
+	s.os.threads.Add(1)
 	s.mu.Unlock()
 	go s.handoffLoop(t, pin)
 	return false
+}
+
+// handoffBegin is call's step on a hand-off thread before fn runs: it
+// reads the thread's CPU clock for taskCPU, fits the thread to the
+// scheduler's state (fitHandoffThread) and records it for the guard
+// (contention.go). With slice pins it returns when fn began, for the
+// placement of the next task (pin.go); the zero time otherwise.
+func (s *Scheduler) handoffBegin(t *Task) (start time.Time) {
+	if s.rq.cpuClock {
+		t.thread.cpuStart = osprio.ThreadCPU() // fn runs on this locked hand-off thread
+	}
+	if s.fitHandoffThread() {
+		s.mu.Lock()
+		t.thread.raised = true
+		s.mu.Unlock()
+	}
+	t.thread.tid.Store(int32(osprio.ThreadID()))
+	if s.os.pins != nil {
+		start = time.Now()
+	}
+	return start
 }
 
 // maxIdleThreads bounds the idle pool: enough for every slot to hand off
@@ -215,20 +216,22 @@ func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
 func (s *Scheduler) maxIdleThreads() int { return s.workers + 1 }
 
 // handoffLoop is a hand-off thread's goroutine: it locks its thread,
-// lowers it, runs t and then the tasks handed to it, until it is told to
-// stop or the idle pool is full. pin is spawn's, for t's placement.
+// notes the setting the thread came with (osMode.handoffFrom), runs t and
+// then the tasks handed to it (call lowers the thread, handoffBegin),
+// until it is told to stop or the idle pool is full. pin is spawn's, for
+// t's placement.
 func (s *Scheduler) handoffLoop(t *Task, pin bool) {
-	defer s.threads.Done()
+	defer s.os.threads.Done()
 	runtime.LockOSThread() // never unlocked, see the file comment
 	if from, err := osprio.Current(); err == nil {
 		s.mu.Lock()
-		s.handoffFrom = from // the runtime's threads all start alike
+		s.os.handoffFrom = from // the runtime's threads all start alike
 		s.mu.Unlock()
 	}
 	w := &handoffThread{next: make(chan *Task, 1), tid: int32(osprio.ThreadID())}
-	if s.pins != nil {
-		defer s.pins.forget(w.tid)
-		s.pins.place(t, w.tid, placeIf(pin, placeSelf)) // a new thread places itself
+	if s.os.pins != nil {
+		defer s.os.pins.forget(w.tid)
+		s.os.pins.place(t, w.tid, placeIf(pin, placeSelf)) // a new thread places itself
 	}
 	for t != stopThread {
 		start := time.Now()
@@ -238,10 +241,10 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 		// After a long task, read the mask that a pinned wake puts back;
 		// a short one does not pay the system call, and is not pinned.
 		// (With slice pins, the table has the mask.)
-		pinnable := !spin && s.pins == nil && w.mask.ReadAffinity()
+		pinnable := !spin && s.os.pins == nil && w.mask.ReadAffinity()
 		s.mu.Lock()
 		w.pinnable = pinnable
-		if s.threadsStopping || len(s.idleThreads) >= s.maxIdleThreads() {
+		if s.os.threadsStopping || len(s.os.idleThreads) >= s.maxIdleThreads() {
 			s.mu.Unlock()
 			return
 		}
@@ -250,15 +253,15 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 		} else {
 			w.state.Store(threadWaiting)
 		}
-		s.idleThreads = append(s.idleThreads, w)
+		s.os.idleThreads = append(s.os.idleThreads, w)
 		s.mu.Unlock()
 		if spin {
 			t = w.await(s)
 		} else {
 			t = w.wait(s)
 		}
-		if s.pins != nil {
-			s.pins.woken(w.tid) // a pin for the wake only is put back (pin.go)
+		if s.os.pins != nil {
+			s.os.pins.woken(w.tid) // a pin for the wake only is put back (pin.go)
 		}
 	}
 }
@@ -266,17 +269,17 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 // stopThreads tells idle hand-off threads to exit and waits for all of
 // them.
 func (s *Scheduler) stopThreads() {
-	if !s.osMode {
+	if s.os == nil {
 		return
 	}
 	s.mu.Lock()
-	s.threadsStopping = true
-	idle := s.idleThreads
-	s.idleThreads = nil
+	s.os.threadsStopping = true
+	idle := s.os.idleThreads
+	s.os.idleThreads = nil
 	s.mu.Unlock()
 	for _, w := range idle {
 		w.give(s, stopThread, false)
 	}
-	s.threads.Wait()
-	s.procs.release()
+	s.os.threads.Wait()
+	s.os.procs.release()
 }

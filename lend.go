@@ -41,7 +41,7 @@ import (
 
 const (
 	// lendTick is how often the monitor samples the runtime's goroutine
-	// counts while tasks run (config.lendTick; the tests shorten it).
+	// counts while tasks run (lender.tick; the tests shorten it).
 	lendTick = 5 * time.Millisecond
 	// lendWindow is how many samples make one decision: 100 ms.
 	lendWindow = 20
@@ -61,7 +61,7 @@ const (
 
 // lendSampler reads the runtime's counts of running and runnable
 // goroutines; ok is false where the runtime does not have them. The
-// package's tests replace it (config.lendSample).
+// package's tests replace it (testHooks.lendSample).
 type lendSampler func() (running, runnable uint64, ok bool)
 
 // readGoroutineCounts is the real lendSampler.
@@ -82,6 +82,7 @@ func readGoroutineCounts() lendSampler {
 // lender is the monitor's state for lending; only the monitor uses it.
 type lender struct {
 	sample lendSampler
+	tick   int64   // lendTick, or the tests' period
 	next   int64   // when to sample next
 	n      int     // samples in this window
 	busy   float64 // sum over the window of the rest's busy Ps and waiting goroutines
@@ -132,18 +133,26 @@ func (l *lender) decide(slots, lent int) int {
 
 // slotsLocked is how many tasks may hold slots now: the workers less the
 // slots lent to the rest of the program.
-func (s *Scheduler) slotsLocked() int { return s.workers - s.lent }
+func (s *Scheduler) slotsLocked() int {
+	if s.os == nil {
+		return s.workers
+	}
+	return s.workers - s.os.lent
+}
 
 // setLentLocked sets how many slots are lent, at now, and counts the slot
 // time lent so far (Stats.LentTime).
 func (s *Scheduler) setLentLocked(n int, now int64) {
 	s.stats.lentTime = s.lentTimeLocked(now)
-	s.lent, s.lentSince = n, now
+	s.os.lent, s.os.lentSince = n, now
 }
 
 // lentTimeLocked is the slot time lent up to now.
 func (s *Scheduler) lentTimeLocked(now int64) int64 {
-	return s.stats.lentTime + int64(s.lent)*max(now-s.lentSince, 0)
+	if s.os == nil {
+		return s.stats.lentTime
+	}
+	return s.stats.lentTime + int64(s.os.lent)*max(now-s.os.lentSince, 0)
 }
 
 // lendLocked runs the lender's part of a monitor pass at now: it samples
@@ -152,37 +161,38 @@ func (s *Scheduler) lentTimeLocked(now int64) int64 {
 // to watch) and the tasks given a returned slot, which the caller resumes
 // after unlocking.
 func (s *Scheduler) lendLocked(now int64) (next int64, start []startedTask) {
-	l := s.lender
-	if l == nil || l.off || len(s.running) == 0 && s.rq.nwaiting == 0 && now-s.lastLendStart >= int64(lendWindow)*int64(s.cfg.lendTick) {
+	if s.os == nil {
+		return 0, nil
+	}
+	l := s.os.lender
+	if l.off || len(s.running) == 0 && s.rq.nwaiting == 0 && now-s.os.lastLendStart >= int64(lendWindow)*l.tick {
 		// Nothing has run for a window: nothing to lend, and the next
 		// task starts on every slot again. (Looking on for a window
 		// after the last start keeps the monitor from being woken by
 		// every one of a stream of short tasks.)
-		if s.lent > 0 {
+		if s.os.lent > 0 {
 			s.setLentLocked(0, now)
 		}
-		if l != nil {
-			*l = lender{sample: l.sample, off: l.off}
-		}
+		*l = lender{sample: l.sample, tick: l.tick, off: l.off}
 		return 0, nil
 	}
 	if now < l.next {
 		return l.next - now, nil
 	}
-	tick := int64(s.cfg.lendTick)
+	tick := l.tick
 	l.next = now + tick
 	if !l.take(len(s.running)) {
 		return tick, nil
 	}
-	switch l.decide(s.slotsLocked(), s.lent) {
+	switch l.decide(s.slotsLocked(), s.os.lent) {
 	case +1:
-		s.setLentLocked(s.lent+1, now)
+		s.setLentLocked(s.os.lent+1, now)
 		s.stats.lends++
 		for _, r := range s.running {
 			r.preempt.Or(preemptLend) // the first to come gives its slot up
 		}
 	case -1:
-		s.setLentLocked(s.lent-1, now)
+		s.setLentLocked(s.os.lent-1, now)
 		for {
 			t, first := s.pickLocked(now)
 			if t == nil {

@@ -60,7 +60,7 @@ func (s *Scheduler) monitor() {
 				next = s.expireSlicesLocked(now)
 			}
 			lowering := false
-			if s.osOwn {
+			if s.osOwn() {
 				var d int64
 				d, lowering = s.lowerLongLocked(now)
 				next = min(next, d)

@@ -54,22 +54,8 @@ type config struct {
 	logger          *slog.Logger // nil: silent
 	cpuLimit        cpuLimit     // the cgroup CPU limit IsolationOSPriority's default workers follow
 
-	// Set to their defaults by newConfig; only the package's tests change
-	// them (export_test.go), to control time, the monitor and what the
-	// operating system appears to allow.
-	clock          clock
-	noMonitor      bool          // tests drive slice expiry themselves
-	noMonitorLower bool          // only Checkpoints lower threads (lowerSelf)
-	osHandoff      bool          // IsolationOSPriority hands every task to a hand-off thread (dispatch.go)
-	laneShare      float64       // the small-task lane's budget (runqueue.go)
-	os             osAccess      // the probes and the cgroup limit (ospriority.go)
-	lendSample     lendSampler   // nil: the runtime's goroutine counts (lend.go)
-	onPinnedWake   func()        // tests: called by a pinned thread as it wakes, before it restores (pin.go)
-	noSlicePins    bool          // tests: no slice pins (pin.go)
-	onYieldWoken   func()        // tests: called by a lowered thread as it yields on waking (handoff.go)
-	lendTick       time.Duration // the lender's sampling period (lendTick)
-	noGuard        bool          // tests: no guard against outside contention (contention.go)
-	guardSource    guardSource   // what the guard reads (contention.go)
+	clock clock      // the system's; the package's tests inject their own (withClock)
+	hooks *testHooks // the package's test seams (testhooks.go); nil in production
 }
 
 // An Option configures a Scheduler in New.
@@ -165,14 +151,10 @@ func applyOptions(c config, opts []Option) (config, error) {
 
 func newConfig(opts []Option) (config, error) {
 	c := config{
-		slice:       DefaultSlice,
-		queueLimit:  DefaultQueueLimit,
-		isolation:   DefaultIsolation(),
-		clock:       systemClock{},
-		laneShare:   defaultLaneShare,
-		lendTick:    lendTick,
-		guardSource: realGuardSource,
-		os:          realOS,
+		slice:      DefaultSlice,
+		queueLimit: DefaultQueueLimit,
+		isolation:  DefaultIsolation(),
+		clock:      systemClock{},
 	}
 	c, err := applyOptions(c, opts)
 	if err != nil {
@@ -188,7 +170,7 @@ func newConfig(opts []Option) (config, error) {
 		case IsolationNone:
 			c.workers = procs
 		case IsolationOSPriority:
-			c.workers, c.cpuLimit = osPriorityWorkers(procs, c.os.cgroupLimit)
+			c.workers, c.cpuLimit = osPriorityWorkers(procs, c.hooks.osAccess().cgroupLimit)
 		default:
 			c.workers = reserveWorkers(procs)
 		}

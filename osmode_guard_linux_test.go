@@ -77,7 +77,7 @@ func guardedScheduler(t *testing.T, m *fakeMachine, opts ...Option) *Scheduler {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
-	if !s.osOwn {
+	if !s.osOwn() {
 		t.Skip("a lowered thread cannot be raised back here: tasks are handed off")
 	}
 	return s
@@ -169,7 +169,7 @@ func TestGuardBusyBeforeTasksBegin(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // far past the machine's watch (20 windows)
 	var policy int
 	err := s.Run(context.Background(), func(tk *Task) error {
-		spinUntil(func() bool { tk.Checkpoint(); return tk.lowered.Load() })
+		spinUntil(func() bool { tk.Checkpoint(); return tk.thread.lowered.Load() })
 		policy = policyOf(t, unix.Gettid())
 		return nil
 	})

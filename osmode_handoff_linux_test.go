@@ -40,17 +40,18 @@ func TestRunWhileWorkersParkIsRaceFree(t *testing.T) {
 func TestOSWorkerHandOff(t *testing.T) {
 	const n = 3000
 	w := &handoffThread{next: make(chan *Task, 1)}
-	idle := make(chan *handoffThread, 1) // stands for s.idleThreads
+	idle := make(chan *handoffThread, 1) // stands for s.os.idleThreads
 	tasks := make([]*Task, n)
 	for i := range tasks {
 		tasks[i] = &Task{runIdx: int16(i)}
 	}
 	got := make(chan int16, n)
+	bare := &Scheduler{os: &osMode{}} // a bare Scheduler, no slice pins: never pinned here
 	go func() {
 		for {
 			w.state.Store(threadSpinning)
 			idle <- w
-			tk := w.await(&Scheduler{}) // a bare Scheduler: never pinned here
+			tk := w.await(bare)
 			if tk == stopThread {
 				close(got)
 				return
@@ -63,13 +64,13 @@ func TestOSWorkerHandOff(t *testing.T) {
 		if i%10 == 9 {
 			time.Sleep(2 * threadSpin)
 		}
-		if (<-idle).give(&Scheduler{}, tk, false) {
+		if (<-idle).give(bare, tk, false) {
 			awake++
 		} else {
 			parked++
 		}
 	}
-	(<-idle).give(&Scheduler{}, stopThread, false)
+	(<-idle).give(bare, stopThread, false)
 	next := int16(0)
 	for idx := range got {
 		if idx != next {
@@ -105,12 +106,12 @@ func TestIdleOSWorkersPark(t *testing.T) {
 	waitFor(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		for _, w := range s.idleThreads {
+		for _, w := range s.os.idleThreads {
 			if w.state.Load() != threadWaiting {
 				return false
 			}
 		}
-		return len(s.idleThreads) > 0
+		return len(s.os.idleThreads) > 0
 	})
 }
 

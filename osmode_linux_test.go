@@ -37,7 +37,7 @@ func TestOSPriorityMode(t *testing.T) {
 	if got, want := runtime.GOMAXPROCS(0), max(procsBefore, st.Workers+spareProcs); got != want {
 		t.Errorf("GOMAXPROCS = %d during the mode, want %d", got, want)
 	}
-	if !s.osOwn {
+	if !s.osOwn() {
 		t.Fatal("tasks are handed to hand-off threads, want them on their own goroutines (can this process raise a thread back?)")
 	}
 	// A short task runs on Run's own thread at its normal priority; a long
@@ -173,7 +173,7 @@ func ownScheduler(t *testing.T, opts ...Option) *Scheduler {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
-	if !s.osOwn {
+	if !s.osOwn() {
 		t.Skip("a lowered thread cannot be raised back here: tasks are handed off")
 	}
 	return s

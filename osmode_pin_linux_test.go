@@ -102,7 +102,7 @@ func TestSlicePinsGiveEachSlotACPU(t *testing.T) {
 	needOSPriority(t)
 	_, ncpu := processCPUs(t)
 	s := handoffScheduler(t, WithWorkers(ncpu), WithSlice(minSlice), withoutLending())
-	if s.pins == nil {
+	if s.os.pins == nil {
 		t.Fatal("no slice pins with a slot per CPU")
 	}
 	owner := make([]atomic.Int64, 1024) // by CPU: the task pinned there, between Checkpoints
@@ -230,7 +230,7 @@ func TestNoSlicePinsWithFewerSlotsThanCPUs(t *testing.T) {
 	needOSPriority(t)
 	_, ncpu := processCPUs(t)
 	s := handoffScheduler(t, WithWorkers(ncpu-1))
-	if s.pins != nil {
+	if s.os.pins != nil {
 		t.Fatalf("slice pins with %d slots for %d CPUs", ncpu-1, ncpu)
 	}
 }

@@ -156,7 +156,7 @@ func testModes() []testMode {
 // compute, and at most osLowerAfter (its thread would be lowered past
 // that); other tasks without a CPU reading, by their slot time.
 func TestSetCPUOfOwnTasks(t *testing.T) {
-	own := &Scheduler{osOwn: true}
+	own := &Scheduler{os: &osMode{own: true}}
 	ms := int64(time.Millisecond)
 	for _, c := range []struct {
 		name       string
@@ -170,7 +170,7 @@ func TestSetCPUOfOwnTasks(t *testing.T) {
 		{"handed off", &Task{s: own, handoff: true}, 0, 5 * ms, 5 * ms},
 		{"other modes", &Task{s: &Scheduler{}}, 0, 5 * ms, 5 * ms},
 	} {
-		c.task.uncomputed.Store(c.kept)
+		c.task.thread.uncomputed.Store(c.kept)
 		c.task.setCPU(-1, c.slot)
 		if c.task.cpuUsed != c.want {
 			t.Errorf("%s: cpuUsed %d, want %d", c.name, c.task.cpuUsed, c.want)
@@ -198,7 +198,7 @@ func TestOSPriorityHandsOffWhereThreadsCannotBeRaised(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	if s.osOwn {
+	if s.osOwn() {
 		t.Errorf("tasks may run on their own goroutines; want every task handed off")
 	}
 	if _, handoff := s.dispatch(emptyTask); !handoff {

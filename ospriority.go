@@ -7,7 +7,10 @@ package cpusched
 // Checkpoint is needed for that protection; Checkpoint still orders
 // cpusched's own tasks. The mode's parts, one file each:
 //
-//	ospriority.go  this overview, the mode's defaults, and New's probes of
+//	ospriority.go  this overview; the mode's state, on the Scheduler
+//	               (osMode, nil in the other modes) and on each Task
+//	               (taskThread); the points where the core calls the mode;
+//	               yield on wake; the mode's defaults, and New's probes of
 //	               what the operating system allows (osAccess)
 //	procs.go       the CPU budget the worker count comes from, and the
 //	               GOMAXPROCS raise while the mode is open
@@ -16,11 +19,63 @@ package cpusched
 //	lowering.go    a task on its own goroutine: its thread locked, then
 //	               lowered once the task has computed for osLowerAfter
 //	handoff.go     the hand-off threads: a pool of goroutines locked to
-//	               lowered threads for good, which run the handed-off tasks
+//	               their threads for good, which run the handed-off tasks
+//	hold.go        a Blocking call whose recent calls were short keeps its
+//	               task's slot
 //	lend.go        fewer tasks at once while the rest of the program keeps
 //	               busy every P the tasks leave it
+//	contention.go  the guard: while other processes keep the CPUs busy, no
+//	               task thread is lowered, and lowered ones are raised back
 //	pin.go         a Checkpoint's hand-off wakes the next task's thread on
-//	               the CPU the yielding thread leaves
+//	               the CPU the yielding thread leaves, and slice pins
+//
+// Where the core calls the mode, each call behind a test of Scheduler.os
+// (or of Task.handoff, which only the mode sets): New (openOSMode); Run
+// and Go (dispatch, then spawn for a handed-off task); startLocked
+// (osStartLocked), releaseSlotLocked and resumePinned (the slice pins);
+// call (lockThread and unlockThread for a task on its own goroutine,
+// handoffBegin for a handed-off one); finish (osEndLocked); yield
+// (slotsLocked, handOff); waitForSlot (unlockThreadToWait, waitPinnable,
+// yieldWoken, noteWake, lockThread); block (keepsSlot, holdLocked);
+// Blocking and unblock (unlockThreadToWait, noteWake, lockThread); the
+// monitor (lowerLongLocked, lendLocked, guardLocked); Checkpoint's
+// countdown (lowerSelf); Stats; Close (stopThreads).
+//
+// What the mode does to threads, and who does it:
+//   - lock: a task's own goroutine is locked to its thread while fn runs
+//     (lockThread), and waits for its slot unlocked unless its thread is
+//     lowered (unlockThreadToWait); a hand-off thread's goroutine is
+//     locked for good (handoffLoop).
+//   - lower: a task's own thread, by lowerIfLongLocked once the task has
+//     computed for osLowerAfter, called by the monitor (lowerLongLocked)
+//     and by the task at the Checkpoints lowerSelf paces; unlockThread
+//     puts the setting back when fn returns. A hand-off thread lowers
+//     itself before each task it runs while the machine is quiet
+//     (fitHandoffThread, from handoffBegin), and stays lowered after.
+//   - raise: while other processes keep the CPUs busy (contention.go),
+//     the guard raises the running tasks' lowered threads back to their
+//     setting (enterContendedLocked, and each window, guardLocked),
+//     startLocked a parked task's (fitThreadLocked), a hand-off thread
+//     itself before its task (fitHandoffThread) and spawn an idle
+//     hand-off thread before it wakes it; leaving contention lowers the
+//     running ones again (relowerLocked). Raising needs the privilege
+//     that own goroutines need (osMode.own).
+//   - read the CPU clock: the thread of a task on its own goroutine, to
+//     lower it (lowerIfLongLocked); every running task's lowered thread,
+//     every guardWindow, for the guard (markThreadsLocked); a lowered or
+//     hand-off thread its own, for the lane (taskCPU).
+//   - pin: the yielding thread at a Checkpoint's hand-off pins the next
+//     task's waiting thread to its own CPU (pinForHandOff, or give for an
+//     idle hand-off thread), which puts its mask back as it wakes
+//     (unpin); with slice pins the waker places a long task's hand-off
+//     thread for its slice (cpuTable.place) (pin.go).
+//   - yield on wake: a lowered thread that runs again after sleeping, a
+//     hand-off thread given a task or a parked task given its slot back,
+//     offers its CPU once (yieldWoken).
+//   - hold: a task's thread keeps its slot through a short Blocking call
+//     (hold.go) rather than hand it to another thread and back.
+//   - lend: the monitor lends slots to the rest of the program, and the
+//     first task to come to a Checkpoint gives its slot up (lend.go).
 //
 // Own goroutines, lowered late. Where a lowered thread can be raised back
 // (CAP_SYS_NICE, or an RLIMIT_NICE that allows the setting it came from;
@@ -51,11 +106,219 @@ package cpusched
 
 import (
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cpusched/cpusched/internal/cgroupcpu"
 	"github.com/cpusched/cpusched/internal/osprio"
 )
+
+// osMode is IsolationOSPriority's state: Scheduler.os, nil in the other
+// modes, made in New (openOSMode). The rest of the core calls the mode at
+// named points (see the file comment).
+type osMode struct {
+	// Set in New and never changed. own: tasks may run on their own
+	// goroutines, whose threads are lowered once long (lowering.go);
+	// false where every task is handed off. capacity is the CPU budget
+	// the guard compares the process's CPU time with. guard is the
+	// monitor's state for outside contention (contention.go) and lender
+	// its state for lending (lend.go), both under s.mu; pins is the slice
+	// pins' table (pin.go), under its own lock; guard and pins are nil
+	// where there are none. procs is the GOMAXPROCS raise (procs.go),
+	// released once, from release.
+	own      bool
+	capacity float64
+	guard    *guard
+	pins     *cpuTable
+	lender   *lender
+	procs    *procsHold
+
+	// Atomics, read without s.mu. keepNormal: no task thread is lowered,
+	// as other processes keep the CPUs busy (contention.go; written under
+	// s.mu). lengths is the table of task lengths by function (dispatch).
+	// blockAvg is the moving average of Blocking's fn durations over all
+	// tasks, for a task's first call (hold.go); a lost update costs
+	// nothing.
+	keepNormal atomic.Bool
+	lengths    [lengthSlots]atomic.Int32
+	blockAvg   atomic.Int64
+
+	// Under s.mu. lastStart is when a task on its own goroutine last got
+	// a slot, for the monitor's lowering (lowerLongLocked); lastLendStart
+	// when any task did, for the lender. lent is how many slots are lent
+	// to the rest of the program now, since lentSince (lend.go).
+	lastStart     int64
+	lastLendStart int64
+	lent          int
+	lentSince     int64
+
+	// The hand-off threads (handoff.go), under s.mu: the idle ones, and
+	// whether Close is stopping them; threads counts them all.
+	// handoffFrom is the setting hand-off threads had before they lowered
+	// themselves, the one a raise puts back (contention.go).
+	idleThreads     []*handoffThread
+	threadsStopping bool
+	threads         sync.WaitGroup
+	handoffFrom     osprio.Attr
+}
+
+// openOSMode sets IsolationOSPriority up for s, in New: the GOMAXPROCS
+// raise, the slice pins, the guard, the lender, and whether tasks may run
+// on their own goroutines (a lowered thread can be raised back, and a
+// monitor lowers their threads). h is the tests' hooks, zero in
+// production.
+func (s *Scheduler) openOSMode(h testHooks) {
+	cfg := s.cfg
+	m := &osMode{procs: raiseProcs(cfg.workers+spareProcs, s.log)}
+	s.os = m
+	if !h.noSlicePins {
+		m.pins = newCPUTable(cfg.workers)
+	}
+	if !h.noGuard {
+		m.guard = newGuard(h.guardReads())
+		s.othersLocked(s.clock.Now()) // the machine's watch begins
+	}
+	m.capacity = float64(procsBudget())
+	if cfg.cpuLimit.cpus > 0 {
+		m.capacity = min(m.capacity, cfg.cpuLimit.cpus)
+	}
+	m.lender = &lender{sample: h.lendSample, tick: int64(lendTick)}
+	if m.lender.sample == nil {
+		m.lender.sample = readGoroutineCounts()
+	}
+	if h.lendTick > 0 {
+		m.lender.tick = int64(h.lendTick)
+	}
+	if h.handoffAll || h.noMonitor {
+		return // no monitor to lower the threads: hand tasks off
+	}
+	if err := h.osAccess().probeRestore(); err != nil {
+		s.log.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a hand-off thread", "err", err)
+		return
+	}
+	m.own = true
+}
+
+// osStartLocked is the mode's part of startLocked, at now, t having just
+// been given a slot: the slice pins count it, the lender and the monitor's
+// lowering note the start and the monitor watches, the guard opens a
+// window if none is open, and a parked task's thread is raised or lowered
+// to fit the scheduler's state (contention.go).
+func (s *Scheduler) osStartLocked(t *Task, now int64) {
+	m := s.os
+	if m.pins != nil {
+		m.pins.started(len(s.running))
+	}
+	m.lastLendStart = now
+	if m.own && !t.handoff {
+		m.lastStart = now // the monitor lowers t's thread if t runs long
+	}
+	s.watchLocked() // the lender samples while tasks run (lend.go)
+	s.guardBeginLocked(now)
+	if t.thread.tid.Load() != 0 {
+		s.fitThreadLocked(t) // a parked task's thread, raised or lowered
+	}
+}
+
+// osEndLocked is the mode's part of finish, t ending on its slot: the
+// table of task lengths learns t's (cpu is taskCPU's reading, or -1), and
+// the guard's state of t's thread is cleared.
+func (s *Scheduler) osEndLocked(t *Task, cpu int64) {
+	if s.os.own {
+		s.noteLength(t, cpu)
+	}
+	t.thread.raised, t.thread.guardWin = false, 0
+	if t.handoff {
+		t.thread.tid.Store(0)
+	}
+}
+
+// yieldWoken is what a lowered thread does first when it runs again after
+// sleeping (a hand-off thread given a task, a parked task given its slot
+// back): it offers its CPU once to the normal threads waiting there.
+//
+// Linux's EEVDF scheduler (measured on 6.18) does not keep SCHED_IDLE
+// strict at a wake-up. A normal thread woken on a CPU where a lowered one
+// runs preempts it at once; but where both are queued when the CPU picks
+// its next thread (a hand-off wakes the next task's thread onto the CPU its
+// yielder leaves, and a server thread wakes there too), the kernel may
+// pick the lowered one, which then keeps the CPU until the scheduler's
+// next tick (4 ms at HZ=250) while the normal thread waits. perf sched
+// found that only where tasks handed their slots on at Checkpoints, more
+// with shorter slices, and not where they ran through; yielding once on
+// waking removed most of it (docs/performance.md#yield-on-wake). With
+// nothing else runnable on the CPU the system call returns at once.
+func (s *Scheduler) yieldWoken() {
+	s.cfg.hooks.yieldWoken()
+	osprio.Yield()
+}
+
+// osOwn reports whether tasks may run on their own goroutines in
+// IsolationOSPriority (osMode.own); false in the other modes.
+func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
+
+// taskThread is a Task's thread state in IsolationOSPriority (Task.thread),
+// zero in the other modes. Who writes what:
+//   - tid: the thread fn's goroutine is locked to, 0 while it is not:
+//     stored by the task's goroutine (lockThread, unlockThread,
+//     unlockThreadToWait; on a hand-off thread, call, and finish under
+//     s.mu); read without the lock by the monitor and the guard.
+//   - lowered: set once a task on its own goroutine counts as lowered
+//     (lowerIfLongLocked, under s.mu, after loweredFrom and foundLowered),
+//     never cleared while it runs; read without the lock.
+//   - loweredFrom: the setting to put back when fn returns; foundLowered:
+//     the thread was at the lowered setting already, so fn's end leaves
+//     it alone (a nested Run, or a thread the program lowered itself).
+//   - raised: the task counts as lowered, but its thread is at the
+//     setting it had, while other processes keep the CPUs busy
+//     (contention.go); under s.mu.
+//   - markTid and markCPU: the mark lowerIfLongLocked measures from,
+//     under s.mu: the thread the task was first seen on, and that
+//     thread's CPU clock then less what the task computed before
+//     (computed). guardWin is the guard's window (modulo 256) in which
+//     it last read the thread's CPU clock, into markCPU (which lowering
+//     no longer needs then), under s.mu.
+//   - computed: what the task had computed (ns) by its thread's CPU
+//     clock at lowerIfLongLocked's last reading, counted on when it
+//     moves to another thread; under s.mu. It matters only until the
+//     thread is lowered, at osLowerAfter, so 32 bits hold it.
+//   - uncomputed: slot time in which the task did not compute (ns):
+//     Blocking calls that kept the slot, and the time its goroutine took
+//     to run once given the slot; added to by the task's goroutine.
+//     Lowering and the length table do not count it.
+//   - lowerCheck counts Checkpoints down to the task's own check whether
+//     to lower its thread (lowerSelf), or is lowerCheckMark for the first
+//     check, at the next Checkpoint; 0 where it makes none: a task not on
+//     its own goroutine, or lowered. lowerSeen is how many Checkpoints
+//     the task will have made at the end of the countdown (lowerSelf
+//     paces its checks by it). Only the task's goroutine uses them.
+//   - waitTid: the id of the thread a parked task waits on, locked,
+//     negated by whoever pinned or placed it for the wake (pin.go); set
+//     and cleared by the task's goroutine.
+//   - cpuStart: the thread's CPU clock when fn began on it, for taskCPU:
+//     read by a hand-off thread in call; for a task on its own goroutine,
+//     reckoned by lowerIfLongLocked when the task counts as lowered (the
+//     clock then, less what the task had computed).
+//
+// The fields are packed, 56 bytes with no padding, so that a Task stays
+// in the 384-byte size class (TestQueuedTaskMemory, TestQueuedGoBytes).
+type taskThread struct {
+	cpuStart     int64
+	markCPU      int64
+	uncomputed   atomic.Int64
+	tid          atomic.Int32
+	waitTid      atomic.Int32
+	lowered      atomic.Bool
+	loweredFrom  osprio.Attr
+	markTid      int32
+	computed     int32
+	lowerSeen    int32
+	lowerCheck   int8
+	foundLowered bool
+	raised       bool
+	guardWin     uint8
+}
 
 // osPrioritySlice is IsolationOSPriority's default slice. In that mode the
 // kernel protects the rest of the program, so the slice only orders

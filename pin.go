@@ -62,25 +62,34 @@ import (
 // caller is about to leave; with slice pins, next's hand-off thread is
 // placed for its slice (cpuTable.place).
 func (s *Scheduler) pinForHandOff(next *Task) {
-	tid := next.waitTid.Load()
+	tid := next.thread.waitTid.Load()
 	if tid <= 0 {
 		return
 	}
-	if s.pins != nil && next.handoff {
+	if s.os.pins != nil && next.handoff {
 		s.placeParked(next, placeLeave)
 		return
 	}
 	if pinHere(tid) {
-		next.waitTid.Store(-tid)
+		next.thread.waitTid.Store(-tid)
 	}
+}
+
+// slicePins returns the slice pins' table, nil without slice pins or
+// outside IsolationOSPriority.
+func (s *Scheduler) slicePins() *cpuTable {
+	if s.os == nil {
+		return nil
+	}
+	return s.os.pins
 }
 
 // placeParked places the thread of next, a parked hand-off task about to be
 // woken, with slice pins (cpuTable.place).
 func (s *Scheduler) placeParked(next *Task, how placeHow) {
-	if tid := next.waitTid.Load(); tid > 0 {
-		s.pins.place(next, tid, how)
-		next.waitTid.Store(-tid) // placed
+	if tid := next.thread.waitTid.Load(); tid > 0 {
+		s.os.pins.place(next, tid, how)
+		next.thread.waitTid.Store(-tid) // placed
 	}
 }
 
@@ -94,9 +103,7 @@ func pinHere(tid int32) bool {
 // unpin is a pinned thread's first step once woken: it puts back mask, the
 // mask the thread read before it waited.
 func (s *Scheduler) unpin(mask *osprio.Affinity) {
-	if s.cfg.onPinnedWake != nil {
-		s.cfg.onPinnedWake()
-	}
+	s.cfg.hooks.pinnedWake()
 	if err := mask.Restore(); err != nil {
 		// Unexpected (the mask was the thread's own); the thread stays
 		// on one CPU until its next pinned wake.
@@ -109,16 +116,16 @@ func (s *Scheduler) unpin(mask *osprio.Affinity) {
 // the wake if a hand-off pinned it. With slice pins, a hand-off thread's
 // wake was placed (cpuTable) and keeps its mask.
 func (s *Scheduler) waitPinnable(t *Task) {
-	if s.pins != nil && t.handoff {
+	if s.os.pins != nil && t.handoff {
 		tid := int32(osprio.ThreadID())
-		t.waitTid.Store(tid)
+		t.thread.waitTid.Store(tid)
 		<-t.wake
-		if t.waitTid.Swap(0) > 0 {
+		if t.thread.waitTid.Swap(0) > 0 {
 			// The waker did not place this thread (it woke before tid
 			// was stored, or a cancellation woke it): place itself.
-			s.pins.place(t, tid, placeSelf)
+			s.os.pins.place(t, tid, placeSelf)
 		} else {
-			s.pins.woken(tid)
+			s.os.pins.woken(tid)
 		}
 		return
 	}
@@ -127,9 +134,9 @@ func (s *Scheduler) waitPinnable(t *Task) {
 		<-t.wake
 		return
 	}
-	t.waitTid.Store(int32(osprio.ThreadID()))
+	t.thread.waitTid.Store(int32(osprio.ThreadID()))
 	<-t.wake
-	if t.waitTid.Swap(0) < 0 {
+	if t.thread.waitTid.Swap(0) < 0 {
 		s.unpin(&mask)
 	}
 }

@@ -45,27 +45,16 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	}
 	// fn runs under the task's pprof labels and, when tracing, in a
 	// "cpusched.run" region of its trace task.
-	if s.osOwn && !t.handoff {
+	if s.osOwn() && !t.handoff {
 		s.noteWake(t)
 		s.lockThread(t, true)
 		defer s.unlockThread(t) // after the task has ended (the defer below)
 	}
 	restore := t.setLabels()
 	t.traceRegion(traceRun)
-	if s.rq.cpuClock && t.handoff {
-		t.cpuStart = osprio.ThreadCPU() // fn runs on this locked hand-off thread
-	}
-	if t.handoff {
-		if s.fitHandoffThread() {
-			s.mu.Lock()
-			t.raised = true
-			s.mu.Unlock()
-		}
-		t.tid.Store(int32(osprio.ThreadID())) // for the guard (contention.go)
-	}
 	var start time.Time // with slice pins, for a hand-off task: when fn began
-	if s.pins != nil && t.handoff {
-		start = time.Now()
+	if t.handoff {
+		start = s.handoffBegin(t)
 	}
 	normal := false
 	defer func() {
@@ -91,8 +80,8 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	pin := !start.IsZero() && time.Since(start) >= callerSpin
 	n, first := s.finish(t, err, false)
 	if inline && n != nil && n.spawned && first && n.handoff == handoff {
-		if s.pins != nil && n.handoff {
-			s.pins.place(n, int32(osprio.ThreadID()), placeIf(pin, placeSelf)) // this thread runs it
+		if n.handoff && s.os.pins != nil {
+			s.os.pins.place(n, int32(osprio.ThreadID()), placeIf(pin, placeSelf)) // this thread runs it
 		}
 		return n, err
 	}
@@ -104,18 +93,14 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 // resume the returned task.
 func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first bool) {
 	cpu := int64(-1)
-	if s.osOwn && t.handoff {
+	if s.osOwn() && t.handoff {
 		cpu = s.taskCPU(t) // before the lock: a system call
 	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	s.chargeLocked(t, now)
-	if s.osOwn {
-		s.noteLength(t, cpu)
-	}
-	t.raised, t.guardWin = false, 0
-	if t.handoff {
-		t.tid.Store(0)
+	if s.os != nil {
+		s.osEndLocked(t, cpu)
 	}
 	s.releaseSlotLocked(t)
 	s.rq.deactivate(t)

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cpusched/cpusched/internal/osprio"
 )
@@ -25,19 +24,24 @@ import (
 //	                        Blocking) and asked back (preemption)
 //	           run.go       fn is called, and the task ended
 //	           cancel.go    the one cancel path, and the context watches
-//	           monitor.go   the goroutine that ends slices (and samples
-//	                        for lend.go)
+//	           monitor.go   the goroutine that ends slices (and, in
+//	                        IsolationOSPriority, lowers long tasks' threads,
+//	                        samples for lend.go and runs the guard)
 //	           close.go     Close and the release of what New started
-//	           ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go,
-//	           lend.go, pin.go
-//	                        IsolationOSPriority: the CPU budget and GOMAXPROCS,
-//	                        which tasks are handed off, lowering a task's own
-//	                        thread, the hand-off threads, lending slots to the
-//	                        rest of the program, pinned hand-offs
-//	                        (ospriority.go maps them)
 //	           groups.go    SetGroupWeight and the group counters
+//	mode       ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go,
+//	           hold.go, lend.go, contention.go, pin.go
+//	                        IsolationOSPriority: its state (Scheduler.os,
+//	                        Task.thread), the CPU budget and GOMAXPROCS,
+//	                        which tasks are handed off, lowering a task's own
+//	                        thread, the hand-off threads, Blocking calls
+//	                        that keep their slots, lending slots to the rest
+//	                        of the program, the guard against outside
+//	                        contention, pins (ospriority.go maps them, and
+//	                        lists the points where the core calls the mode)
 //	API        options.go, isolation.go, class.go, taskoptions.go,
 //	           task.go (Task, Handle), stats.go, observe.go, errors.go
+//	tests      testhooks.go the test seams New reads (nil in production)
 //
 // Vocabulary, used the same way in names, Stats and docs:
 //   - slot: one of Workers places to run. A task holding one is running
@@ -66,14 +70,9 @@ import (
 //   - worker: a slot (Workers, WithWorkers); the pooled low-priority
 //     threads are hand-off threads, never workers.
 //
-// Where a thread is lowered, in IsolationOSPriority: a hand-off thread
-// once, as its goroutine starts (handoffLoop); a task's own thread by
-// lowerIfLongLocked (lowering.go), once the task has computed for
-// osLowerAfter, called from two places: the monitor's pass over the
-// running tasks (lowerLongLocked, from monitor.go) and the task itself at
-// the Checkpoints that lowerSelf paces, since the monitor's timer runs
-// late while the P that set it runs the task. unlockThread puts the
-// setting back when fn returns.
+// What IsolationOSPriority does to threads (lock, lower, raise, read the
+// CPU clock, pin, yield on wake) and who does it: ospriority.go's
+// overview.
 //
 // Naming rule: a Scheduler method whose name ends in Locked must be called
 // with s.mu held; every other Scheduler method takes s.mu itself where it
@@ -87,15 +86,19 @@ import (
 //	new      -> done      submit, ctx already ended (the caller)
 //	queued   -> running   startLocked, by whoever frees a slot: finish,
 //	                      yield, block (the goroutine of the task that
-//	                      gives the slot up)
+//	                      gives the slot up), the hold timer (releaseHold,
+//	                      hold.go) and the monitor when a lent slot comes
+//	                      back (lendLocked)
 //	queued   -> done      cancelLocked, called by cancelQueued (the Run
 //	                      caller, ctx ended), contextDone (the ctx's
 //	                      AfterFunc) or killAll (Close gave up)
 //	running  -> parked    yield, at a Checkpoint (the task's goroutine)
-//	running  -> blocking  block, entering Blocking (the task's goroutine)
+//	running  -> blocking  block, entering Blocking (the task's goroutine),
+//	                      or the hold timer, for a call that kept its slot
+//	                      (releaseHold)
 //	running  -> done      finish, fn returned or panicked (the task's goroutine)
-//	parked   -> running   startLocked, by whoever frees a slot, or
-//	                      cancelLocked once Close gave up (killAll)
+//	parked   -> running   startLocked, by whoever frees a slot (as above),
+//	                      or cancelLocked once Close gave up (killAll)
 //	blocking -> running   unblock, a free slot or Close gave up (the task's goroutine)
 //	blocking -> parked    unblock, no free slot (the task's goroutine)
 //
@@ -108,13 +111,23 @@ import (
 // Locking and ownership. s.mu guards the Scheduler's mutable fields and
 // every Task field except these:
 //   - Set before submit publishes the task and never changed after: s, ctx,
-//     classID, slice, spawned, callerWaits, groupName, trace.
-//     Read without the lock.
+//     classID, slice, spawned, callerWaits, handoff, lenSlot, groupName,
+//     trace. Read without the lock.
 //   - preempt: atomic. Bits are set by anyone (the monitor,
 //     preemptForLocked, cancelLocked); cleared only under s.mu on the slot
 //     holder's paths (startLocked, yield, block). Checkpoint loads it
 //     without the lock.
 //   - taskCtx: atomic pointer, made once by Context.
+//   - hold: atomic, IsolationOSPriority's hold (hold.go). Set to holdKept
+//     under s.mu by the task's goroutine as a Blocking call keeps its
+//     slot; moved on by compare-and-swap: to holdArmed under s.mu by
+//     whoever makes a task wait (armHoldsLocked), to holdReleased by the
+//     hold timer, back to holdNone by the task's goroutine as the call
+//     ends (endHold). Read without the lock by the task's goroutine and
+//     the monitor. holdStart and holdTimer are under s.mu.
+//   - thread: IsolationOSPriority's thread state, whose atomics (tid,
+//     waitTid, lowered, uncomputed) are read and some written without the
+//     lock; taskThread (ospriority.go) says who owns each field.
 //   - wake: made once under s.mu by the goroutine that first makes the task
 //     wait for a slot (submit, for a queued Run task that runs on its
 //     caller; yield or unblock otherwise), unless the Task is a recycled
@@ -134,9 +147,11 @@ import (
 //     the task's goroutine may read them without the lock (Waited), since
 //     nothing else writes them while it runs.
 //
-// The Scheduler's cfg, clock, workers, osMode, log, killCtx, drained and
-// the monitor's channels are set in New and never changed; procs is
-// released once, from release (closeOnce).
+// The Scheduler's cfg, clock, workers, os, log, killCtx, drained and the
+// monitor's channels are set in New and never changed. os holds
+// IsolationOSPriority's state, under s.mu but for its atomics (keepNormal,
+// lengths, blockAvg) and what New sets; osMode (ospriority.go) says who
+// owns each field. Its procs is released once, from release (closeOnce).
 
 // Scheduler runs CPU-heavy tasks on a bounded number of worker slots, in
 // the order its EEVDF policy chooses. Create one with New; its methods are
@@ -170,39 +185,9 @@ type Scheduler struct {
 	stats       counters
 	watching    bool // the monitor is watching slices
 
-	osMode bool // IsolationOSPriority is in effect
-	// keepNormal: no task thread is lowered, as other processes keep the
-	// CPUs busy or may (contention.go); guard is the monitor's state for it,
-	// nil outside IsolationOSPriority; capacity is the CPU budget the
-	// guard compares the process's CPU time with; handoffFrom is the
-	// setting hand-off threads had before they lowered themselves.
-	keepNormal  atomic.Bool
-	guard       *guard
-	capacity    float64
-	handoffFrom osprio.Attr
-	// osOwn: in IsolationOSPriority, tasks may run on their own goroutines,
-	// whose threads are lowered once long (lowering.go); false where every task
-	// is handed to a hand-off thread. lastStart is when a task last got a
-	// slot, for the monitor.
-	osOwn     bool
-	lastStart int64
-	// lent is how many slots IsolationOSPriority lends to the rest of the
-	// program now; lender is the monitor's state for it (lend.go), nil in
-	// the other modes.
-	lent            int
-	lentSince       int64 // when lent last changed
-	lastLendStart   int64 // when a task last got a slot, for the lender
-	lender          *lender
-	lengths         [lengthSlots]atomic.Int32 // task lengths by function (dispatch)
-	pins            *cpuTable                 // slice pins (pin.go); nil without
-	idleThreads     []*handoffThread
-	threadsStopping bool
-	// blockAvg is the moving average of Blocking's fn durations over all
-	// tasks, for a task's first call (see Task.Blocking); written without
-	// the lock, a lost update costs nothing.
-	blockAvg atomic.Int64
-	threads  sync.WaitGroup
-	procs    *procsHold // IsolationOSPriority's raise of GOMAXPROCS
+	// os is IsolationOSPriority's state (ospriority.go), nil in the other
+	// modes.
+	os *osMode
 
 	log *slog.Logger // WithLogger's, or one that discards
 
@@ -269,8 +254,12 @@ func New(opts ...Option) (*Scheduler, error) {
 	if logger == nil {
 		logger = discardLogger
 	}
+	var hooks testHooks // the tests' (export_test.go); none in production
+	if cfg.hooks != nil {
+		hooks = *cfg.hooks
+	}
 	if cfg.isolation == IsolationOSPriority {
-		if err := cfg.os.probeLower(); err != nil {
+		if err := hooks.osAccess().probeLower(); err != nil {
 			logger.Warn("cpusched: IsolationOSPriority unavailable; using IsolationReserve", "err", err)
 			cfg.isolation = IsolationReserve
 			if !cfg.explicitSlice {
@@ -291,35 +280,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		log:     logger,
 	}
 	if cfg.isolation == IsolationOSPriority {
-		s.osMode = true
-		s.procs = raiseProcs(cfg.workers+spareProcs, logger)
-		if !cfg.noSlicePins {
-			s.pins = newCPUTable(cfg.workers)
-		}
-		if !cfg.noGuard {
-			s.guard = newGuard(cfg.guardSource)
-			s.othersLocked(s.clock.Now()) // the machine's watch begins
-		}
-		s.capacity = float64(procsBudget())
-		if cfg.cpuLimit.cpus > 0 {
-			s.capacity = min(s.capacity, cfg.cpuLimit.cpus)
-		}
-		s.lender = &lender{sample: cfg.lendSample}
-		if s.lender.sample == nil {
-			s.lender.sample = readGoroutineCounts()
-		}
-		switch {
-		case cfg.osHandoff:
-			logger.Info("cpusched: IsolationOSPriority hands every task to a hand-off thread", "why", "the test option")
-		case cfg.noMonitor:
-			// No monitor to lower the threads: hand tasks off.
-		default:
-			if err := cfg.os.probeRestore(); err != nil {
-				logger.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a hand-off thread", "err", err)
-			} else {
-				s.osOwn = true
-			}
-		}
+		s.openOSMode(hooks)
 	}
 	if err := cfg.cpuLimit.err; err != nil {
 		logger.Warn("cpusched: reading the cgroup CPU limit failed; workers follow GOMAXPROCS", "err", err)
@@ -329,9 +290,13 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	logger.Info("cpusched: scheduler started", "isolation", cfg.isolation.String(), "workers", cfg.workers, "slice", cfg.slice, "gomaxprocs", runtime.GOMAXPROCS(0))
 	s.killCtx, s.kill = context.WithCancel(context.Background())
-	s.rq = newRunQueue(int64(cfg.slice), cfg.workers, cfg.laneShare, s.clock.Now())
-	s.rq.cpuClock = s.osMode && osprio.Supported()
-	if !cfg.noMonitor {
+	laneShare := defaultLaneShare
+	if hooks.laneShare != nil {
+		laneShare = *hooks.laneShare
+	}
+	s.rq = newRunQueue(int64(cfg.slice), cfg.workers, laneShare, s.clock.Now())
+	s.rq.cpuClock = s.os != nil && osprio.Supported()
+	if !hooks.noMonitor {
 		s.monitorKick = make(chan struct{}, 1)
 		s.monitorStop = make(chan struct{})
 		s.monitorDone = make(chan struct{})

@@ -1,14 +1,10 @@
 package cpusched
 
 // Slots: a task takes a slot (startLocked), gives it up at a Checkpoint
-// (yield) or for Blocking (block, unblock), and is asked to give it up
-// early (preemptForLocked).
+// (yield) or for Blocking (block, unblock; or keeps it, hold.go), and is
+// asked to give it up early (preemptForLocked).
 
-import (
-	"time"
-
-	"github.com/cpusched/cpusched/internal/osprio"
-)
+import "github.com/cpusched/cpusched/internal/osprio"
 
 // startLocked gives t a slot and starts its slice; it returns true when t
 // never ran before.
@@ -33,16 +29,8 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.state = stateRunning
 	t.runIdx = int16(len(s.running))
 	s.running = append(s.running, t)
-	if s.pins != nil {
-		s.pins.started(len(s.running))
-	}
-	if s.osMode {
-		s.lastLendStart = now
-		s.watchLocked() // the lender samples while tasks run (lend.go)
-		s.guardBeginLocked(now)
-		if t.tid.Load() != 0 {
-			s.fitThreadLocked(t) // a parked task's thread, raised or lowered
-		}
+	if s.os != nil {
+		s.osStartLocked(t, now)
 	}
 	t.since = now
 	t.sliceEnd = now + s.rq.sliceLeft(t)
@@ -55,10 +43,6 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	if s.rq.nwaiting > 0 {
 		s.watchLocked()
 		s.kickMonitor() // this slice may end before the one the monitor waits for
-	}
-	if s.osOwn && !t.handoff {
-		s.lastStart = now
-		s.watchLocked() // the monitor lowers t's thread if t runs long
 	}
 	return first
 }
@@ -74,8 +58,8 @@ func (s *Scheduler) releaseSlotLocked(t *Task) {
 	s.running = s.running[:last]
 	t.runIdx = -1
 	t.laneRun = false
-	if s.pins != nil {
-		s.pins.left(t, len(s.running))
+	if pins := s.slicePins(); pins != nil {
+		pins.left(t, len(s.running))
 	}
 }
 
@@ -87,8 +71,8 @@ func (s *Scheduler) resume(next *Task, first bool) { s.resumePinned(next, first,
 // thread that leaves its CPU to next (slice pins: cpuTable.place).
 func (s *Scheduler) resumePinned(next *Task, first, pin bool) {
 	if next == nil {
-		if s.pins != nil {
-			s.pins.drop()
+		if pins := s.slicePins(); pins != nil {
+			pins.drop()
 		}
 		return
 	}
@@ -96,7 +80,7 @@ func (s *Scheduler) resumePinned(next *Task, first, pin bool) {
 		s.spawn(next, pin)
 		return
 	}
-	if s.pins != nil && next.handoff {
+	if next.handoff && s.os.pins != nil {
 		s.placeParked(next, placeIf(pin, placeLeave))
 	}
 	next.wake <- struct{}{}
@@ -106,7 +90,7 @@ func (s *Scheduler) resumePinned(next *Task, first, pin bool) {
 // on its way: in IsolationOSPriority next's thread is woken on this
 // thread's CPU (pin.go).
 func (s *Scheduler) handOff(next *Task, first bool) {
-	if !s.osMode {
+	if s.os == nil {
 		s.resume(next, first)
 		return
 	}
@@ -188,7 +172,7 @@ func (s *Scheduler) parkLocked(t *Task) {
 func (s *Scheduler) waitForSlot(t *Task) {
 	t.traceEndRegion()
 	unlocked := s.unlockThreadToWait(t)
-	if s.osMode && !unlocked {
+	if s.os != nil && !unlocked {
 		s.waitPinnable(t) // the goroutine waits locked (pin.go)
 		s.yieldWoken()
 	} else {
@@ -203,11 +187,7 @@ func (s *Scheduler) waitForSlot(t *Task) {
 
 // block gives up t's slot for a Blocking call.
 func (s *Scheduler) block(t *Task, now int64) blockHow {
-	avg := t.blockAvg
-	if avg == 0 {
-		avg = s.blockAvg.Load() // a first call: go by the other tasks' calls
-	}
-	keep := s.osMode && avg > 0 && avg < int64(blockHold)
+	keep := s.keepsSlot(t)
 	var cpu int64
 	if !keep {
 		cpu = s.taskCPU(t) // a system call: not on the kept path
@@ -218,14 +198,7 @@ func (s *Scheduler) block(t *Task, now int64) blockHow {
 		return blockNested
 	}
 	if keep {
-		// Keep the slot for now (see Blocking). While no task waits
-		// for a slot that costs nobody anything; once one does, the
-		// hold timer gives the slot up blockHold after the call began.
-		t.hold.Store(holdKept)
-		t.holdStart = now
-		if s.rq.nwaiting > 0 {
-			s.armHoldLocked(t, now)
-		}
+		s.holdLocked(t, now)
 		s.mu.Unlock()
 		return blockKept
 	}
@@ -245,20 +218,6 @@ const (
 	blockKept                     // kept while fn runs, for up to blockHold
 	blockNested                   // already given up or kept by an outer Blocking call
 )
-
-// Task.hold's values.
-const (
-	holdNone     int32 = iota
-	holdKept           // a Blocking call keeps the slot, no timer set
-	holdArmed          // the same, with holdTimer set: a task waits
-	holdReleased       // holdTimer gave the slot up
-)
-
-// blockHold is how long a Blocking call may keep its slot in
-// IsolationOSPriority: about twice the cost of giving the slot up and
-// getting it back through waiting hand-off threads (BenchmarkRunOSPriority/
-// blocking before the hold, docs/performance.md, "Hand-off").
-const blockHold = 50 * time.Microsecond
 
 // giveUpSlotLocked charges t's run time up to now and takes its slot for
 // a Blocking call.
@@ -283,91 +242,6 @@ func (s *Scheduler) pickLocked(now int64) (next *Task, first bool) {
 		first = s.startLocked(next, now)
 	}
 	return next, first
-}
-
-// releaseHold is holdTimer's function: a Blocking call that kept its slot
-// has run for blockHold, so the slot goes to another task now. The time
-// it kept the slot is charged as run time, as the slot was taken.
-func (s *Scheduler) releaseHold(t *Task) {
-	now := s.clock.Now()
-	s.mu.Lock()
-	if !t.hold.CompareAndSwap(holdArmed, holdReleased) {
-		s.mu.Unlock() // fn returned first (or a stale timer of an earlier call)
-		return
-	}
-	s.giveUpSlotLocked(t, now)
-	next, first := s.pickLocked(now)
-	s.mu.Unlock()
-	s.resume(next, first)
-}
-
-// endHold ends a Blocking call that kept its slot when it began: if
-// holdTimer gave the slot up meanwhile, t waits for one again.
-func (s *Scheduler) endHold(t *Task, start int64) {
-	now := s.clock.Now()
-	s.noteBlock(t, now-start)
-	if s.osOwn {
-		// The slot time this call kept is waiting, which the monitor does
-		// not count toward lowering: all of it, or up to blockHold where
-		// the hold timer gave the slot up.
-		kept := now - start
-		if t.hold.Load() == holdReleased {
-			kept = min(kept, int64(blockHold))
-		}
-		t.uncomputed.Add(kept)
-	}
-	if t.hold.CompareAndSwap(holdKept, holdNone) {
-		return
-	}
-	if t.hold.CompareAndSwap(holdArmed, holdNone) {
-		s.mu.Lock() // holdTimer is set under s.mu
-		t.holdTimer.Stop()
-		s.mu.Unlock()
-		return
-	}
-	t.hold.Store(holdNone)
-	unlocked := s.unlockThreadToWait(t)
-	s.unblock(t, now-start)
-	if unlocked {
-		s.lockThread(t, false)
-	}
-}
-
-// noteBlock adds a Blocking call of d to t's and the scheduler's moving
-// averages.
-func (s *Scheduler) noteBlock(t *Task, d int64) {
-	d = max(d, 1)
-	t.blockAvg = ewma(t.blockAvg, d)
-	if s.osMode {
-		s.blockAvg.Store(ewma(s.blockAvg.Load(), d))
-	}
-}
-
-// armHoldsLocked sets the hold timers of the Blocking calls that keep
-// their slots, now that a task waits for one.
-func (s *Scheduler) armHoldsLocked(now int64) {
-	if !s.osMode {
-		return
-	}
-	for _, r := range s.running {
-		if r.hold.Load() == holdKept {
-			s.armHoldLocked(r, now)
-		}
-	}
-}
-
-// armHoldLocked sets t's hold timer to give its slot up blockHold after
-// its Blocking call began.
-func (s *Scheduler) armHoldLocked(t *Task, now int64) {
-	if !t.hold.CompareAndSwap(holdKept, holdArmed) {
-		return // fn returned meanwhile
-	}
-	d := max(time.Duration(t.holdStart+int64(blockHold)-now), 0)
-	if t.holdTimer == nil {
-		t.holdTimer = time.AfterFunc(d, func() { s.releaseHold(t) })
-	} else {
-		t.holdTimer.Reset(d)
-	}
 }
 
 // unblock queues t again after a Blocking call and waits for its slot.
@@ -409,16 +283,16 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 // not lowered. Call it
 // on t's goroutine.
 func (s *Scheduler) taskCPU(t *Task) int64 {
-	if !s.rq.cpuClock || !t.handoff && !t.lowered.Load() {
+	if !s.rq.cpuClock || !t.handoff && !t.thread.lowered.Load() {
 		return -1
 	}
-	return osprio.ThreadCPU() - t.cpuStart
+	return osprio.ThreadCPU() - t.thread.cpuStart
 }
 
 // setCPU records what taskCPU read as t.cpuUsed (the run queue's measure of
 // t with cpuClock), or where taskCPU read -1, slot, t's slot time; under
 // s.mu. For a task on its own goroutine whose thread is not lowered, the
-// slot time counts stretches in which it did not compute (t.uncomputed, and the
+// slot time counts stretches in which it did not compute (t.thread.uncomputed, and the
 // kernel running other threads), which on a busy machine pass the lane's
 // slice on their own and sent small tasks behind the long ones: it has
 // computed less than osLowerAfter, or the monitor or its own Checkpoint
@@ -427,8 +301,8 @@ func (s *Scheduler) taskCPU(t *Task) int64 {
 func (t *Task) setCPU(cpu, slot int64) {
 	if cpu < 0 {
 		cpu = slot
-		if t.s.osOwn && !t.handoff {
-			cpu = min(max(0, slot-t.uncomputed.Load()), int64(osLowerAfter))
+		if t.s.osOwn() && !t.handoff {
+			cpu = min(max(0, slot-t.thread.uncomputed.Load()), int64(osLowerAfter))
 		}
 	}
 	t.cpuUsed = cpu

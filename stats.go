@@ -150,7 +150,6 @@ func (s *Scheduler) Stats() Stats {
 		Running:       len(s.running),
 		Blocked:       s.blocked,
 		Workers:       s.workers,
-		Lent:          s.lent,
 		Lends:         c.lends,
 		Isolation:     s.cfg.isolation,
 		QueueWait:     time.Duration(c.queueWait),
@@ -171,8 +170,11 @@ func (s *Scheduler) Stats() Stats {
 	}
 	st.OtherGroups = s.otherGroups.snapshot()
 	st.OtherGroups.Weight = DefaultGroupWeight
-	if g := s.guard; g != nil {
-		st.Contended, st.Contentions = g.contended, g.contentions
+	if s.os != nil {
+		st.Lent = s.os.lent
+		if g := s.os.guard; g != nil {
+			st.Contended, st.Contentions = g.contended, g.contentions
+		}
 	}
 	return st
 }

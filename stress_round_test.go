@@ -112,7 +112,7 @@ func (m *stressMode) newRound(index, size int) *stressRound {
 		// at normal priority (contention.go), even where it otherwise
 		// hands every task off.
 		r.inline = true
-		r.mixed = s.osMode
+		r.mixed = s.os != nil
 	default:
 		r.errorf("Stats().Isolation = %v, want %v", iso, m.mode)
 	}

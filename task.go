@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
-
-	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // Bits of Task.preempt, the word Checkpoint loads.
@@ -52,6 +50,11 @@ type Task struct {
 	// new one for Go's tasks, a hand-off thread's for tasks handed off.
 	// Run's other tasks run on the caller's goroutine.
 	spawned bool
+	// thread is the task's thread state in IsolationOSPriority
+	// (ospriority.go), zero in the other modes. It comes next so that
+	// thread.lowerCheck, which Checkpoint's fast path tests, shares
+	// preempt's cache line.
+	thread taskThread
 	// handoff: in IsolationOSPriority, fn runs on a hand-off thread
 	// (handoff.go), not on its own goroutine: the caller's for Run, a new
 	// one for Go.
@@ -66,30 +69,9 @@ type Task struct {
 	inLane, laneRun bool
 	// lenSlot is fn's slot in the table of task lengths by function that
 	// chooses between own goroutines and the hand-off (dispatch.go).
-	lenSlot uint8
-	// lowerCheck counts Checkpoints down to the task's own check whether
-	// to lower its thread (lowerSelf, lowering.go), or is lowerCheckMark for
-	// the first check, at the next Checkpoint; 0 where it makes none: a
-	// task not on its own goroutine, or lowered. Only its goroutine uses
-	// it.
-	lowerCheck int8
-	// foundLowered: its thread was at the lowered setting already when
-	// it was to be lowered, so its end leaves the setting alone (written
-	// under s.mu before lowered).
-	foundLowered bool
-	runIdx       int16 // index in Scheduler.running while it holds a slot (maxWorkers fits)
-	// raised: the task counts as lowered, but its thread is at the
-	// setting it had, while other processes keep the CPUs busy
-	// (contention.go); under s.mu. guardWin is the guard's window
-	// (modulo 256) in which it last read the task's thread's CPU clock,
-	// into markCPU (which lowering no longer needs then), under s.mu.
-	raised   bool
-	guardWin uint8
-	// lowerSeen is how many Checkpoints the task will have made at the
-	// end of lowerCheck's countdown (lowerSelf paces its checks by it).
-	// Only its goroutine uses it.
-	lowerSeen int32
-	laneLink  link[Task]
+	lenSlot  uint8
+	runIdx   int16 // index in Scheduler.running while it holds a slot (maxWorkers fits)
+	laneLink link[Task]
 
 	s       *Scheduler
 	fn      func(*Task) error
@@ -108,8 +90,10 @@ type Task struct {
 	trace     *taskTrace     // set when runtime/trace was on as it was accepted
 
 	slice int32 // ns, at most maxSlice (int32: the Task's size class)
-	// waitTid: see pin.go (here, it fills the rest of slice's word).
-	waitTid  atomic.Int32
+	// hold: a Blocking call keeps the slot (IsolationOSPriority, see
+	// Blocking and the hold values in hold.go); here, it fills the rest of
+	// slice's word.
+	hold     atomic.Int32
 	sliceEnd int64 // when the current slice ends
 	// since is, while the task holds a slot, when its run time was last
 	// charged, and while it waits for one, when it began to wait.
@@ -120,48 +104,19 @@ type Task struct {
 	avgBurst int64 // moving averages over Blocking calls
 	avgWait  int64
 
-	// A Blocking call that keeps the slot (IsolationOSPriority, see
-	// Blocking and the hold values in slots.go); blockAvg is the moving
-	// average of Blocking's fn durations, used only by the task's
-	// goroutine.
-	hold atomic.Int32
-	// lowered: see tid below (here, it fills the padding after hold).
-	lowered   atomic.Bool
-	holdStart int64       // when that call began
+	// holdStart is when a Blocking call that keeps the slot began;
+	// blockAvg is the moving average of Blocking's fn durations, used only
+	// by the task's goroutine.
+	holdStart int64
 	holdTimer *time.Timer // set under s.mu
 	blockAvg  int64
 
-	// In IsolationOSPriority the lane measures a task by the CPU time its
-	// thread has used on it (runQueue.used): cpuStart is the
-	// thread's CPU clock when fn began, cpuUsed the CPU since then as of
-	// the task's last Checkpoint that came to the scheduler or Blocking
-	// call (written under s.mu by the task's goroutine).
-	cpuStart, cpuUsed int64
-
-	// With IsolationOSPriority's own goroutines (lowering.go): tid is the
-	// thread fn's goroutine is locked to (0 while it is not), lowered is
-	// set once that thread is lowered, and loweredFrom is the setting to
-	// put back when fn returns (written under s.mu before lowered).
-	// markTid and markCPU are the mark that lowerIfLongLocked measures
-	// from, under s.mu: the thread the task was first seen on, and that
-	// thread's CPU clock then less what the task computed before
-	// (computed).
-	// (The fields are packed so that a Task stays in the 384-byte size
-	// class: TestQueuedTaskMemory.)
-	tid         atomic.Int32
-	loweredFrom osprio.Attr
-
-	markTid int32
-	// computed is what the task had computed (ns) by its thread's CPU
-	// clock at lowerIfLongLocked's last reading, counted on when it moves
-	// to another thread; under s.mu. It matters only until the thread is
-	// lowered, at osLowerAfter, so 32 bits hold it.
-	computed int32
-	// uncomputed is slot time in which the task did not compute (ns):
-	// Blocking calls that kept the slot, and the time its goroutine took to run
-	// once given the slot. Lowering and the length table do not count it.
-	uncomputed atomic.Int64
-	markCPU    int64
+	// cpuUsed is, in IsolationOSPriority, the CPU time the task's thread
+	// has used on it (from thread.cpuStart), as of the task's last
+	// Checkpoint that came to the scheduler or Blocking call: the lane's
+	// measure of the task (runQueue.used), written under s.mu by the
+	// task's goroutine.
+	cpuUsed int64
 
 	wake   chan struct{} // the slot is handed over on it
 	handle Handle
@@ -190,7 +145,7 @@ type taskContext struct {
 // a cancellation a few microseconds after it happens, not in the same
 // instant.
 func (t *Task) Checkpoint() error {
-	if t.preempt.Load() == 0 && t.lowerCheck == 0 {
+	if t.preempt.Load() == 0 && t.thread.lowerCheck == 0 {
 		return nil
 	}
 	return t.checkpointSlow()
@@ -206,9 +161,9 @@ func (t *Task) checkpointSlow() error {
 	if p == 0 {
 		// A task on its own goroutine, counting down to a check whether
 		// to lower its thread.
-		if t.lowerCheck == lowerCheckMark {
+		if t.thread.lowerCheck == lowerCheckMark {
 			t.s.lowerSelf(t, true)
-		} else if t.lowerCheck--; t.lowerCheck == 0 {
+		} else if t.thread.lowerCheck--; t.thread.lowerCheck == 0 {
 			t.s.lowerSelf(t, false)
 		}
 		return nil

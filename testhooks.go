@@ -1,0 +1,69 @@
+package cpusched
+
+// Test hooks: the seams through which the package's tests control the
+// slice monitor, the small-task lane, IsolationOSPriority's threads and
+// what the operating system appears to allow. Production code never sets
+// them: config.hooks is nil there, and New reads a nil one as the zero
+// testHooks, which is production's behaviour field by field. The options
+// that set them are in export_test.go.
+
+import "time"
+
+// testHooks are the tests' changes to New's defaults (config.hooks).
+type testHooks struct {
+	noMonitor      bool          // no slice monitor: tests end slices themselves (expireSlicesLocked)
+	noMonitorLower bool          // the monitor lowers no thread: only Checkpoints do (lowerSelf)
+	handoffAll     bool          // IsolationOSPriority hands every task to a hand-off thread (dispatch.go)
+	laneShare      *float64      // the small-task lane's budget (runqueue.go); nil: defaultLaneShare
+	os             osAccess      // New's probes and the cgroup limit (ospriority.go); nil fields: the real ones
+	lendSample     lendSampler   // the lender's reading (lend.go); nil: the runtime's goroutine counts
+	lendTick       time.Duration // the lender's sampling period; 0: lendTick
+	noSlicePins    bool          // no slice pins (pin.go)
+	onPinnedWake   func()        // called by a pinned thread as it wakes, before it restores its mask (pin.go)
+	onYieldWoken   func()        // called by a lowered thread as it yields on waking (yieldWoken)
+	noGuard        bool          // no guard against outside contention (contention.go)
+	guardSource    *guardSource  // what the guard reads (contention.go); nil: realGuardSource
+}
+
+// osAccess is realOS with the parts h replaces.
+func (h *testHooks) osAccess() osAccess {
+	a := realOS
+	if h == nil {
+		return a
+	}
+	if h.os.probeLower != nil {
+		a.probeLower = h.os.probeLower
+	}
+	if h.os.probeRestore != nil {
+		a.probeRestore = h.os.probeRestore
+	}
+	if h.os.cgroupLimit != nil {
+		a.cgroupLimit = h.os.cgroupLimit
+	}
+	return a
+}
+
+// guardReads is what the guard reads: realGuardSource, or h's.
+func (h *testHooks) guardReads() guardSource {
+	if h == nil || h.guardSource == nil {
+		return realGuardSource
+	}
+	return *h.guardSource
+}
+
+// monitorLowers reports whether the monitor lowers long tasks' threads.
+func (h *testHooks) monitorLowers() bool { return h == nil || !h.noMonitorLower }
+
+// pinnedWake calls h.onPinnedWake, if set.
+func (h *testHooks) pinnedWake() {
+	if h != nil && h.onPinnedWake != nil {
+		h.onPinnedWake()
+	}
+}
+
+// yieldWoken calls h.onYieldWoken, if set.
+func (h *testHooks) yieldWoken() {
+	if h != nil && h.onYieldWoken != nil {
+		h.onYieldWoken()
+	}
+}
