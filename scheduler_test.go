@@ -16,7 +16,7 @@ import (
 func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 // newTestScheduler returns a Scheduler in IsolationReserve (tasks on the
-// caller's goroutine, 1 ms slices) unless opts say otherwise; osmode_test.go
+// caller's goroutine, 1 ms slices) unless opts say otherwise; ospriority_test.go
 // covers IsolationOSPriority.
 func newTestScheduler(t *testing.T, opts ...Option) *Scheduler {
 	t.Helper()

@@ -1,5 +1,9 @@
 package cpusched
 
+// IsolationOSPriority on every platform (ospriority.go, procs.go): New's
+// fallback and probes, the worker count under a cgroup limit, GOMAXPROCS
+// shared by two Schedulers, and the lane's measure of own tasks.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,9 @@
 //go:build linux
 
+// IsolationOSPriority on Linux: the mode end to end (threads lowered and
+// put back), yield on wake (ospriority.go), and the helpers the mode's
+// other tests share.
+
 package cpusched
 
 import (
@@ -7,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,4 +206,55 @@ func spinUntil(cond func() bool) bool {
 		}
 	}
 	return false
+}
+
+// TestLoweredThreadsYieldOnWake: a lowered thread offers its CPU once as it
+// runs again after sleeping (yieldWoken), on both wakes: a task parked at a
+// Checkpoint given its slot back, and an idle hand-off thread given a task.
+func TestLoweredThreadsYieldOnWake(t *testing.T) {
+	needOSPriority(t)
+	var yields, unlowered atomic.Int64
+	onYield := func() {
+		attr, err := unix.SchedGetAttr(0, 0)
+		if err != nil || attr.Policy != unix.SCHED_IDLE {
+			unlowered.Add(1)
+		}
+		yields.Add(1)
+	}
+	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice), withYieldWoken(onYield))
+	ctx := context.Background()
+
+	// Two tasks that take turns on the one slot: each resume follows a park.
+	runConcurrently(t, s, 2, checkpointFor(20*time.Millisecond))
+	parks := s.Stats().Preempted
+	if parks == 0 {
+		t.Fatal("the two tasks never took turns at a Checkpoint")
+	}
+	if got := uint64(yields.Load()); got < parks {
+		t.Errorf("%d yields on waking for %d parked tasks given their slot back", got, parks)
+	}
+
+	// A task of more than callerSpin leaves its thread waiting on its
+	// channel (not spinning); the next task wakes it.
+	long := func(*Task) error {
+		for end := time.Now().Add(2 * time.Millisecond); time.Now().Before(end); {
+		}
+		return nil
+	}
+	for range 3 {
+		before := yields.Load()
+		if err := s.Run(ctx, long); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * threadSpin)
+		if err := s.Run(ctx, long); err != nil {
+			t.Fatal(err)
+		}
+		if yields.Load() == before {
+			t.Error("an idle hand-off thread given a task did not yield on waking")
+		}
+	}
+	if n := unlowered.Load(); n > 0 {
+		t.Errorf("%d yields on a thread that was not lowered to SCHED_IDLE", n)
+	}
 }

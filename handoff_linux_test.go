@@ -1,19 +1,17 @@
 //go:build linux
 
-// IsolationOSPriority's hand-off of tasks to hand-off threads: the workers, their slots and Blocking calls.
+// IsolationOSPriority's hand-off threads (handoff.go): the hand-off of a
+// task to one, its spin and park, and the lane's CPU clock on them.
 
 package cpusched
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestRunWhileWorkersParkIsRaceFree pins a data race: in
@@ -115,83 +113,6 @@ func TestIdleOSWorkersPark(t *testing.T) {
 	})
 }
 
-// TestBlockingHoldGivesTheSlotUp: where IsolationOSPriority hands tasks
-// to hand-off threads (and for tasks on lowered threads), a Blocking call
-// after a short one keeps the task's slot; when another task waits and fn is still
-// running blockHold later, the slot goes to that task. Here fn waits for
-// the other task to have run, so without the release it would wait
-// forever.
-func TestBlockingHoldGivesTheSlotUp(t *testing.T) {
-	s := handoffScheduler(t, WithWorkers(1))
-	inBlocking := make(chan struct{})
-	otherRan := make(chan struct{})
-	h, err := s.Go(context.Background(), func(tk *Task) error {
-		tk.Blocking(func() {}) // a first, short call: the next one keeps the slot
-		tk.Blocking(func() {
-			close(inBlocking)
-			select {
-			case <-otherRan:
-			case <-time.After(10 * time.Second):
-				t.Error("the other task did not run while the slot was kept")
-			}
-		})
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-inBlocking
-	if err := s.Run(context.Background(), func(*Task) error { close(otherRan); return nil }); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Wait(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// TestShortBlockingCallsKeepTheSlot: where IsolationOSPriority hands tasks
-// to hand-off threads (and for tasks on lowered threads), a Blocking call
-// keeps the task's slot while the task's earlier calls have been
-// short (a moving average under blockHold), even with another task
-// waiting, and gives it up at once after long ones and on the first call. (Whether the slot then stays kept
-// depends on the hand-off thread getting the CPU within blockHold, which a
-// SCHED_IDLE thread on a busy machine need not, so the test checks how
-// each call began.)
-func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
-	s := handoffScheduler(t, WithWorkers(1))
-	started := make(chan struct{})
-	release := make(chan struct{})
-	var kept []bool
-	h, err := s.Go(context.Background(), func(tk *Task) error {
-		close(started)
-		<-release
-		for _, avg := range []time.Duration{0, time.Microsecond, blockHold / 2, blockHold} {
-			tk.blockAvg = int64(avg) // as if its earlier calls took avg
-			tk.Blocking(func() { kept = append(kept, tk.hold.Load() != holdNone) })
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-started
-	other, err := s.Go(context.Background(), func(*Task) error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return s.Stats().Queued == 1 })
-	close(release)
-	if err := other.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	if want := []bool{false, true, true, false}; fmt.Sprint(kept) != fmt.Sprint(want) {
-		t.Errorf("Blocking calls kept the slot: %v, want %v (moving averages none yet, 1 us, blockHold/2, blockHold)", kept, want)
-	}
-}
-
 // TestLaneCountsCPUTimeInOSPriority: a task that holds its slot for 5 ms
 // without using the CPU (here it sleeps; on a busy machine its SCHED_IDLE
 // thread may simply not run) is still within its first slice in
@@ -246,87 +167,6 @@ func TestLaneCountsCPUTimeInOSPriority(t *testing.T) {
 				t.Errorf("order %v, want %v", order, want)
 			}
 		})
-	}
-}
-
-// TestFirstBlockingCallFollowsTheOthers: where IsolationOSPriority hands
-// tasks to hand-off threads, a task's first Blocking call keeps the slot
-// when the scheduler's recent calls were short, and gives it up when they
-// were long.
-func TestFirstBlockingCallFollowsTheOthers(t *testing.T) {
-	s := handoffScheduler(t, WithWorkers(1))
-	firstKept := func(d time.Duration) bool {
-		for range 8 { // calls of d by other tasks
-			if err := s.Run(context.Background(), func(tk *Task) error {
-				tk.Blocking(func() { time.Sleep(d) })
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		var kept bool
-		s.Run(context.Background(), func(tk *Task) error {
-			tk.Blocking(func() { kept = tk.hold.Load() != holdNone })
-			return nil
-		})
-		return kept
-	}
-	if !firstKept(0) {
-		t.Error("after short calls, a task's first Blocking call gave its slot up")
-	}
-	if firstKept(2 * time.Millisecond) {
-		t.Error("after 2 ms calls, a task's first Blocking call kept its slot")
-	}
-}
-
-// TestLoweredThreadsYieldOnWake: a lowered thread offers its CPU once as it
-// runs again after sleeping (yieldWoken), on both wakes: a task parked at a
-// Checkpoint given its slot back, and an idle hand-off thread given a task.
-func TestLoweredThreadsYieldOnWake(t *testing.T) {
-	needOSPriority(t)
-	var yields, unlowered atomic.Int64
-	onYield := func() {
-		attr, err := unix.SchedGetAttr(0, 0)
-		if err != nil || attr.Policy != unix.SCHED_IDLE {
-			unlowered.Add(1)
-		}
-		yields.Add(1)
-	}
-	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice), withYieldWoken(onYield))
-	ctx := context.Background()
-
-	// Two tasks that take turns on the one slot: each resume follows a park.
-	runConcurrently(t, s, 2, checkpointFor(20*time.Millisecond))
-	parks := s.Stats().Preempted
-	if parks == 0 {
-		t.Fatal("the two tasks never took turns at a Checkpoint")
-	}
-	if got := uint64(yields.Load()); got < parks {
-		t.Errorf("%d yields on waking for %d parked tasks given their slot back", got, parks)
-	}
-
-	// A task of more than callerSpin leaves its thread waiting on its
-	// channel (not spinning); the next task wakes it.
-	long := func(*Task) error {
-		for end := time.Now().Add(2 * time.Millisecond); time.Now().Before(end); {
-		}
-		return nil
-	}
-	for range 3 {
-		before := yields.Load()
-		if err := s.Run(ctx, long); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(10 * threadSpin)
-		if err := s.Run(ctx, long); err != nil {
-			t.Fatal(err)
-		}
-		if yields.Load() == before {
-			t.Error("an idle hand-off thread given a task did not yield on waking")
-		}
-	}
-	if n := unlowered.Load(); n > 0 {
-		t.Errorf("%d yields on a thread that was not lowered to SCHED_IDLE", n)
 	}
 }
 
