@@ -57,11 +57,12 @@ import (
 // s.os.idleThreads can be claimed, and a dispatcher takes it out of
 // s.os.idleThreads under s.mu first, so there is one dispatcher per spin.
 //
-// tid, mask, pinnable and pinned are the pinned hand-off (pin.go): the
-// thread's id and its CPU mask, read while it ran its last task;
-// pinnable, set under s.mu as the thread goes idle, lets a dispatcher pin
-// it to the dispatcher's CPU before it sends on next, and pinned tells the
-// thread to put its mask back.
+// tid is the thread's id, for the pins (pin.go) and for spawn's raise of
+// an idle thread (contention.go). mask, pinnable and pinned are the
+// pinned hand-off (pin.go): the thread's CPU mask, read while it ran its
+// last task; pinnable, set under s.mu as the thread goes idle, lets a
+// dispatcher pin it to the dispatcher's CPU before it sends on next, and
+// pinned tells the thread to put its mask back.
 type handoffThread struct {
 	next  chan *Task
 	state atomic.Int32

@@ -20,12 +20,24 @@ package cpusched
 // anything else: two system calls per hand-off, at most one hand-off per
 // slice and slot.
 //
+// Where slice pins place the hand-off threads (below), this pin is left to
+// a task's own goroutine waiting on its lowered thread; so it runs for
+// every thread where the CPUs outnumber the slots. There, measured again
+// at 5b64dc9 (bench -modes floor,ospriority:1 -steps hog-sched,io-heavy
+// on 2 CPUs, six alternating pairs with a build without it,
+// 2026-12-03 11:52-12:16 UTC), io-heavy's hog ran at 83-95% of the
+// floor's passes with it and 71-94% without, ahead in every pair (by 1
+// to 12 points), with io-heavy's p99 lower in five of six; hog-sched's
+// p99 (0.98-1.67x the floor against 0.67-1.44x) and passes/s did not
+// move beyond the noise.
+//
 // Only a thread that waits locked is pinned: a hand-off thread, or a task's
 // own goroutine on its lowered thread. A parked task's waitTid is its
 // thread's id while it waits, negated by the pin to tell it to restore
-// (one field: a Task stays in its size class, TestQueuedTaskMemory). A
-// parked task is woken once, by whoever gave it a slot (or by its
-// cancellation, which does not pin), so a pin cannot outlive the wake.
+// (one field of Task.thread: a Task stays in its size class,
+// TestQueuedTaskMemory). A parked task is woken once, by whoever gave it
+// a slot (or by its cancellation, which does not pin), so a pin cannot
+// outlive the wake.
 //
 // Slice pins (cpuTable). Where the process may use no more CPUs than there
 // are slots, and every slot is taken, the hand-off threads of the running
