@@ -83,12 +83,12 @@ func (s *Scheduler) unlockThreadToWait(t *Task) bool {
 	return true
 }
 
-// noteWake adds to t.thread.uncomputed, for a task on its own goroutine that has just
-// been given a slot (by another goroutine, or by its own at once), the
-// time since then: the time its goroutine waited to run, which under load
-// (a hundred connections' goroutines on 2 CPUs) can pass osLowerAfter on
-// its own. Call it on t's goroutine: nothing else writes t.since while t
-// holds its slot and has not run yet.
+// noteWake adds to t.thread.uncomputed, for a task on its own goroutine
+// that has just been given a slot (by another goroutine, or by its own at
+// once), the time since then: the time its goroutine waited to run, which
+// under load (a hundred connections' goroutines on 2 CPUs) can pass
+// osLowerAfter on its own. Call it on t's goroutine: nothing else writes
+// t.since while t holds its slot and has not run yet.
 func (s *Scheduler) noteWake(t *Task) {
 	if s.osOwn() && !t.handoff {
 		t.thread.uncomputed.Add(max(0, s.clock.Now()-t.since))

@@ -10,8 +10,10 @@ package cpusched
 //	ospriority.go  this overview; the mode's state, on the Scheduler
 //	               (osMode, nil in the other modes) and on each Task
 //	               (taskThread); the points where the core calls the mode;
-//	               yield on wake; the mode's defaults, and New's probes of
-//	               what the operating system allows (osAccess)
+//	               yield on wake; the lane's measure of a task by its
+//	               thread's CPU clock (taskCPU, setCPU); the mode's
+//	               defaults, and New's probes of what the operating system
+//	               allows (osAccess)
 //	procs.go       the CPU budget the worker count comes from, and the
 //	               GOMAXPROCS raise while the mode is open
 //	dispatch.go    which tasks run on their own goroutines and which are
@@ -29,15 +31,17 @@ package cpusched
 //	pin.go         a Checkpoint's hand-off wakes the next task's thread on
 //	               the CPU the yielding thread leaves, and slice pins
 //
-// Where the core calls the mode, each call behind a test of Scheduler.os
-// (or of Task.handoff, which only the mode sets): New (openOSMode); Run
-// and Go (dispatch, then spawn for a handed-off task); startLocked
+// Where the core calls the mode: each call is guarded by Scheduler.os (or
+// Task.handoff, which only the mode sets, or the run queue's cpuClock), or
+// does nothing in the other modes. New (openOSMode); Run and Go
+// (dispatch, then spawn for a handed-off task); startLocked
 // (osStartLocked), releaseSlotLocked and resumePinned (the slice pins);
 // call (lockThread and unlockThread for a task on its own goroutine,
-// handoffBegin for a handed-off one); finish (osEndLocked); yield
-// (slotsLocked, handOff); waitForSlot (unlockThreadToWait, waitPinnable,
-// yieldWoken, noteWake, lockThread); block (keepsSlot, holdLocked);
-// Blocking and unblock (unlockThreadToWait, noteWake, lockThread); the
+// handoffBegin for a handed-off one, placeInline for the next); finish
+// (taskCPU, osEndLocked); yield (taskCPU, setCPU, slotsLocked, handOff);
+// waitForSlot (unlockThreadToWait, waitPinnable, yieldWoken, noteWake,
+// lockThread); block (keepsSlot, holdLocked, taskCPU); Blocking and
+// unblock (unlockThreadToWait, taskCPU, noteWake, lockThread); the
 // monitor (lowerLongLocked, lendLocked, guardLocked); Checkpoint's
 // countdown (lowerSelf); Stats; Close (stopThreads).
 //
@@ -252,6 +256,38 @@ func (s *Scheduler) osEndLocked(t *Task, cpu int64) {
 func (s *Scheduler) yieldWoken() {
 	s.cfg.hooks.yieldWoken()
 	osprio.Yield()
+}
+
+// taskCPU is, in IsolationOSPriority, the CPU time t's thread has used
+// since fn began (for a task on its own goroutine: what the monitor
+// counted as computed when it lowered the thread, and the thread's CPU
+// time since); -1, for its slot time, otherwise and while its thread is
+// not lowered. Call it
+// on t's goroutine.
+func (s *Scheduler) taskCPU(t *Task) int64 {
+	if !s.rq.cpuClock || !t.handoff && !t.thread.lowered.Load() {
+		return -1
+	}
+	return osprio.ThreadCPU() - t.thread.cpuStart
+}
+
+// setCPU records what taskCPU read as t.cpuUsed (the run queue's measure of
+// t with cpuClock), or where taskCPU read -1, slot, t's slot time; under
+// s.mu. For a task on its own goroutine whose thread is not lowered, the
+// slot time counts stretches in which it did not compute
+// (t.thread.uncomputed, and the kernel running other threads), which on a
+// busy machine pass the lane's slice on their own and sent small tasks
+// behind the long ones: it has computed less than osLowerAfter, or the
+// monitor or its own Checkpoint would have lowered its thread
+// (lowerIfLongLocked), so it counts as that at most.
+func (t *Task) setCPU(cpu, slot int64) {
+	if cpu < 0 {
+		cpu = slot
+		if t.s.osOwn() && !t.handoff {
+			cpu = min(max(0, slot-t.thread.uncomputed.Load()), int64(osLowerAfter))
+		}
+	}
+	t.cpuUsed = cpu
 }
 
 // osOwn reports whether tasks may run on their own goroutines in

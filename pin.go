@@ -96,6 +96,15 @@ func (s *Scheduler) slicePins() *cpuTable {
 	return s.os.pins
 }
 
+// placeInline places this hand-off thread, which goes on to run next (a
+// never-started task, call's inline start), for next's slice with slice
+// pins (cpuTable.place); with pin, the task it ran was long.
+func (s *Scheduler) placeInline(next *Task, pin bool) {
+	if pins := s.slicePins(); pins != nil && next.handoff {
+		pins.place(next, int32(osprio.ThreadID()), placeIf(pin, placeSelf))
+	}
+}
+
 // placeParked places the thread of next, a parked hand-off task about to be
 // woken, with slice pins (cpuTable.place).
 func (s *Scheduler) placeParked(next *Task, how placeHow) {

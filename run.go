@@ -7,8 +7,6 @@ import (
 	"context"
 	"runtime/debug"
 	"time"
-
-	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // runGo is the goroutine of Go tasks: after one ends, it runs the next task
@@ -80,9 +78,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	pin := !start.IsZero() && time.Since(start) >= callerSpin
 	n, first := s.finish(t, err, false)
 	if inline && n != nil && n.spawned && first && n.handoff == handoff {
-		if n.handoff && s.os.pins != nil {
-			s.os.pins.place(n, int32(osprio.ThreadID()), placeIf(pin, placeSelf)) // this thread runs it
-		}
+		s.placeInline(n, pin)
 		return n, err
 	}
 	s.resumePinned(n, first, pin)

@@ -4,8 +4,6 @@ package cpusched
 // (yield) or for Blocking (block, unblock; or keeps it, hold.go), and is
 // asked to give it up early (preemptForLocked).
 
-import "github.com/cpusched/cpusched/internal/osprio"
-
 // startLocked gives t a slot and starts its slice; it returns true when t
 // never ran before.
 func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
@@ -274,38 +272,6 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	s.mu.Unlock()
 	<-t.wake
 	s.noteWake(t)
-}
-
-// taskCPU is, in IsolationOSPriority, the CPU time t's thread has used
-// since fn began (for a task on its own goroutine: what the monitor
-// counted as computed when it lowered the thread, and the thread's CPU
-// time since); -1, for its slot time, otherwise and while its thread is
-// not lowered. Call it
-// on t's goroutine.
-func (s *Scheduler) taskCPU(t *Task) int64 {
-	if !s.rq.cpuClock || !t.handoff && !t.thread.lowered.Load() {
-		return -1
-	}
-	return osprio.ThreadCPU() - t.thread.cpuStart
-}
-
-// setCPU records what taskCPU read as t.cpuUsed (the run queue's measure of
-// t with cpuClock), or where taskCPU read -1, slot, t's slot time; under
-// s.mu. For a task on its own goroutine whose thread is not lowered, the
-// slot time counts stretches in which it did not compute (t.thread.uncomputed, and the
-// kernel running other threads), which on a busy machine pass the lane's
-// slice on their own and sent small tasks behind the long ones: it has
-// computed less than osLowerAfter, or the monitor or its own Checkpoint
-// would have lowered its thread (lowerIfLongLocked), so it counts as that
-// at most.
-func (t *Task) setCPU(cpu, slot int64) {
-	if cpu < 0 {
-		cpu = slot
-		if t.s.osOwn() && !t.handoff {
-			cpu = min(max(0, slot-t.thread.uncomputed.Load()), int64(osLowerAfter))
-		}
-	}
-	t.cpuUsed = cpu
 }
 
 // chargeLocked charges t's run time since it last was: to the task, to
