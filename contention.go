@@ -44,12 +44,12 @@ package cpusched
 // kernel runs every thread that holds a P within a few of its slices.
 //
 // Turning quiet again. While contended a starved thread cannot be seen:
-// none is lowered. So the scheduler turns quiet once the other processes
-// used less than calmCPUs over a calmWindow, or, to try, after a
-// contended stretch that began at reprobeFirst and doubles, up to
-// reprobeMax, each time the threads starve again within reprobeGrace of
-// a try. A try beside a busy process costs the stretch it takes to see a
-// thread starve again; the growing stretches keep those few.
+// none is lowered. So the scheduler turns quiet only once the other
+// processes used less than calmCPUs over a calmWindow. It does not turn
+// quiet to try: beside a busy process each try lowers the threads for the
+// stretch it takes to see them starve again, and a collection in that
+// stretch stops the world for as long (docs/measurements/busy-machine.md).
+// A process that keeps half a CPU busy keeps the scheduler contended.
 //
 // Raising a thread back needs the privilege that own goroutines need
 // (ospriority.go). Without it every task is handed off to a lowered
@@ -75,7 +75,7 @@ const (
 	// stretch they leave, and they stop for a stop-the-world.
 	starvedShare       = 0.02
 	starvedWindows     = 2
-	longStarvedWindows = 6
+	longStarvedWindows = 10
 	// outsideSlack is how many CPUs of its budget the process must have
 	// gone without, over those windows, for the scheduler to blame
 	// another process.
@@ -84,11 +84,6 @@ const (
 	// processes used less than calmCPUs on average over calmWindow.
 	calmWindow = time.Second
 	calmCPUs   = 0.5
-	// reprobeFirst, reprobeMax and reprobeGrace: see "Turning quiet
-	// again" above.
-	reprobeFirst = time.Second
-	reprobeMax   = 64 * time.Second
-	reprobeGrace = 200 * time.Millisecond
 	// machineEvery is how often a quiet scheduler reads the machine's
 	// busy time while tasks run; with the reading from before they began,
 	// the first window after a pause judges the whole pause. Others that
@@ -112,8 +107,7 @@ type guardSource struct {
 	threadCPU  func(tid int) int64
 	machine    func() (busy int64, ok bool)
 	// window and calm, when non-zero, replace guardWindow and calmWindow
-	// (the machine's watch is then 20 windows, as machineEvery is, and
-	// the first re-probe comes after a calm window).
+	// (the machine's watch is then 20 windows, as machineEvery is).
 	window, calm time.Duration
 }
 
@@ -146,15 +140,10 @@ type guard struct {
 
 	// contended: other processes keep the CPUs busy, and every task
 	// thread runs at normal priority (s.os.keepNormal). starved counts the
-	// windows in a row in which a lowered thread starved. reprobe is the
-	// contended stretch after which the scheduler turns quiet to try, and
-	// triedAt when it last did.
+	// windows in a row in which a lowered thread starved.
 	contended bool
 	starved   int
 	others    float64 // the CPUs the other processes used over the last machine watch
-	reprobe   int64
-	triedAt   int64
-	firstTry  int64 // reprobeFirst, or the source's calm window
 
 	contentions uint64 // times the scheduler turned contended
 	since       int64  // when it last did
@@ -163,11 +152,10 @@ type guard struct {
 
 // newGuard returns a guard that reads src.
 func newGuard(src guardSource) *guard {
-	g := &guard{src: src, window: int64(guardWindow), calm: int64(calmWindow), firstTry: int64(reprobeFirst)}
+	g := &guard{src: src, window: int64(guardWindow), calm: int64(calmWindow)}
 	if src.window > 0 {
-		g.window, g.calm, g.firstTry = int64(src.window), int64(src.calm), int64(src.calm)
+		g.window, g.calm = int64(src.window), int64(src.calm)
 	}
-	g.reprobe = g.firstTry
 	return g
 }
 
@@ -198,12 +186,7 @@ func (s *Scheduler) guardLocked(now int64) (next int64) {
 		for _, t := range s.running {
 			s.raiseLocked(t) // one handed off before, that has just begun
 		}
-		switch {
-		case now-g.calmStart >= g.calm && s.calmLocked(now):
-			g.reprobe = g.firstTry
-			s.leaveContendedLocked(now)
-		case now-g.since >= g.reprobe:
-			g.triedAt = now
+		if now-g.calmStart >= g.calm && s.calmLocked(now) {
 			s.leaveContendedLocked(now)
 		}
 		return g.window
@@ -305,10 +288,6 @@ func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
 // running tasks' lowered threads.
 func (s *Scheduler) enterContendedLocked(now int64) {
 	g := s.os.guard
-	if g.triedAt != 0 && now-g.triedAt < int64(reprobeGrace) {
-		g.reprobe = min(2*g.reprobe, int64(reprobeMax)) // the try failed
-	}
-	g.triedAt = 0
 	g.contended, g.starved = true, 0
 	s.os.keepNormal.Store(true)
 	g.contentions++

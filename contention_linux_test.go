@@ -114,7 +114,7 @@ func policyOf(t *testing.T, tid int) int {
 
 // TestGuardKeepsThreadsNormalBesideBusyProcesses: tasks that begin while
 // other processes keep the CPUs busy are never lowered, and the scheduler
-// says it is contended.
+// says it is contended, and stays so while they stay busy.
 func TestGuardKeepsThreadsNormalBesideBusyProcesses(t *testing.T) {
 	m := newFakeMachine(true)
 	s := guardedScheduler(t, m, WithWorkers(1))
@@ -127,6 +127,11 @@ func TestGuardKeepsThreadsNormalBesideBusyProcesses(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // many windows, far past osLowerAfter
 	if p := policyOf(t, tid); p != 0 {
 		t.Errorf("the task's thread has policy %d while contended, want 0 (normal)", p)
+	}
+	// Two calm windows and more have passed, none calm: the guard must not
+	// have turned quiet to try.
+	if st := s.Stats(); !st.Contended || st.Contentions != 1 {
+		t.Errorf("Stats: Contended %v, Contentions %d while the others stayed busy, want true, 1", st.Contended, st.Contentions)
 	}
 }
 
