@@ -144,13 +144,37 @@ func serve(ctx context.Context, name string, args []string, stdin io.Reader, std
 // converse answers each command line of in with a Count, until in ends
 // (nil) or ctx does.
 func (h *hog) converse(ctx context.Context, in io.Reader, enc *json.Encoder, started time.Time) error {
-	sc := bufio.NewScanner(in)
-	for sc.Scan() {
-		if ctx.Err() != nil {
+	// The input is read on a goroutine of its own, so that a signal ends
+	// the command while it waits for a line (a Scan does not see ctx). That
+	// goroutine ends with the input; the process exits before then.
+	lines := make(chan string)
+	scanErr := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(in)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				scanErr <- ctx.Err()
+				return
+			}
+		}
+		scanErr <- sc.Err()
+		close(lines)
+	}()
+	for {
+		var line string
+		select {
+		case <-ctx.Done():
 			return ctx.Err()
+		case l, ok := <-lines:
+			if !ok {
+				return <-scanErr
+			}
+			line = l
 		}
 		var reply Count
-		switch cmd := strings.TrimSpace(sc.Text()); cmd {
+		switch cmd := strings.TrimSpace(line); cmd {
 		case cmdRun:
 			h.run()
 		case cmdPause:
@@ -164,7 +188,6 @@ func (h *hog) converse(ctx context.Context, in io.Reader, enc *json.Encoder, sta
 			return err
 		}
 	}
-	return sc.Err()
 }
 
 // hog is the work: goroutines that run CRC32 passes over the demo's buffer

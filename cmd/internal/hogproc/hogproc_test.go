@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -134,4 +135,35 @@ func TestPassesPerSecondSince(t *testing.T) {
 	if got := a.PassesPerSecondSince(b); got != 0 {
 		t.Errorf("backwards: got %v, want 0", got)
 	}
+}
+
+// TestCanceledWhileWaitingForALine: a signal (ctx) ends the command while
+// its input is open and silent, as when it runs by hand or a script
+// keeps its stdin open; the running passes stop with it.
+func TestCanceledWhileWaitingForALine(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- serve(ctx, NeighborCommand, []string{"-c", "1"}, r, &stdout, &stderr, func() (int, error) { return 0, nil })
+	}()
+	if _, err := w.WriteString("run\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("got %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the command did not end within 5 s of its context")
+	}
+	w.Close() // ends the reading goroutine, for goleak
 }
