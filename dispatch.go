@@ -18,7 +18,7 @@ import "reflect"
 // long tasks on their own goroutines, examples/httpserver's fast route had
 // about twice the p99 it had with the hand-off, even with each thread
 // lowered as its task began, or with each task on a new goroutine
-// (docs/performance.md#own-goroutines). For a long task the hand-off
+// (docs/measurements/ospriority-settings.md#own-goroutines). For a long task the hand-off
 // costs a negligible part of its length; for short ones it is the whole
 // cost. So a function's tasks run on their own goroutines until they turn
 // out long, and go back to them once they are short again.

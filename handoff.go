@@ -31,7 +31,7 @@ import (
 // that P is handed to the goroutine's thread (a futex wake), and when the
 // task ends the caller, readied on that P, needs another thread to run on
 // (a second wake): tens of microseconds for an empty task
-// (docs/performance.md#hand-off). So a hand-off thread whose task (or
+// (docs/measurements/ospriority-settings.md#hand-off). So a hand-off thread whose task (or
 // chain of tasks) ended within callerSpin spins for up to threadSpin,
 // holding its P, before it waits on its channel. A task dispatched
 // meanwhile passes through slot with two atomic operations, and its Run

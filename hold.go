@@ -46,7 +46,7 @@ const (
 // blockHold is how long a Blocking call may keep its slot in
 // IsolationOSPriority: about twice the cost of giving the slot up and
 // getting it back through waiting hand-off threads (BenchmarkRunOSPriority/
-// blocking before the hold, docs/performance.md, "Hand-off").
+// blocking before the hold, docs/measurements/ospriority-settings.md#hand-off).
 const blockHold = 50 * time.Microsecond
 
 // releaseHold is holdTimer's function: a Blocking call that kept its slot

@@ -40,14 +40,14 @@ const (
 	// Checkpoints, and by the slice monitor for tasks that make none);
 	// fn's return puts it back. So short tasks cost no thread switch and
 	// run at the thread's own priority: an empty Run costs about a
-	// microsecond (docs/performance.md#own-goroutines). Tasks of a
+	// microsecond (docs/measurements/ospriority-settings.md#own-goroutines). Tasks of a
 	// function whose recent tasks ran long are handed to hand-off threads,
 	// goroutines locked to lowered threads for good, which protect the
 	// rest of the program better under long tasks; once that function's
 	// tasks are short again they run on their own goroutines again. Where
 	// a thread cannot be raised back, every task is handed off, which
 	// costs a thread wake-up each way unless the hand-off thread is still
-	// spinning after a short task (docs/performance.md#hand-off).
+	// spinning after a short task (docs/measurements/ospriority-settings.md#hand-off).
 	//
 	// With every slot taken the rest of the program has one P. While it
 	// keeps that P busy with goroutines waiting for more, the scheduler
@@ -58,7 +58,7 @@ const (
 	// it would have with the CPU-heavy work in another process, and the
 	// tasks get less of the CPU while it is that busy. A quiet program
 	// loses nothing to it. Stats.Lent and Stats.Lends count it
-	// (docs/performance.md#lending-slots).
+	// (docs/measurements/ospriority-settings.md#lending-slots).
 	//
 	// Under a cgroup CPU limit (a container's) that set GOMAXPROCS, it
 	// runs one worker fewer than the limit rounded up, at least 1: the

@@ -15,7 +15,7 @@ package cpusched
 // way round, nothing bounded what new tasks take: under a flood of them
 // (arriving faster than the slots can serve them) each one's head start
 // beat the long tasks' deadlines, which got next to none of the slot time
-// (docs/small-task-lane.md).
+// (docs/measurements/small-task-lane.md).
 //
 // Rejected approaches:
 //   - A bigger head start (more lag for new tasks): the credit is paid by
@@ -49,7 +49,7 @@ package cpusched
 //     would otherwise go behind every task that arrived meanwhile, once per
 //     Blocking call; with 100 tasks of 16 Blocking calls each on 2 slots,
 //     the tasks that lost their slot most often waited 5-6 times longer
-//     than the median (BenchmarkManyTasksTail, docs/small-task-lane.md,
+//     than the median (BenchmarkManyTasksTail, docs/measurements/small-task-lane.md,
 //     "Starvation under a stream of new tasks"). It cannot starve new
 //     tasks: the lane serves a task only within its first slice.
 //  3. Its run time is charged to its vruntime and its group's as any other
@@ -84,7 +84,7 @@ const (
 	// the less the long tasks keep. Below it, small tasks get what they ask
 	// for at once; 90% covers the streams of small tasks that
 	// TestSmallTaskStreamKeepsNiceShares drives (a lower share began to
-	// queue them, docs/small-task-lane.md) and leaves long tasks 10%, as
+	// queue them, docs/measurements/small-task-lane.md) and leaves long tasks 10%, as
 	// the realtime throttle leaves others 5%. A period of 100 ms rather than the realtime throttle's
 	// second bounds how long a flood holds long tasks back to 90 ms.
 	lanePeriod       = int64(100 * time.Millisecond)
@@ -107,7 +107,7 @@ func (q *runQueue) small(t *Task) bool {
 // slot, and a task on a SCHED_IDLE thread holds its slot while the
 // kernel runs other threads: counted that way, tasks of half the lane's
 // slice of CPU often used more than the whole slice and, out of the lane,
-// waited behind the stream of new ones (docs/small-task-lane.md).
+// waited behind the stream of new ones (docs/measurements/small-task-lane.md).
 func (q *runQueue) used(t *Task) int64 {
 	if q.cpuClock {
 		return t.cpuUsed
@@ -130,7 +130,7 @@ func (q *runQueue) pastLane(t *Task, now int64) bool {
 // laneSlice is how much run time the lane serves t first: its slice, but
 // no more than the scheduler's nor DefaultSlice, so that a long task new
 // to the lane holds the lane's later tasks back for no more than 1 ms,
-// whatever the slice (IsolationOSPriority's is 10 ms: docs/small-task-lane.md
+// whatever the slice (IsolationOSPriority's is 10 ms: docs/measurements/small-task-lane.md
 // has what the cap changed) or a task's own (WithTaskSlice).
 func (q *runQueue) laneSlice(t *Task) int64 {
 	return min(int64(t.slice), q.slice, int64(DefaultSlice))

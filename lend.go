@@ -12,7 +12,7 @@ package cpusched
 // that one P, while the tasks' threads, which the kernel hardly runs, hold
 // the others; every stop-the-world waits for those threads as well. With
 // the same work in a separate SCHED_IDLE process the server has every P
-// (docs/tail-attribution.md#the-busy-fast-path-io-heavy).
+// (docs/measurements/tail-attribution.md#the-busy-fast-path-io-heavy).
 //
 // How. While tasks run, the monitor samples every lendTick how many
 // goroutines outside the tasks and itself run or wait for a P
@@ -31,7 +31,7 @@ package cpusched
 // runs, so the tasks keep what CPU the kernel leaves them. Lending changes
 // no GOMAXPROCS (each change stops the world) and costs the tasks nothing
 // while the program is quiet; what it measured is in
-// docs/performance.md#lending-slots.
+// docs/measurements/ospriority-settings.md#lending-slots.
 
 import (
 	"runtime"
@@ -53,7 +53,7 @@ const (
 	returnSlack = 0.5
 	// lendQueue is how many of the rest's goroutines must, on average,
 	// wait for a P beyond the Ps it keeps busy before a slot is lent. In
-	// the demo server on 2 CPUs (docs/performance.md#lending-slots) the
+	// the demo server on 2 CPUs (docs/measurements/ospriority-settings.md#lending-slots) the
 	// rest averaged 0.05-0.95 busy Ps of its one beside the CPU-heavy
 	// load with and without small tasks, and 6-16 with the busy fast path.
 	lendQueue = 1.0

@@ -17,8 +17,8 @@ import (
 // enough that the tasks of a server that only wraps its handlers (and an
 // empty Run) never pay the two system calls, short enough that the rest of
 // the program waits behind a task's normal-priority start for no longer
-// than a fraction of its own 1 ms-scale work (docs/performance.md,
-// "Own goroutines").
+// than a fraction of its own 1 ms-scale work
+// (docs/measurements/ospriority-settings.md#own-goroutines).
 const osLowerAfter = 250 * time.Microsecond
 
 // lowerIdle is how long the monitor keeps looking for tasks to lower after
@@ -134,7 +134,7 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 // milliseconds while a normal-priority task holds its slot. Counted as
 // computing, that lowered some of lab http's short tasks, and in the ab
 // check put small tasks, lowered and so long for the lane, behind the long
-// ones for tens of milliseconds (docs/performance.md#the-ab-checks-max). What t computed before it was first seen is not
+// ones for tens of milliseconds (docs/measurements/ospriority-settings.md#the-ab-checks-max). What t computed before it was first seen is not
 // counted: with Checkpoints, one Checkpoint's worth of work.
 func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	tid := int(t.thread.tid.Load())
@@ -230,7 +230,7 @@ const lowerCheckMark = -1
 // only this goroutine writes them then (the hold timer writes them only
 // while a hold is armed). A locked check every eighth Checkpoint made a
 // task with very frequent Checkpoints measurably slower, more so in
-// parallel (docs/performance.md#the-ab-checks-max).
+// parallel (docs/measurements/ospriority-settings.md#the-ab-checks-max).
 func (s *Scheduler) lowerSelf(t *Task, mark bool) {
 	now := s.clock.Now()
 	if mark {

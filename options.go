@@ -14,7 +14,7 @@ const (
 	// another task have its worker slot: 1 ms, as cpuworker's default. A
 	// shorter slice lowers the wait of queued tasks and raises the number of
 	// switches; 1 ms keeps switching below 0.1% of the slot time (a switch
-	// costs about a microsecond: an estimate, see docs/performance.md, "Open").
+	// costs about a microsecond: an estimate, see docs/measurements/ospriority-settings.md#open).
 	DefaultSlice = time.Millisecond
 	// DefaultQueueLimit is the most tasks that may wait to start.
 	DefaultQueueLimit = 1 << 16

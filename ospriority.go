@@ -102,7 +102,7 @@ package cpusched
 // quiet-machine runs, with garbage collection busy as good as the others
 // (nice 19 and 10, SCHED_BATCH at nice 10); a comparison on a machine
 // shared with other builds was too noisy to overrule it
-// (docs/performance.md#thread-setting).
+// (docs/measurements/ospriority-settings.md#thread-setting).
 //
 // The runtime does not pass a locked thread's setting on to the threads it
 // starts meanwhile (newm hands that to its template thread); a child
@@ -251,7 +251,7 @@ func (s *Scheduler) osEndLocked(t *Task, cpu int64) {
 // next tick (4 ms at HZ=250) while the normal thread waits. perf sched
 // found that only where tasks handed their slots on at Checkpoints, more
 // with shorter slices, and not where they ran through; yielding once on
-// waking removed most of it (docs/performance.md#yield-on-wake). With
+// waking removed most of it (docs/measurements/ospriority-settings.md#yield-on-wake). With
 // nothing else runnable on the CPU the system call returns at once.
 func (s *Scheduler) yieldWoken() {
 	s.cfg.hooks.yieldWoken()
@@ -361,7 +361,7 @@ type taskThread struct {
 // cpusched's own tasks, and every switch between tasks there is a switch
 // between locked OS threads, which left the CPUs partly idle at 1 ms
 // slices: 10 ms slices kept more of the demo's CPU-heavy throughput, with a
-// lower probe p99 (docs/performance.md#slice-ospriorityslice).
+// lower probe p99 (docs/measurements/ospriority-settings.md#slice-ospriorityslice).
 // Small tasks pay for it: their p99 rises, within the
 // two slices plus service time a queued task may wait.
 const osPrioritySlice = 10 * time.Millisecond

@@ -13,7 +13,7 @@ package cpusched
 // task, where SCHED_IDLE threads take turns by the kernel's slice of
 // milliseconds, while the CPU the yielding thread left ran nothing, and the
 // P the runtime had handed to the woken thread (with the goroutines and
-// timers queued on it) waited with it (docs/performance.md#pinned-hand-offs).
+// timers queued on it) waited with it (docs/measurements/ospriority-settings.md#pinned-hand-offs).
 // So the yielding thread pins the next thread to its own CPU (handOff),
 // and the woken thread puts its own mask back as soon as it runs
 // (waitPinnable; handoffThread.wait for an idle hand-off thread), before
@@ -47,7 +47,7 @@ package cpusched
 // other slot's task, and a CPU whose normal thread then sleeps runs
 // nothing: the kernel does not pull a thread that ran within its migration
 // cost (half a millisecond) over to an idle CPU, and with tasks on every
-// slot the CPUs stayed partly idle (docs/performance.md#slice-pins). So a
+// slot the CPUs stayed partly idle (docs/measurements/ospriority-settings.md#slice-pins). So a
 // long task's hand-off thread is pinned for its slice: the thread that
 // wakes it places it (place), on the CPU the waker leaves (a yield, a long
 // task's end) or a free one. The woken thread keeps the pin; its next

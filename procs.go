@@ -15,7 +15,7 @@ import (
 // One: in the prototype measured before this project started, two spare
 // Ps did worse under garbage collection than one, since the collector's
 // background workers take 25% of GOMAXPROCS, out of the tasks' CPU
-// (docs/performance.md#the-prototype).
+// (docs/measurements/ospriority-settings.md#the-prototype).
 const spareProcs = 1
 
 // procsState is the process-wide GOMAXPROCS change, shared by every
@@ -90,7 +90,7 @@ func osPriorityWorkers(procs int, cgroupLimit func() (float64, bool, error)) (in
 // priority, until the next period (100 ms by default). With as many
 // workers as GOMAXPROCS (ceil(limit)), CPU-bound workers spend the quota in
 // every period and the rest of the program then waits up to the period's
-// remainder: docs/bench-quota.md has the measurements (quota 1.5 on 2 CPUs:
+// remainder: docs/measurements/bench-quota.md has the measurements (quota 1.5 on 2 CPUs:
 // throttled in every period). One worker fewer leaves part of the quota to
 // the rest of the program and was never throttled there.
 //

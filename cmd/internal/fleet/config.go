@@ -305,7 +305,7 @@ type replicaSpec struct {
 // CPU each, as a one-CPU machine's, with no quota on their cgroups. A
 // quota would not do: the batch job would spend it, and a spent quota
 // stops every thread of the cgroup, the calls' too, however low the job's
-// priority (docs/bench-quota.md).
+// priority (docs/measurements/bench-quota.md).
 const batchGOMAXPROCS = 1
 
 // replicas returns the specs of a row's replicas: the first is the odd one

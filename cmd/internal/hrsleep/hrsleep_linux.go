@@ -27,7 +27,7 @@ var timers sync.Pool
 // other threads are SCHED_IDLE (a server under IsolationOSPriority) those
 // wake-ups all run at once, and the client used several times the CPU it
 // uses beside a server of normal priority
-// (docs/tail-attribution.md#the-load-generators-own-cpu).
+// (docs/measurements/tail-attribution.md#the-load-generators-own-cpu).
 func preciseSleep(d time.Duration) {
 	f, _ := timers.Get().(*os.File)
 	if f == nil {
