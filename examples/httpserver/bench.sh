@@ -4,7 +4,7 @@
 # on loopback, probes a fast route idle, then again while HASH_CONNS
 # connections keep its CPU-heavy route (/hash, run through cpusched) busy,
 # and prints the probe's p50/p99/p99.9/max and req/s, loaded against idle,
-# and the /hash throughput. See docs/httpserver-check.md.
+# and the /hash throughput. See docs/measurements/httpserver-check.md.
 #
 # usage: [FLOOR=1] [NEIGHBOR=1] [GARBAGE=BYTES] [PROBE_CONNS=N] [PROBE=wrk|load] examples/httpserver/bench.sh [SECONDS [HASH_CONNS [HASH_ROUNDS]]]
 #   SECONDS     length of each measured step (default 10)
@@ -89,6 +89,7 @@ tmp=$(mktemp -d)
 pids=()
 cleanup() {
 	local pid
+	exec 3>&- # the neighbour's stdin, if it runs: it ends with it
 	for pid in "${pids[@]}"; do
 		kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null || true
 	done
@@ -213,10 +214,13 @@ idle=idle
 nbdesc=
 if [ "$neighbor" = 1 ]; then
 	nbdesc="a neighbour of $(nproc) busy threads; "
-	# The neighbour runs until the script ends (cleanup kills it, and it
-	# exits when its stdin closes).
-	{ echo run; sleep 100000; } | "$tmp/cpusched" neighbor -c "$(nproc)" >/dev/null &
+	# The neighbour runs until the script ends: cleanup kills it, and it
+	# exits when its stdin, a FIFO only this shell holds open, closes.
+	mkfifo "$tmp/neighbor.in"
+	"$tmp/cpusched" neighbor -c "$(nproc)" <"$tmp/neighbor.in" >/dev/null &
 	pids+=("$!")
+	exec 3>"$tmp/neighbor.in"
+	echo run >&3
 	idle=neighbor
 fi
 echo "examples/httpserver at $base${floor_base:+, floor server (SCHED_IDLE) at $floor_base}; probe: $probe, $probe_desc; garbage $garbage bytes per fast request; $nbdesc$(nproc) CPUs; $(uptime | sed 's/.*load average/load average/')"
