@@ -26,7 +26,7 @@
 #               (one CPU-bound thread per CPU); the idle step is then the
 #               neighbour alone
 #   GARBAGE     bytes of response buffer each fast request builds, with
-#               /hash allocating 8 KiB every 64 rounds (the server's
+#               /hash allocating 8 KiB every 4096 rounds (the server's
 #               -garbage; default 32768: a server that allocates; 0: none)
 #   PROBE_CONNS N > 0: the probe is closed loop, N connections sending
 #               /sleep?d=500us back to back (default 8 with FLOOR=1);
