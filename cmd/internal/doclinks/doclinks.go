@@ -95,6 +95,12 @@ func Check(root string) ([]Problem, error) {
 			return nil, err
 		}
 	}
+	c.sort()
+	return c.problems, nil
+}
+
+// sort orders the problems by file and line.
+func (c *checker) sort() {
 	sort.SliceStable(c.problems, func(i, j int) bool {
 		a, b := c.problems[i], c.problems[j]
 		if a.File != b.File {
@@ -102,7 +108,6 @@ func Check(root string) ([]Problem, error) {
 		}
 		return a.Line < b.Line
 	})
-	return c.problems, nil
 }
 
 type checker struct {

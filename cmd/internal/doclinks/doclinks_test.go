@@ -172,25 +172,94 @@ func TestAnchor(t *testing.T) {
 
 // TestRepositoryLinks checks the repository this test is in.
 func TestRepositoryLinks(t *testing.T) {
+	problems, err := Check(repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// checkPages runs CheckPages on a tree of files and returns its problems
+// as strings.
+func checkPages(t *testing.T, files map[string]string) []string {
+	t.Helper()
+	problems, err := CheckPages(writeTree(t, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.String())
+	}
+	return got
+}
+
+func TestPages(t *testing.T) {
+	const record = "# A record\n\n**Decided:** this.\n\nMeasured on `abc1234`, a day.\n"
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{"a commit in a Measured on paragraph", map[string]string{
+			"README.md":    "# R\n\nMeasured on `99aa3da`, 2026-12-03:\nthe figures `0849477`.\n",
+			"docs/user.md": "| run | x |\n|---|---|\n| measured on `abc1234` | 1 |\n\n```\ngit show a7b8435c\n```\n",
+		}, nil},
+		{"a commit in running text", map[string]string{
+			"README.md":     "# R\n",
+			"docs/lab/l.md": "# L\n\nSince `397976e` Checkpoint tests a byte.\n",
+		}, []string{`docs/lab/l.md:3: commit 397976e cited outside a "Measured on" paragraph (a user page gives today's figures; the history is in git and in docs/measurements/)`}},
+		{"hex that is not a commit", map[string]string{
+			"README.md": "# R\n\nThe words `deadbeef` and `cafebabe` are not commits.\n",
+		}, nil},
+		{"record pages", map[string]string{
+			"README.md":                 "# R\n",
+			"docs/measurements/ok.md":   record,
+			"docs/measurements/hash.md": "# H\n\n**Decided:** that, since `0849a77`.\n",
+			"docs/measurements/no.md":   "# N\n\nThe question: why.\n\n**Decided:** later.\n",
+			"docs/measurements/nc.md":   "# C\n\n**Decided:** this.\n\nNo commit.\n",
+		}, []string{
+			`docs/measurements/nc.md:3: a record page names the commit it measured in its opening paragraphs`,
+			`docs/measurements/no.md:3: a record page opens with "**Decided:**": what it decided`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := checkPages(t, tc.files); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRepositoryPages checks the repository's user and record pages.
+func TestRepositoryPages(t *testing.T) {
+	problems, err := CheckPages(repoRoot(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Error(p)
+	}
+}
+
+// repoRoot returns the repository's root: the directory above the test's
+// that holds go.work.
+func repoRoot(t *testing.T) string {
+	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for {
 		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			break
+			return dir
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
 			t.Fatal("no go.work in any directory above the test's")
 		}
 		dir = parent
-	}
-	problems, err := Check(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Error(p)
 	}
 }
