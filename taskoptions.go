@@ -92,9 +92,9 @@ func WithGroup(name string) TaskOption {
 	})
 }
 
-// WithTaskSlice sets the task's own time slice, 50us..100ms. A shorter
-// slice gives the task an earlier virtual deadline (lower latency), not more
-// CPU.
+// WithTaskSlice sets the task's own time slice, 50us..100ms (default: the
+// scheduler's, see WithSlice). A shorter slice gives the task an earlier
+// virtual deadline (lower latency), not more CPU.
 func WithTaskSlice(d time.Duration) TaskOption {
 	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
 		if d < minSlice || d > maxSlice {
