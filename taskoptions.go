@@ -17,11 +17,10 @@ type taskConfig struct {
 }
 
 // A TaskOption configures one task in Run or Go.
-//
-// applyTask takes the config and returns it changed, rather than taking a
-// pointer: a pointer passed to an interface method escapes, which would
-// cost every Run and Go call an allocation for the config.
 type TaskOption interface {
+	// applyTask takes the config and returns it changed, rather than
+	// taking a pointer: a pointer passed to an interface method escapes,
+	// which would cost every Run and Go call an allocation for the config.
 	applyTask(taskConfig) (taskConfig, error)
 }
 
