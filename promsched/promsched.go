@@ -135,8 +135,9 @@ type collector struct {
 // the package comment. Each Collect calls s.Stats once, which holds s's lock
 // for the copy: microseconds, and tens of microseconds for Collect and a
 // fraction of a millisecond for a whole scrape with 5 groups
-// (go test -bench . ./promsched/; docs/performance.md, "promsched"). Describe sends every Desc, so the collector is a
-// checked one: registering it twice in one registry fails.
+// (go test -bench . ./promsched/; docs/performance.md#promsched). Describe
+// sends every Desc, so the collector is a checked one: registering it twice
+// in one registry fails.
 func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("cpusched_"+name, help, labels, nil)
