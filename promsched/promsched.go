@@ -2,9 +2,10 @@
 //
 // NewCollector returns a prometheus.Collector that takes one Stats snapshot
 // per scrape and turns it into constant metrics; it starts no goroutine,
-// and keeps no state of its own but the scheduler's load meter, which it
-// shares with the scheduler's other adapters. Register it in a registry and serve that with
-// promhttp:
+// and keeps no state of its own but the measure of the scheduler's load
+// behind the two utilization metrics below, which it shares with the
+// scheduler's httpsched handlers and grpcsched interceptors. Register it
+// in a registry and serve that with promhttp:
 //
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(promsched.NewCollector(s))
