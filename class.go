@@ -49,5 +49,5 @@ func ParseClass(s string) (Class, error) {
 	return 0, fmt.Errorf("cpusched: unknown class %q (valid: normal, realtime, batch, idle)", s)
 }
 
-// numClasses is the number of public classes.
-const numClasses = 4
+// numClasses is the number of public classes, the length of Stats.Classes.
+const numClasses = int(ClassIdle) + 1

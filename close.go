@@ -16,8 +16,9 @@ func (s *Scheduler) closeDrainedLocked() {
 // Close stops the scheduler: from now on Run and Go return ErrClosed.
 // Queued and running tasks go on until they end or ctx ends. If they all
 // end first, Close releases what the scheduler holds (the monitor
-// goroutine, the idle hand-off threads of IsolationOSPriority, the raised
-// GOMAXPROCS) and returns nil.
+// goroutine, the idle hand-off threads of IsolationOSPriority, and its
+// raise of GOMAXPROCS: New says when and how that is restored) and
+// returns nil.
 //
 // If ctx ends first, Close cancels everything and returns ctx's error at
 // once, as http.Server.Shutdown does, without waiting for the tasks:
@@ -28,8 +29,7 @@ func (s *Scheduler) closeDrainedLocked() {
 // What is still running after such a Close: each task that has not yet
 // returned (on its Run caller's goroutine, on its own goroutine for Go, on
 // a hand-off thread where IsolationOSPriority hands tasks off), the monitor
-// goroutine, and one goroutine waiting
-// for the last task to end. When it does, that goroutine releases the
+// goroutine, and one goroutine waiting for the last task to end. When it does, that goroutine releases the
 // monitor, the hand-off threads and GOMAXPROCS as above and exits; Stats
 // counts the stragglers as they end. To wait for that, call Close again
 // with a new ctx: it returns nil once everything is released, or that

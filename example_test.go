@@ -1,9 +1,13 @@
 package cpusched_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"hash/crc32"
+	"image"
+	"image/png"
+	"io"
 
 	"github.com/cpusched/cpusched"
 )
@@ -59,5 +63,59 @@ func ExampleTask_Blocking() {
 	fmt.Println(err)
 	// Output:
 	// got 42
+	// <nil>
+}
+
+// checkpointReader and checkpointWriter let code that cannot call
+// Checkpoint itself (a codec, a compressor) yield at each Read or Write.
+type checkpointReader struct {
+	t *cpusched.Task
+	r io.Reader
+}
+
+func (c checkpointReader) Read(p []byte) (int, error) {
+	if err := c.t.Checkpoint(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+type checkpointWriter struct {
+	t *cpusched.Task
+	w io.Writer
+}
+
+func (c checkpointWriter) Write(p []byte) (int, error) {
+	if err := c.t.Checkpoint(); err != nil {
+		return 0, err
+	}
+	return c.w.Write(p)
+}
+
+// ExampleTask_Checkpoint_stream encodes and decodes a PNG, which call no
+// Checkpoint themselves, through a Writer and a Reader that do.
+func ExampleTask_Checkpoint_stream() {
+	s, err := cpusched.New(cpusched.WithWorkers(1))
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close(context.Background())
+
+	img := image.NewGray(image.Rect(0, 0, 640, 480))
+	var buf bytes.Buffer
+	err = s.Run(context.Background(), func(t *cpusched.Task) error {
+		if err := png.Encode(checkpointWriter{t, &buf}, img); err != nil {
+			return err
+		}
+		decoded, _, err := image.Decode(checkpointReader{t, &buf})
+		if err != nil {
+			return err
+		}
+		fmt.Println(decoded.Bounds())
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// (0,0)-(640,480)
 	// <nil>
 }

@@ -121,7 +121,7 @@ func (m Isolation) valid() bool {
 // DefaultIsolation returns the mode New uses without WithIsolation:
 // IsolationOSPriority on Linux, which measured best (the probe's tail as
 // low as reserve's with most of the CPU-heavy throughput instead of about
-// half: docs/performance.md, "The main job"), IsolationReserve elsewhere.
+// half: docs/performance.md#the-main-job), IsolationReserve elsewhere.
 func DefaultIsolation() Isolation {
 	if osprio.Supported() {
 		return IsolationOSPriority

@@ -49,9 +49,10 @@ package cpusched
 //     would otherwise go behind every task that arrived meanwhile, once per
 //     Blocking call; with 100 tasks of 16 Blocking calls each on 2 slots,
 //     the tasks that lost their slot most often waited 5-6 times longer
-//     than the median (BenchmarkManyTasksTail, docs/measurements/small-task-lane.md,
-//     "Starvation under a stream of new tasks"). It cannot starve new
-//     tasks: the lane serves a task only within its first slice.
+//     than the median (BenchmarkManyTasksTail;
+//     docs/measurements/small-task-lane.md#starvation-under-a-stream-of-new-tasks).
+//     It cannot starve new tasks: the lane serves a task only within its
+//     first slice.
 //  3. Its run time is charged to its vruntime and its group's as any other
 //     (charge), so nice and group shares hold: a lane task takes its
 //     slot time early, from its own credit, not on top of its share; one

@@ -4,8 +4,8 @@ package cpusched
 // pprof labels on the goroutines that run tasks, runtime/trace tasks and
 // regions, and an optional slog.Logger for its own events. All of it costs
 // a few nanoseconds per task when nobody profiles, traces or logs
-// (BenchmarkRun before and after: docs/performance.md, "Observability hooks
-// when unused").
+// (BenchmarkRun before and after:
+// docs/performance.md#observability-hooks-when-unused).
 
 import (
 	"context"

@@ -10,11 +10,14 @@ import (
 
 // Default values of the scheduler's options.
 const (
-	// DefaultSlice is the time slice a task runs before Checkpoint lets
-	// another task have its worker slot: 1 ms, as cpuworker's default. A
-	// shorter slice lowers the wait of queued tasks and raises the number of
-	// switches; 1 ms keeps switching below 0.1% of the slot time (a switch
-	// costs about a microsecond: an estimate, see docs/measurements/ospriority-settings.md#open).
+	// DefaultSlice is the time slice of IsolationReserve and IsolationNone:
+	// how long a task runs before a Checkpoint gives its worker slot to a
+	// waiting task. It is cpuworker's default. A shorter slice lowers the
+	// wait of queued tasks and raises the number of switches; 1 ms keeps
+	// switching below 0.1% of the slot time (a switch costs about a
+	// microsecond: an estimate, see
+	// docs/measurements/ospriority-settings.md#open). IsolationOSPriority's
+	// default slice is 10 ms instead (WithSlice says why).
 	DefaultSlice = time.Millisecond
 	// DefaultQueueLimit is the most tasks that may wait to start.
 	DefaultQueueLimit = 1 << 16
@@ -77,7 +80,13 @@ func WithWorkers(n int) Option {
 	})
 }
 
-// WithSlice sets the default time slice, 50us..100ms (default 1ms).
+// WithSlice sets the scheduler's time slice, 50us..100ms: how long a task
+// runs before a Checkpoint gives its worker slot to a waiting task. The
+// default follows the isolation mode in effect: DefaultSlice (1 ms) in
+// IsolationReserve and IsolationNone, 10 ms in IsolationOSPriority, where
+// the kernel already preempts tasks for the rest of the program and the
+// slice only orders the tasks among themselves. ClassBatch tasks run four
+// times the slice (at most 100 ms); WithTaskSlice sets one task's own.
 func WithSlice(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d < minSlice || d > maxSlice {

@@ -230,8 +230,8 @@ func (q *runQueue) activate(t *Task, first bool) {
 	// stream of new ones: with 100 tasks cycling through 2 slots in
 	// IsolationOSPriority (10 ms slices, so 10 ms of credit each), a task
 	// that had used its own credit lost to every newer task, and some
-	// waited for seconds, until the stream stopped (docs/measurements/small-task-lane.md,
-	// "Starvation under a stream of new tasks").
+	// waited for seconds, until the stream stopped
+	// (docs/measurements/small-task-lane.md#starvation-under-a-stream-of-new-tasks).
 	req := requestSlice(t, first)
 	g.tasks.activate(&t.ent, int64(t.slice), scaleVirtual(req, t.ent.weight))
 }

@@ -222,29 +222,34 @@ type counters struct {
 // The isolation mode (DefaultIsolation unless WithIsolation says otherwise)
 // chooses the worker count from the CPU budget, which is GOMAXPROCS as the
 // runtime or the program set it (since Go 1.25, the cgroup CPU limit when
-// the GOMAXPROCS environment variable is unset): the budget for
-// IsolationNone and IsolationOSPriority, reserveWorkers of it for
-// IsolationReserve. One exception: when GOMAXPROCS came from a cgroup CPU
-// limit below the machine's CPU count, IsolationOSPriority runs
+// the GOMAXPROCS environment variable is unset): the whole budget for
+// IsolationNone and IsolationOSPriority, the part IsolationReserve's doc
+// gives for IsolationReserve. One exception: when GOMAXPROCS came from a
+// cgroup CPU limit below the machine's CPU count, IsolationOSPriority runs
 // max(1, ceil(limit)-1) workers (2 CPUs with a 1.5 quota: 1 worker), since
 // a spent quota throttles its low-priority threads and the rest of the
 // program alike; it reads the limit from /proc/self/cgroup and the cgroup
 // files once, here, and logs it. WithWorkers overrides all of this.
 //
-// Process-wide change: IsolationOSPriority raises GOMAXPROCS to the worker
-// count plus one (spareProcs) so that the rest of the program always finds
-// a free P. It is the only process-wide change cpusched makes; it happens
-// here, is shared by every Scheduler in that mode, and is undone when the
-// last of them is closed (both are logged to WithLogger's logger). Like any
-// runtime.GOMAXPROCS call, the raise turns off the runtime's automatic
-// GOMAXPROCS updates (which follow a changing cgroup limit) while such a
-// Scheduler is open; the restore hands the runtime's default back
-// (runtime.SetDefaultGOMAXPROCS) when the value found was the default, and
-// sets the number found otherwise (the environment variable or the
-// program's own call). New also
-// starts a throwaway thread to check that thread priorities can be lowered;
-// if they cannot, it falls back to IsolationReserve, logs a warning and
-// Stats.Isolation says so.
+// GOMAXPROCS: in IsolationOSPriority, the default on Linux, New raises
+// GOMAXPROCS to the worker count plus one (never lowers it), so that the
+// rest of the program always finds a P that no task holds: with the
+// default worker count, one more than it was (and one more again while other processes keep the CPUs
+// busy; see Stats.Contended). Code that sizes its own pools from
+// runtime.GOMAXPROCS(0) after New sees the raised value; Workers gives the
+// number of tasks that run at once. It is the only process-wide change
+// cpusched makes, and it is shared by every Scheduler in that mode: Close
+// of the last of them restores what the first found, once its tasks have
+// ended: the runtime's default (runtime.SetDefaultGOMAXPROCS) when that is
+// what it was, else the number found (the environment variable's, or the
+// program's own runtime.GOMAXPROCS call). Like any runtime.GOMAXPROCS
+// call, the raise turns off the runtime's automatic updates, which follow a
+// changing cgroup limit, until that restore. The raise and the restore are
+// logged only to the logger of WithLogger, silent by default.
+//
+// New also starts a throwaway thread to check that thread priorities can
+// be lowered; if they cannot, it falls back to IsolationReserve (and
+// GOMAXPROCS is left alone), logs a warning and Stats.Isolation says so.
 func New(opts ...Option) (*Scheduler, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {

@@ -29,7 +29,7 @@ type Stats struct {
 	Running int    // tasks holding a slot now: at most Workers, except after a Close that gave up (cancelled tasks get a slot at once to unwind)
 	Blocked int    // tasks inside Blocking now
 	Workers int    // worker slots
-	Lent    int    // slots IsolationOSPriority lends to the rest of the program now, which keeps its Ps busy (lend.go): at most Workers-1
+	Lent    int    // slots IsolationOSPriority lends to the rest of the program now, while it keeps its Ps busy: at most Workers-1
 	Lends   uint64 // times it lent one
 
 	Isolation Isolation // the mode in effect
@@ -37,7 +37,7 @@ type Stats struct {
 	QueueWait    time.Duration // total time tasks waited for their first slot
 	MaxQueueWait time.Duration // the longest such wait
 	RunTime      time.Duration // total slot time used by tasks
-	LaneRunTime  time.Duration // the part of RunTime the small-task lane gave: small tasks run ahead of their turn (runqueue.go), within a share of each period
+	LaneRunTime  time.Duration // the part of RunTime the small-task lane gave: small tasks run ahead of their turn, within a share of each period
 	LentTime     time.Duration // slot time lent to the rest of the program (Lent summed over time): over an interval, its growth divided by the interval is the average number of slots lent
 
 	// Contended is true while IsolationOSPriority runs every task thread
@@ -49,7 +49,7 @@ type Stats struct {
 	Contentions   uint64
 	ContendedTime time.Duration
 
-	Classes [numClasses]ClassStats // indexed by Class
+	Classes [ClassIdle + 1]ClassStats // indexed by Class
 	// Groups has the tracked groups: the default group "" and every group
 	// named by SetGroupWeight (counted from that call on), idle or not.
 	Groups map[string]GroupStats

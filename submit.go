@@ -99,10 +99,10 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 // when the task gets a slot) and one allocation, its Task; Wait or Done
 // called before the task has ended adds the Handle's channel, and the
 // first task of each distinct cancelable context a context.AfterFunc
-// that watches it (docs/performance.md#library-costs;
-// TestQueuedGoBytes). Go's own error is only for a task it refused
-// (ErrClosed, ErrQueueFull, an out-of-range option, a nil fn); an expired
-// ctx is accepted and the task ends at once with ctx's error.
+// that watches it (docs/performance.md#library-costs). Go's own error is
+// only for a task it refused (ErrClosed, ErrQueueFull, an out-of-range
+// option, a nil fn); an expired ctx is accepted and the task ends at once
+// with ctx's error.
 func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOption) (*Handle, error) {
 	t, group, err := s.newTask(ctx, fn, opts, true)
 	if err != nil {

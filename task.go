@@ -133,17 +133,22 @@ type taskContext struct {
 	stop   func() bool
 }
 
-// Checkpoint is the cooperative preemption point: call it often (every 10us
-// to 1ms of work) from a long task. It costs an atomic load and a field
-// test when nothing is asked of the task (BenchmarkCheckpoint;
-// docs/performance.md, "Scheduler calls"). When the task's slice
-// is over and another task should run, it parks the task until the scheduler
-// gives it a slot again; when a more urgent class waits, it does so at once.
-// It returns the task's context error once the context is done (ErrClosed if
-// Close gave up waiting), and nil otherwise; after a non-nil error fn should
-// return. The context is watched with context.AfterFunc, so Checkpoint sees
-// a cancellation a few microseconds after it happens, not in the same
-// instant.
+// Checkpoint is the cooperative preemption point: call it from a long task
+// at least every tenth of its slice of work (every 100 us under the 1 ms
+// default of IsolationReserve and IsolationNone, every 1 ms under the 10 ms
+// of IsolationOSPriority; see WithSlice). A task keeps its slot until the
+// first Checkpoint after its slice ends, so the work between two calls is
+// how late it may yield, and how late it sees a cancellation. Calling it
+// more often costs little: an atomic load and a field test when nothing is
+// asked of the task (BenchmarkCheckpoint; docs/performance.md#scheduler-calls).
+// When the task's slice is over and another task should run, it parks the
+// task until the scheduler gives it a slot again; when a more urgent class
+// waits, it does so at once. It returns the task's context error once the
+// context is done (ErrClosed if Close gave up waiting), and nil otherwise;
+// after a non-nil error fn should return. The context is watched with
+// context.AfterFunc, so Checkpoint sees a cancellation a few microseconds
+// after it happens, not in the same instant. For work that cannot call it,
+// see the package doc's "Work that cannot checkpoint".
 func (t *Task) Checkpoint() error {
 	if t.preempt.Load() == 0 && t.thread.lowerCheck == 0 {
 		return nil

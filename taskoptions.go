@@ -17,11 +17,10 @@ type taskConfig struct {
 }
 
 // A TaskOption configures one task in Run or Go.
-//
-// applyTask takes the config and returns it changed, rather than taking a
-// pointer: a pointer passed to an interface method escapes, which would
-// cost every Run and Go call an allocation for the config.
 type TaskOption interface {
+	// applyTask takes the config and returns it changed, rather than
+	// taking a pointer: a pointer passed to an interface method escapes,
+	// which would cost every Run and Go call an allocation for the config.
 	applyTask(taskConfig) (taskConfig, error)
 }
 
@@ -92,9 +91,9 @@ func WithGroup(name string) TaskOption {
 	})
 }
 
-// WithTaskSlice sets the task's own time slice, 50us..100ms. A shorter
-// slice gives the task an earlier virtual deadline (lower latency), not more
-// CPU.
+// WithTaskSlice sets the task's own time slice, 50us..100ms (default: the
+// scheduler's, see WithSlice). A shorter slice gives the task an earlier
+// virtual deadline (lower latency), not more CPU.
 func WithTaskSlice(d time.Duration) TaskOption {
 	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
 		if d < minSlice || d > maxSlice {

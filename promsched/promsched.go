@@ -2,9 +2,10 @@
 //
 // NewCollector returns a prometheus.Collector that takes one Stats snapshot
 // per scrape and turns it into constant metrics; it starts no goroutine,
-// and keeps no state of its own but the scheduler's load meter, which it
-// shares with the scheduler's other adapters. Register it in a registry and serve that with
-// promhttp:
+// and keeps no state of its own but the measure of the scheduler's load
+// behind the two utilization metrics below, which it shares with the
+// scheduler's httpsched handlers and grpcsched interceptors. Register it
+// in a registry and serve that with promhttp:
 //
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(promsched.NewCollector(s))
@@ -135,8 +136,9 @@ type collector struct {
 // the package comment. Each Collect calls s.Stats once, which holds s's lock
 // for the copy: microseconds, and tens of microseconds for Collect and a
 // fraction of a millisecond for a whole scrape with 5 groups
-// (go test -bench . ./promsched/; docs/performance.md, "promsched"). Describe sends every Desc, so the collector is a
-// checked one: registering it twice in one registry fails.
+// (go test -bench . ./promsched/; docs/performance.md#promsched). Describe
+// sends every Desc, so the collector is a checked one: registering it twice
+// in one registry fails.
 func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("cpusched_"+name, help, labels, nil)

@@ -1,12 +1,39 @@
-// Command cpusched is the command-line face of the cpusched library: the demo
-// server (serve), the HTTP load generator (load), the mixed-workload benchmark
-// (bench), the scheduling experiments (lab) and gRPC replicas behind a
-// balancer (fleet).
+// Command cpusched is the command-line face of the cpusched library: a demo
+// server, a load generator, and the benchmarks and experiments that measure
+// the library.
 //
-// main.go is only the command table and the one place where errors become
-// exit codes; each subcommand lives in its own file as runXxx(ctx, args,
-// stdout, stderr) and keeps its logic in an internal package.
+// Usage:
+//
+//	cpusched <command> [flags]
+//
+// The commands:
+//
+//	serve     run the demo HTTP server
+//	load      drive an HTTP URL with closed- or open-loop load
+//	bench     measure the demo server's 1 ms endpoint under CPU load, mode
+//	          beside mode
+//	soak      drive the demo server with a hostile mix for a long time and
+//	          check it does not leak
+//	lab       reproduce the scheduling experiments behind cpusched
+//	fleet     run gRPC replicas behind grpc-go's balancers, with and without
+//	          cpusched's load reports
+//	frontier  plot the p99-against-throughput trade-off of settings measured
+//	          in separate bench runs
+//
+// Four more are child processes that the commands above start, not for
+// people to run (cpusched help leaves them out): lab-child, one measured
+// workload of a lab experiment; idle-hog, the CPU load of bench's floor
+// mode, in a SCHED_IDLE process; neighbor, a CPU-bound process at normal
+// priority, bench's and fleet's neighbour; and fleet-replica, one replica of
+// fleet's gRPC demo service.
+//
+// Run 'cpusched <command> -h' for a command's flags.
 package main
+
+// This file is only the command table and the one place where errors
+// become exit codes; each subcommand lives in its own file as
+// runXxx(ctx, args, stdout, stderr) and keeps its logic in an internal
+// package.
 
 import (
 	"context"

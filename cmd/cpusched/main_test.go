@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"go/parser"
+	"go/token"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -55,5 +58,25 @@ func checkUsageError(t *testing.T, args []string, wantErr string) {
 	}
 	if stdout.Len() != 0 {
 		t.Errorf("cpusched %q: got stdout %q, want nothing", args, stdout.String())
+	}
+}
+
+// TestPackageCommentListsCommands keeps the command's go doc in step with
+// the command table: each command people run has a line in the comment's
+// list, and each internal one is named in its sentence.
+func TestPackageCommentListsCommands(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := f.Doc.Text()
+	for _, c := range commands {
+		pattern := `(?m)^\t` + regexp.QuoteMeta(c.name) + ` `
+		if strings.HasPrefix(c.summary, "(internal)") {
+			pattern = `\b` + regexp.QuoteMeta(c.name) + `,`
+		}
+		if !regexp.MustCompile(pattern).MatchString(doc) {
+			t.Errorf("the package comment does not list command %q (no match for %s)", c.name, pattern)
+		}
 	}
 }

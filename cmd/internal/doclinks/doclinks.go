@@ -1,5 +1,7 @@
-// Package doclinks checks the repository's cross-references, so that a
-// renamed heading or a moved document fails a test instead of a reader:
+// Package doclinks is CI's checker of the repository's cross-references:
+// .ci/run runs its TestRepositoryLinks, so that a renamed heading or a
+// moved document fails CI instead of a reader. It is a test helper, not
+// part of the library or of the cpusched command. Its rules:
 //
 //   - every relative link in every Markdown file, [text](path) or
 //     [text](path#anchor), links to an anchor of the same file
@@ -10,9 +12,10 @@
 //     under the root's docs directory, written from the root and followed
 //     by an optional #anchor, must name an existing file and anchor; and
 //     where the path is followed by a comma and a quoted heading (the older
-//     citation form), that file must have a heading with that text,
-//     compared case-insensitively; the quoted heading may be wrapped across
-//     comment lines.
+//     citation form, still read until no comment uses it; new comments
+//     cite the path and an #anchor), that file must have a heading with
+//     that text, compared case-insensitively; the quoted heading may be
+//     wrapped across comment lines.
 //
 // Links with a scheme (https:, mailto:) are not followed, and directories
 // named testdata, vendor, node_modules or .git are not read. Headings are
