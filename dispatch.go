@@ -13,15 +13,15 @@ import "reflect"
 //
 // Why long tasks are handed off. A task on its own goroutine starts on
 // whatever runtime thread ran its caller, often the one that just took a
-// request off the network poller, and that thread is then lowered and
-// held for the task's length; a hand-off thread only ever runs tasks. With
-// long tasks on their own goroutines, examples/httpserver's fast route had
-// about twice the p99 it had with the hand-off, even with each thread
-// lowered as its task began, or with each task on a new goroutine
-// (docs/measurements/ospriority-settings.md#own-goroutines). For a long task the hand-off
-// costs a negligible part of its length; for short ones it is the whole
-// cost. So a function's tasks run on their own goroutines until they turn
-// out long, and go back to them once they are short again.
+// request off the network poller, and that thread is then lowered and held
+// for the task's length; a hand-off thread only ever runs tasks. With long
+// tasks on their own goroutines, examples/httpserver's fast route had about
+// twice the p99 it had with the hand-off, even with each thread lowered as
+// its task began, or with each task on a new goroutine
+// (docs/measurements/ospriority-settings.md#own-goroutines). For a long task
+// the hand-off costs a negligible part of its length; for short ones it is
+// the whole cost. So a function's tasks run on their own goroutines until
+// they turn out long, and go back to them once they are short again.
 func (s *Scheduler) dispatch(fn func(*Task) error) (slot uint8, handoff bool) {
 	if s.os == nil {
 		return 0, false

@@ -29,15 +29,15 @@ import (
 // Waking a hand-off thread that waits on its channel is the runtime's
 // locked-thread dance: the dispatcher readies the goroutine on its own P,
 // that P is handed to the goroutine's thread (a futex wake), and when the
-// task ends the caller, readied on that P, needs another thread to run on
-// (a second wake): tens of microseconds for an empty task
-// (docs/measurements/ospriority-settings.md#hand-off). So a hand-off thread whose task (or
-// chain of tasks) ended within callerSpin spins for up to threadSpin,
-// holding its P, before it waits on its channel. A task dispatched
-// meanwhile passes through slot with two atomic operations, and its Run
-// caller, which then knows the thread is awake, spins for up to callerSpin
-// for the end before it blocks on the done channel: an empty task costs no
-// wake at all.
+// task ends the caller, readied on that P, needs another thread to run on (a
+// second wake): tens of microseconds for an empty task
+// (docs/measurements/ospriority-settings.md#hand-off). So a hand-off thread
+// whose task (or chain of tasks) ended within callerSpin spins for up to
+// threadSpin, holding its P, before it waits on its channel. A task
+// dispatched meanwhile passes through slot with two atomic operations, and
+// its Run caller, which then knows the thread is awake, spins for up to
+// callerSpin for the end before it blocks on the done channel: an empty task
+// costs no wake at all.
 //
 // Why only after short tasks: a caller that stopped spinning and blocked
 // is readied on the hand-off thread's P when the task ends, and while the

@@ -34,20 +34,20 @@ const (
 	//
 	// Where a lowered thread can be raised back (CAP_SYS_NICE, or an
 	// RLIMIT_NICE that allows it; New probes once), a task runs on its own
-	// goroutine (Run's caller, or one started for Go), locked to its
-	// thread while fn runs, and that thread is lowered once the task has
-	// computed for 250 us by the thread's CPU clock (checked at the task's
-	// Checkpoints, and by the slice monitor for tasks that make none);
-	// fn's return puts it back. So short tasks cost no thread switch and
-	// run at the thread's own priority: an empty Run costs about a
-	// microsecond (docs/measurements/ospriority-settings.md#own-goroutines). Tasks of a
+	// goroutine (Run's caller, or one started for Go), locked to its thread
+	// while fn runs, and that thread is lowered once the task has computed
+	// for 250 us by the thread's CPU clock (checked at the task's
+	// Checkpoints, and by the slice monitor for tasks that make none); fn's
+	// return puts it back. So short tasks cost no thread switch and run at
+	// the thread's own priority: an empty Run costs about a microsecond
+	// (docs/measurements/ospriority-settings.md#own-goroutines). Tasks of a
 	// function whose recent tasks ran long are handed to hand-off threads,
-	// goroutines locked to lowered threads for good, which protect the
-	// rest of the program better under long tasks; once that function's
-	// tasks are short again they run on their own goroutines again. Where
-	// a thread cannot be raised back, every task is handed off, which
-	// costs a thread wake-up each way unless the hand-off thread is still
-	// spinning after a short task (docs/measurements/ospriority-settings.md#hand-off).
+	// goroutines locked to lowered threads for good, which protect the rest
+	// of the program better under long tasks; once that function's tasks are
+	// short again they run on their own goroutines again. Where a thread
+	// cannot be raised back, every task is handed off, which costs a thread
+	// wake-up each way unless the hand-off thread is still spinning after a
+	// short task (docs/measurements/ospriority-settings.md#hand-off).
 	//
 	// With every slot taken the rest of the program has one P. While it
 	// keeps that P busy with goroutines waiting for more, the scheduler

@@ -50,7 +50,7 @@ package cpusched
 //     Blocking call; with 100 tasks of 16 Blocking calls each on 2 slots,
 //     the tasks that lost their slot most often waited 5-6 times longer
 //     than the median (BenchmarkManyTasksTail;
-//     docs/measurements/small-task-lane.md#starvation-under-a-stream-of-new-tasks).
+// docs/measurements/small-task-lane.md#starvation-under-a-stream-of-new-tasks).
 //     It cannot starve new tasks: the lane serves a task only within its
 //     first slice.
 //  3. Its run time is charged to its vruntime and its group's as any other
@@ -79,15 +79,16 @@ import "time"
 
 const (
 	// lanePeriod and defaultLaneShare are the small-task lane's budget: the
-	// tasks it picks may use 90% of the slot time of each 100 ms. The
-	// budget is the knob between small-task latency and long-task
-	// throughput under a flood of small tasks: the more the lane may take,
-	// the less the long tasks keep. Below it, small tasks get what they ask
-	// for at once; 90% covers the streams of small tasks that
+	// tasks it picks may use 90% of the slot time of each 100 ms. The budget
+	// is the knob between small-task latency and long-task throughput under
+	// a flood of small tasks: the more the lane may take, the less the long
+	// tasks keep. Below it, small tasks get what they ask for at once; 90%
+	// covers the streams of small tasks that
 	// TestSmallTaskStreamKeepsNiceShares drives (a lower share began to
-	// queue them, docs/measurements/small-task-lane.md) and leaves long tasks 10%, as
-	// the realtime throttle leaves others 5%. A period of 100 ms rather than the realtime throttle's
-	// second bounds how long a flood holds long tasks back to 90 ms.
+	// queue them, docs/measurements/small-task-lane.md) and leaves long
+	// tasks 10%, as the realtime throttle leaves others 5%. A period of 100
+	// ms rather than the realtime throttle's second bounds how long a flood
+	// holds long tasks back to 90 ms.
 	lanePeriod       = int64(100 * time.Millisecond)
 	defaultLaneShare = 0.9
 )
@@ -128,11 +129,12 @@ func (q *runQueue) pastLane(t *Task, now int64) bool {
 	return t.runTime+now-t.since >= q.laneSlice(t)
 }
 
-// laneSlice is how much run time the lane serves t first: its slice, but
-// no more than the scheduler's nor DefaultSlice, so that a long task new
-// to the lane holds the lane's later tasks back for no more than 1 ms,
-// whatever the slice (IsolationOSPriority's is 10 ms: docs/measurements/small-task-lane.md
-// has what the cap changed) or a task's own (WithTaskSlice).
+// laneSlice is how much run time the lane serves t first: its slice, but no
+// more than the scheduler's nor DefaultSlice, so that a long task new to the
+// lane holds the lane's later tasks back for no more than 1 ms, whatever the
+// slice (IsolationOSPriority's is 10 ms:
+// docs/measurements/small-task-lane.md has what the cap changed) or a task's
+// own (WithTaskSlice).
 func (q *runQueue) laneSlice(t *Task) int64 {
 	return min(int64(t.slice), q.slice, int64(DefaultSlice))
 }

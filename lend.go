@@ -51,11 +51,12 @@ const (
 	// returnSlack is how much of a P the rest of the program must have
 	// left idle, on average, after a slot came back.
 	returnSlack = 0.5
-	// lendQueue is how many of the rest's goroutines must, on average,
-	// wait for a P beyond the Ps it keeps busy before a slot is lent. In
-	// the demo server on 2 CPUs (docs/measurements/ospriority-settings.md#lending-slots) the
-	// rest averaged 0.05-0.95 busy Ps of its one beside the CPU-heavy
-	// load with and without small tasks, and 6-16 with the busy fast path.
+	// lendQueue is how many of the rest's goroutines must, on average, wait
+	// for a P beyond the Ps it keeps busy before a slot is lent. In the demo
+	// server on 2 CPUs
+	// (docs/measurements/ospriority-settings.md#lending-slots) the rest
+	// averaged 0.05-0.95 busy Ps of its one beside the CPU-heavy load with
+	// and without small tasks, and 6-16 with the busy fast path.
 	lendQueue = 1.0
 )
 

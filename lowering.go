@@ -134,8 +134,10 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 // milliseconds while a normal-priority task holds its slot. Counted as
 // computing, that lowered some of lab http's short tasks, and in the ab
 // check put small tasks, lowered and so long for the lane, behind the long
-// ones for tens of milliseconds (docs/measurements/ospriority-settings.md#the-ab-checks-max). What t computed before it was first seen is not
-// counted: with Checkpoints, one Checkpoint's worth of work.
+// ones for tens of milliseconds
+// (docs/measurements/ospriority-settings.md#the-ab-checks-max). What t
+// computed before it was first seen is not counted: with Checkpoints, one
+// Checkpoint's worth of work.
 func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	tid := int(t.thread.tid.Load())
 	if t.hold.Load() != holdNone || tid == 0 {

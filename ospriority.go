@@ -242,16 +242,16 @@ func (s *Scheduler) osEndLocked(t *Task, cpu int64) {
 // sleeping (a hand-off thread given a task, a parked task given its slot
 // back): it offers its CPU once to the normal threads waiting there.
 //
-// Linux's EEVDF scheduler (measured on 6.18) does not keep SCHED_IDLE
-// strict at a wake-up. A normal thread woken on a CPU where a lowered one
-// runs preempts it at once; but where both are queued when the CPU picks
-// its next thread (a hand-off wakes the next task's thread onto the CPU its
-// yielder leaves, and a server thread wakes there too), the kernel may
-// pick the lowered one, which then keeps the CPU until the scheduler's
-// next tick (4 ms at HZ=250) while the normal thread waits. perf sched
-// found that only where tasks handed their slots on at Checkpoints, more
-// with shorter slices, and not where they ran through; yielding once on
-// waking removed most of it (docs/measurements/ospriority-settings.md#yield-on-wake). With
+// Linux's EEVDF scheduler (measured on 6.18) does not keep SCHED_IDLE strict
+// at a wake-up. A normal thread woken on a CPU where a lowered one runs
+// preempts it at once; but where both are queued when the CPU picks its next
+// thread (a hand-off wakes the next task's thread onto the CPU its yielder
+// leaves, and a server thread wakes there too), the kernel may pick the
+// lowered one, which then keeps the CPU until the scheduler's next tick (4
+// ms at HZ=250) while the normal thread waits. perf sched found that only
+// where tasks handed their slots on at Checkpoints, more with shorter
+// slices, and not where they ran through; yielding once on waking removed
+// most of it (docs/measurements/ospriority-settings.md#yield-on-wake). With
 // nothing else runnable on the CPU the system call returns at once.
 func (s *Scheduler) yieldWoken() {
 	s.cfg.hooks.yieldWoken()
@@ -359,11 +359,12 @@ type taskThread struct {
 // osPrioritySlice is IsolationOSPriority's default slice. In that mode the
 // kernel protects the rest of the program, so the slice only orders
 // cpusched's own tasks, and every switch between tasks there is a switch
-// between locked OS threads, which left the CPUs partly idle at 1 ms
-// slices: 10 ms slices kept more of the demo's CPU-heavy throughput, with a
-// lower probe p99 (docs/measurements/ospriority-settings.md#slice-ospriorityslice).
-// Small tasks pay for it: their p99 rises, within the
-// two slices plus service time a queued task may wait.
+// between locked OS threads, which left the CPUs partly idle at 1 ms slices:
+// 10 ms slices kept more of the demo's CPU-heavy throughput, with a lower
+// probe p99
+// (docs/measurements/ospriority-settings.md#slice-ospriorityslice). Small
+// tasks pay for it: their p99 rises, within the two slices plus service time
+// a queued task may wait.
 const osPrioritySlice = 10 * time.Millisecond
 
 // probeOSPriority checks that a thread's priority can be lowered here, on a

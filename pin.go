@@ -8,17 +8,17 @@ package cpusched
 //
 // The hand-off. Both are lowered threads, the yielding one about to sleep
 // and the next one asleep. Woken without a hint, the next thread is placed
-// by the kernel's wake-up rules, which count a CPU that runs only
-// SCHED_IDLE threads as idle: it was often queued behind the other slot's
-// task, where SCHED_IDLE threads take turns by the kernel's slice of
-// milliseconds, while the CPU the yielding thread left ran nothing, and the
-// P the runtime had handed to the woken thread (with the goroutines and
-// timers queued on it) waited with it (docs/measurements/ospriority-settings.md#pinned-hand-offs).
-// So the yielding thread pins the next thread to its own CPU (handOff),
-// and the woken thread puts its own mask back as soon as it runs
-// (waitPinnable; handoffThread.wait for an idle hand-off thread), before
-// anything else: two system calls per hand-off, at most one hand-off per
-// slice and slot.
+// by the kernel's wake-up rules, which count a CPU that runs only SCHED_IDLE
+// threads as idle: it was often queued behind the other slot's task, where
+// SCHED_IDLE threads take turns by the kernel's slice of milliseconds, while
+// the CPU the yielding thread left ran nothing, and the P the runtime had
+// handed to the woken thread (with the goroutines and timers queued on it)
+// waited with it
+// (docs/measurements/ospriority-settings.md#pinned-hand-offs). So the
+// yielding thread pins the next thread to its own CPU (handOff), and the
+// woken thread puts its own mask back as soon as it runs (waitPinnable;
+// handoffThread.wait for an idle hand-off thread), before anything else: two
+// system calls per hand-off, at most one hand-off per slice and slot.
 //
 // Where slice pins place the hand-off threads (below), this pin is left to
 // a task's own goroutine waiting on its lowered thread; so it runs for
@@ -41,27 +41,26 @@ package cpusched
 //
 // Slice pins (cpuTable). Where the process may use no more CPUs than there
 // are slots, and every slot is taken, the hand-off threads of the running
-// long tasks hold one CPU each (on this project's 2-CPU machine, two
-// slots). Unpinned, a running task's thread that a normal thread preempted
-// waits on that CPU, or the kernel's load balancer moves it behind the
-// other slot's task, and a CPU whose normal thread then sleeps runs
-// nothing: the kernel does not pull a thread that ran within its migration
-// cost (half a millisecond) over to an idle CPU, and with tasks on every
-// slot the CPUs stayed partly idle (docs/measurements/ospriority-settings.md#slice-pins). So a
-// long task's hand-off thread is pinned for its slice: the thread that
+// long tasks hold one CPU each (on this project's 2-CPU machine, two slots).
+// Unpinned, a running task's thread that a normal thread preempted waits on
+// that CPU, or the kernel's load balancer moves it behind the other slot's
+// task, and a CPU whose normal thread then sleeps runs nothing: the kernel
+// does not pull a thread that ran within its migration cost (half a
+// millisecond) over to an idle CPU, and with tasks on every slot the CPUs
+// stayed partly idle (docs/measurements/ospriority-settings.md#slice-pins).
+// So a long task's hand-off thread is pinned for its slice: the thread that
 // wakes it places it (place), on the CPU the waker leaves (a yield, a long
 // task's end) or a free one. The woken thread keeps the pin; its next
-// placement re-pins it or puts its mask back, so an idle thread's stale
-// pin costs nothing. When a slot is left empty (a task ended with none
-// queued, a lent slot, a Blocking call), every pin is put back at once
-// (drop), so that the kernel spreads fewer tasks than CPUs as it would,
-// and a Checkpoint's hand-off pins for the wake only, as above. Short
-// tasks are not pinned: for them the system calls cost more than the
-// kernel's placement. Where the CPUs outnumber the slots (a container
-// with a CPU quota on a larger machine) a pinned thread could wait on a
-// busy CPU while others idle, so there are no slice pins. Tasks on their
-// own goroutines (lowering.go) are never slice-pinned: their threads go
-// back to the program's goroutines.
+// placement re-pins it or puts its mask back, so an idle thread's stale pin
+// costs nothing. When a slot is left empty (a task ended with none queued, a
+// lent slot, a Blocking call), every pin is put back at once (drop), so that
+// the kernel spreads fewer tasks than CPUs as it would, and a Checkpoint's
+// hand-off pins for the wake only, as above. Short tasks are not pinned: for
+// them the system calls cost more than the kernel's placement. Where the
+// CPUs outnumber the slots (a container with a CPU quota on a larger
+// machine) a pinned thread could wait on a busy CPU while others idle, so
+// there are no slice pins. Tasks on their own goroutines (lowering.go) are
+// never slice-pinned: their threads go back to the program's goroutines.
 
 import (
 	"sync"

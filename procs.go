@@ -87,12 +87,12 @@ func osPriorityWorkers(procs int, cgroupLimit func() (float64, bool, error)) (in
 // Why a CPU limit needs its own rule: SCHED_IDLE (and nice) order threads
 // within what the cgroup may use, but a CFS bandwidth limit stops every
 // thread of the cgroup once the period's quota is spent, whatever its
-// priority, until the next period (100 ms by default). With as many
-// workers as GOMAXPROCS (ceil(limit)), CPU-bound workers spend the quota in
-// every period and the rest of the program then waits up to the period's
-// remainder: docs/measurements/bench-quota.md has the measurements (quota 1.5 on 2 CPUs:
-// throttled in every period). One worker fewer leaves part of the quota to
-// the rest of the program and was never throttled there.
+// priority, until the next period (100 ms by default). With as many workers
+// as GOMAXPROCS (ceil(limit)), CPU-bound workers spend the quota in every
+// period and the rest of the program then waits up to the period's
+// remainder: docs/measurements/bench-quota.md has the measurements (quota
+// 1.5 on 2 CPUs: throttled in every period). One worker fewer leaves part of
+// the quota to the rest of the program and was never throttled there.
 //
 // The rule applies only when the limit is below the machine's CPU count
 // (else it cannot be spent faster than the CPUs allow) and GOMAXPROCS is

@@ -223,14 +223,14 @@ func (q *runQueue) activate(t *Task, first bool) {
 	}
 	g.active++
 	t.group = g
-	// A new task starts with no lag (t.ent.lag is 0), as in the kernel.
-	// It used to start one slice of credit ahead, so that its short first
-	// request beat the deadlines of the tasks already waiting; the lane
-	// does that job now, and the credit starved tasks under a steady
-	// stream of new ones: with 100 tasks cycling through 2 slots in
+	// A new task starts with no lag (t.ent.lag is 0), as in the kernel. It
+	// used to start one slice of credit ahead, so that its short first
+	// request beat the deadlines of the tasks already waiting; the lane does
+	// that job now, and the credit starved tasks under a steady stream of
+	// new ones: with 100 tasks cycling through 2 slots in
 	// IsolationOSPriority (10 ms slices, so 10 ms of credit each), a task
-	// that had used its own credit lost to every newer task, and some
-	// waited for seconds, until the stream stopped
+	// that had used its own credit lost to every newer task, and some waited
+	// for seconds, until the stream stopped
 	// (docs/measurements/small-task-lane.md#starvation-under-a-stream-of-new-tasks).
 	req := requestSlice(t, first)
 	g.tasks.activate(&t.ent, int64(t.slice), scaleVirtual(req, t.ent.weight))
