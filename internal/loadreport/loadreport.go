@@ -91,7 +91,7 @@ const (
 	// do, over a window, and no slower: a balancer hears from a replica
 	// only in the calls it sends it, so a reading held past the queue's
 	// end kept a drained replica at a weight too low to be sent the calls
-	// that would have reported it free (docs/grpc.md#tried-and-dropped).
+	// that would have reported it free (docs/measurements/fleet.md#tried-and-dropped).
 	fastWindow = 250 * time.Millisecond
 	heldShare  = 0.8
 )
