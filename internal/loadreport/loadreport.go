@@ -75,23 +75,23 @@ const (
 	budgetRefresh = 10 * time.Second
 
 	// An overload is read at once, apart from the window's averages, which
-	// take a window to see it: where Realtime and Normal tasks held at
-	// least heldShare of the slots' time over the last fastWindow or a
-	// little more (the span from the newest sample at least that old), and
-	// more of them than there are slots hold or wait for one now,
-	// Application is at least their number over the slots: above 1, by as
-	// much as the calls outrun the replica (the averages cannot say that:
-	// the queue of tasks parked at a Checkpoint is not in them, since
-	// ClassStats.QueueTime counts only the waits for a first slot, and the
-	// utilization a queue implies is below 1). The share is high enough
-	// that a replica's ordinary bursts, whose slots are free between
-	// them, seldom pass it, and low enough that a sample up to a step
-	// before the overload began leaves it passed by half a second in.
-	// Once the overload ends the reading falls as the window's averages
-	// do, over a window, and no slower: a balancer hears from a replica
-	// only in the calls it sends it, so a reading held past the queue's
-	// end kept a drained replica at a weight too low to be sent the calls
-	// that would have reported it free (docs/measurements/fleet.md#tried-and-dropped).
+	// take a window to see it: where Realtime and Normal tasks held at least
+	// heldShare of the slots' time over the last fastWindow or a little more
+	// (the span from the newest sample at least that old), and more of them
+	// than there are slots hold or wait for one now, Application is at least
+	// their number over the slots: above 1, by as much as the calls outrun
+	// the replica (the averages cannot say that: the queue of tasks parked
+	// at a Checkpoint is not in them, since ClassStats.QueueTime counts only
+	// the waits for a first slot, and the utilization a queue implies is
+	// below 1). The share is high enough that a replica's ordinary bursts,
+	// whose slots are free between them, seldom pass it, and low enough that
+	// a sample up to a step before the overload began leaves it passed by
+	// half a second in. Once the overload ends the reading falls as the
+	// window's averages do, over a window, and no slower: a balancer hears
+	// from a replica only in the calls it sends it, so a reading held past
+	// the queue's end kept a drained replica at a weight too low to be sent
+	// the calls that would have reported it free
+	// (docs/measurements/fleet.md#tried-and-dropped).
 	fastWindow = 250 * time.Millisecond
 	heldShare  = 0.8
 )
