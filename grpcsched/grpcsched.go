@@ -323,8 +323,10 @@ type taskKey struct{}
 
 // TaskFrom returns the task that runs the call whose handler context is
 // ctx (or a context derived from it), for Checkpoint and Blocking, or nil
-// outside a handler run by the interceptors. The task is valid until that
-// handler returns.
+// outside a handler run by the interceptors. A nil *cpusched.Task is safe
+// to use (Checkpoint returns nil, Blocking runs its function), so one
+// handler serves a scheduled method and one left out (WithMethods). The
+// task is valid until that handler returns.
 func TaskFrom(ctx context.Context) *cpusched.Task {
 	t, _ := ctx.Value(taskKey{}).(*cpusched.Task)
 	return t

@@ -293,9 +293,11 @@ type taskKey struct{}
 
 // TaskFrom returns the task that runs the request whose context is ctx (or
 // a context derived from it), for Checkpoint and Blocking, or nil outside a
-// handler run by Handler. The task is valid until that handler returns;
-// after that the scheduler reuses it, so a goroutine the handler started
-// must not call its methods.
+// handler run by Handler. A nil *cpusched.Task is safe to use (Checkpoint
+// returns nil, Blocking runs its function), so one handler serves a
+// scheduled route and a direct one. The task is valid until that handler
+// returns; after that the scheduler reuses it, so a goroutine the handler
+// started must not call its methods.
 func TaskFrom(ctx context.Context) *cpusched.Task {
 	t, _ := ctx.Value(taskKey{}).(*cpusched.Task)
 	return t

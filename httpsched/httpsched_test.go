@@ -84,6 +84,38 @@ func TestTaskInHandler(t *testing.T) {
 	}
 }
 
+func TestHandlerScheduledAndDirect(t *testing.T) {
+	// One handler serves a scheduled route and a direct one: outside a
+	// scheduled handler TaskFrom returns nil, whose methods are safe.
+	s := schedtest.NewScheduler(t)
+	var scheduled atomic.Int32
+	hash := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		task := TaskFrom(r.Context())
+		if task != nil {
+			scheduled.Add(1)
+		}
+		for range 3 {
+			if err := task.Checkpoint(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		task.Blocking(func() { io.WriteString(w, "ok") })
+	})
+	mux := http.NewServeMux()
+	mux.Handle("GET /scheduled", Handler(s, hash))
+	mux.Handle("GET /direct", hash)
+	for _, path := range []string{"/scheduled", "/direct"} {
+		rec := serve(mux, httptest.NewRequest("GET", path, nil))
+		if rec.Code != http.StatusOK || rec.Body.String() != "ok" {
+			t.Errorf("%s: got %d %q, want 200 %q", path, rec.Code, rec.Body, "ok")
+		}
+	}
+	if got := scheduled.Load(); got != 1 {
+		t.Errorf("got %d requests with a task, want 1 (the scheduled route's)", got)
+	}
+}
+
 func TestDefaultIsolation(t *testing.T) {
 	// ospriority on Linux (the handler runs on a hand-off thread), reserve
 	// where that is not available.
