@@ -17,8 +17,7 @@
 //		for _, block := range blocks {
 //			digest.Write(block)
 //			if err := task.Checkpoint(); err != nil { // yields when the slice ends
-//				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-//				return // the client is gone, or the scheduler is closing
+//				return // the client is gone, or Close cut the task: 503
 //			}
 //		}
 //		...
@@ -250,6 +249,12 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 //   - 500 when s refuses the task options WithRequestTaskOptions gave
 //     (NewHandler has checked those of WithTaskOptions), logged.
 //
+// When s.Close gives up waiting and cuts a request's task (its context is
+// cancelled with cause cpusched.ErrClosed and Checkpoint returns
+// cpusched.ErrClosed), h may just return: if it wrote nothing (no
+// WriteHeader, no Write), the handler answers 503 with Retry-After, as it
+// does to the requests it sheds. What h wrote is left as it is.
+//
 // A panic in h is recovered by s: a panic with http.ErrAbortHandler panics
 // again with it on the calling goroutine (net/http then aborts the
 // response without logging); any other is logged with its stack
@@ -325,7 +330,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	err := h.sched.Run(r.Context(), sr.run, opts...)
 	switch {
 	case err == nil:
-		if !sr.rw.started {
+		switch {
+		case sr.rw.started:
+		case sr.cut:
+			h.unavailable(w) // h wrote nothing after Close cut it
+		default:
 			h.addLoadHeader(w) // net/http sends the headers after h returns
 		}
 	case !sr.started:
@@ -343,6 +352,7 @@ type scheduledRequest struct {
 	queuedAt time.Duration // on h.cfg.now's clock
 	round    uint64        // the limit's round it was admitted in, with WithMaxQueueWait
 	started  bool          // run was called; read after Run returns
+	cut      bool          // Close cut the task (its context's cause is ErrClosed) before h returned
 }
 
 // run is the task: the handler, with the task in the request's context.
@@ -352,8 +362,9 @@ func (sr *scheduledRequest) run(t *cpusched.Task) error {
 	// gives its sample and its place back too: a place never returned
 	// would lower the limit for good.
 	defer sr.observe(t)
-	ctx := context.WithValue(t.Context(), taskKey{}, t)
-	sr.h.next.ServeHTTP(&sr.rw, sr.r.WithContext(ctx))
+	ctx := t.Context()
+	sr.h.next.ServeHTTP(&sr.rw, sr.r.WithContext(context.WithValue(ctx, taskKey{}, t)))
+	sr.cut = errors.Is(context.Cause(ctx), cpusched.ErrClosed)
 	return nil
 }
 
