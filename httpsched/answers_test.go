@@ -5,12 +5,17 @@ package httpsched
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
@@ -78,5 +83,52 @@ func TestClientGoneWhileRunning(t *testing.T) {
 	cancel()
 	if rec := <-done; rec.Code != http.StatusOK || rec.Body.Len() != 0 {
 		t.Errorf("got %d %q, want 200 and no body", rec.Code, rec.Body)
+	}
+}
+
+func TestBadRequestTaskOptions(t *testing.T) {
+	// WithRequestTaskOptions' function returning an error, or an invalid
+	// option, answers 400 with a message naming what was wrong (and the
+	// valid range), before the request takes a place in the limit or
+	// reaches the scheduler (it answered 500).
+	long := strings.Repeat("g", cpusched.MaxGroupNameLen+1)
+	tests := []struct {
+		query    string
+		wantCode int
+		wantBody string
+	}{
+		{"", http.StatusOK, "ok"},
+		{"?nice=19&group=" + long[1:], http.StatusOK, "ok"},
+		{"?err", http.StatusBadRequest, "tenant header missing\n"},
+		{"?nice=20", http.StatusBadRequest, "cpusched: WithNice(20): nice must be in -20..19\n"},
+		{"?nice=-21", http.StatusBadRequest, "cpusched: WithNice(-21): nice must be in -20..19\n"},
+		{"?group=" + long, http.StatusBadRequest, "cpusched: WithGroup: name is 257 bytes, must be at most 256 (MaxGroupNameLen)\n"},
+	}
+	s := schedtest.NewScheduler(t)
+	next := new(ok)
+	h := asHandler(t, Handler(s, next, WithMaxQueueWait(time.Second),
+		WithRequestTaskOptions(func(r *http.Request) ([]cpusched.TaskOption, error) {
+			q := r.URL.Query()
+			if q.Has("err") {
+				return nil, errors.New("tenant header missing")
+			}
+			nice, _ := strconv.Atoi(q.Get("nice"))
+			return []cpusched.TaskOption{cpusched.WithNice(nice), cpusched.WithGroup(q.Get("group"))}, nil
+		})))
+	var served uint64
+	for _, tt := range tests {
+		limit := h.limit.Current()
+		rec := serve(h, httptest.NewRequest("GET", "/"+tt.query, nil))
+		if rec.Code != tt.wantCode || rec.Body.String() != tt.wantBody {
+			t.Errorf("%.40s: got %d %q, want %d %q", tt.query, rec.Code, rec.Body, tt.wantCode, tt.wantBody)
+		}
+		if rec.Code == http.StatusOK {
+			served++
+		} else {
+			checkLimit(t, fmt.Sprintf("%.40s", tt.query), h, 0, limit) // no sample, no place
+		}
+	}
+	if st := s.Stats(); st.Submitted != served || uint64(next.calls.Load()) != served {
+		t.Errorf("got %d tasks submitted, %d handler calls; want %d: a bad request is not scheduled", st.Submitted, next.calls.Load(), served)
 	}
 }

@@ -51,7 +51,7 @@ const (
 // config is what the Options set; newConfig fills in the defaults first.
 type config struct {
 	taskOpts        []cpusched.TaskOption
-	requestTaskOpts func(*http.Request) []cpusched.TaskOption
+	requestTaskOpts func(*http.Request) ([]cpusched.TaskOption, error)
 	maxQueueWait    time.Duration // 0: no wait budget
 	retryAfter      string        // the header's value: whole seconds
 	logger          *slog.Logger  // nil: slog.Default() when logging
@@ -83,11 +83,13 @@ func WithTaskOptions(opts ...cpusched.TaskOption) Option {
 // WithRequestTaskOptions sets a function that returns more task options for
 // each request, after those of WithTaskOptions (the later of two settings
 // wins): for a class or group that depends on the request, such as its
-// user. fn runs on the handler goroutine before the request is scheduled;
-// it should return options it has checked (an out-of-range one fails the
-// request with 500), so answer bad input with 400 in a handler before this
-// one.
-func WithRequestTaskOptions(fn func(*http.Request) []cpusched.TaskOption) Option {
+// user. fn runs on the handler goroutine before the request is admitted
+// and scheduled. If fn returns an error, or an invalid option (a nice
+// level outside MinNice..MaxNice, a group name longer than
+// cpusched.MaxGroupNameLen bytes), the request is answered 400 Bad Request
+// with the error's message, without running the handler: a message for
+// the client, naming what was wrong.
+func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
 			return errors.New("httpsched: WithRequestTaskOptions(nil): the function must not be nil")
@@ -246,8 +248,10 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 //   - 503 with Retry-After when the request's context ends while it waits
 //     for a slot: the client has gone (net/http then drops the answer) or a
 //     deadline passed; the task never started and nothing is left behind;
-//   - 500 when s refuses the task options WithRequestTaskOptions gave
-//     (NewHandler has checked those of WithTaskOptions), logged.
+//   - 400 Bad Request with the error's message when
+//     WithRequestTaskOptions' function returns an error or an invalid task
+//     option (NewHandler has checked those of WithTaskOptions);
+//   - 500 if s refuses the task for any other reason, logged.
 //
 // When s.Close gives up waiting and cuts a request's task (its context is
 // cancelled with cause cpusched.ErrClosed and Checkpoint returns
@@ -309,11 +313,21 @@ func TaskFrom(ctx context.Context) *cpusched.Task {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.meter.Arrive()
 	opts := h.cfg.taskOpts
 	if h.cfg.requestTaskOpts != nil {
-		opts = append(opts[:len(opts):len(opts)], h.cfg.requestTaskOpts(r)...)
+		more, err := h.cfg.requestTaskOpts(r)
+		if err == nil {
+			err = cpusched.CheckTaskOptions(more...)
+		}
+		if err != nil {
+			h.meter.End(loadreport.Refused, 0)
+			h.addLoadHeader(w)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		opts = append(opts[:len(opts):len(opts)], more...)
 	}
-	h.meter.Arrive()
 	sr := &scheduledRequest{h: h, r: r, rw: responseWriter{ResponseWriter: w}}
 	if h.cfg.loadHeader {
 		sr.rw.h = h
@@ -392,7 +406,7 @@ func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, 
 	case cancelled:
 		h.meter.End(loadreport.Left, waited)
 		h.unavailable(w)
-	default: // the scheduler refused the task options
+	default: // the scheduler refused the task (its options are checked before)
 		h.meter.End(loadreport.Refused, 0)
 		h.logger().Error("httpsched: the scheduler refused the request's task", "method", r.Method, "path", r.URL.Path, "err", err)
 		h.addLoadHeader(w)
