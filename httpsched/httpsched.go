@@ -121,6 +121,19 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // while the slot stays busy; a client is shed at once, so the share of shed
 // requests counts its retries. BenchmarkShedUnderLoad measures this against
 // the rejected estimators (docs/performance.md, "Shedding under load").
+//
+// Choose d against the route's own run time r (a request's time on a
+// slot: its response time less Task.Waited). d is a queue-wait target, so
+// if r is longer than d, two requests sharing a slot each wait about the
+// other's run, over d: the limit then holds the route near s.Workers()
+// requests in flight, and every request beyond is answered 503 at once
+// rather than queued. That serves what the workers can, but a client that
+// ignores Retry-After retries at once, and its 503s take CPU from the
+// requests being served (2 slots, 30 ms requests, d = 10 ms, 4 clients
+// retrying at once in-process, IsolationOSPriority: 63 and 74 served in
+// 1.5 s against 87 and 89 without the option). A d of a few r lets
+// requests queue behind each other instead; a d below r means "shed what
+// the workers cannot start at once".
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
