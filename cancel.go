@@ -183,10 +183,22 @@ func (s *Scheduler) killAll() {
 	now := s.clock.Now()
 	actions := make([]cancelAction, len(tasks))
 	for i, t := range tasks {
+		t.cancelContextClosed()
 		actions[i] = s.cancelLocked(t, now)
 	}
 	s.mu.Unlock()
 	for i, t := range tasks {
 		s.cancelled(t, actions[i], ErrClosed)
+	}
+}
+
+// cancelContextClosed cancels t's context, if it was asked for, with
+// cause ErrClosed, before Close's preemptCancel reaches t: a task whose
+// Checkpoint returns ErrClosed finds its Context done, so an adapter can
+// tell a cut task by the context's cause. (The AfterFunc on killCtx that
+// Context registers does it too, but in a goroutine of its own, later.)
+func (t *Task) cancelContextClosed() {
+	if tc := t.taskCtx.Load(); tc != nil {
+		tc.cancel(ErrClosed)
 	}
 }

@@ -143,3 +143,30 @@ func TestBlockingPanicKeepsSlotAccounting(t *testing.T) {
 		t.Errorf("Stats = %+v, want Running 0, Blocked 0, Panicked 1", st)
 	}
 }
+
+func TestNilTask(t *testing.T) {
+	// A nil *Task, what httpsched.TaskFrom returns outside a scheduled
+	// handler, is valid: each method does nothing, or what fn needs.
+	var task *Task
+	if err := task.Checkpoint(); err != nil {
+		t.Errorf("Checkpoint: got %v, want nil", err)
+	}
+	ran := false
+	task.Blocking(func() { ran = true })
+	if !ran {
+		t.Error("Blocking: got fn not run, want it run")
+	}
+	if ctx := task.Context(); ctx != context.Background() {
+		t.Errorf("Context: got %v, want context.Background()", ctx)
+	}
+	if d := task.Waited(); d != 0 {
+		t.Errorf("Waited: got %v, want 0", d)
+	}
+	// Blocking's fn panics through, as it does on a task.
+	defer func() {
+		if r := recover(); r != "fn panics" {
+			t.Errorf("Blocking with a panicking fn: got panic %v, want %q", r, "fn panics")
+		}
+	}()
+	task.Blocking(func() { panic("fn panics") })
+}

@@ -3,6 +3,7 @@ package cpusched
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -267,5 +268,46 @@ func TestCloseStopsCheckpointingTask(t *testing.T) {
 	}
 	if err := h.Wait(); err != ErrClosed {
 		t.Errorf("Wait = %v, want ErrClosed", err)
+	}
+}
+
+func TestCloseCancelsContextBeforeCheckpointFails(t *testing.T) {
+	// A task whose Checkpoint returns ErrClosed finds its Context done,
+	// with cause ErrClosed, at once, even when it asked for the context
+	// before Close (the adapters do, and tell a cut task by the cause):
+	// running, and back from a Blocking call that Close gave up during.
+	// The context's AfterFunc on Close alone cancels it a few
+	// microseconds later, which a spinning task outruns.
+	for _, blocking := range []bool{false, true} {
+		for round := range 20 {
+			s := newTestScheduler(t, WithWorkers(1))
+			running, release := make(chan struct{}), make(chan struct{})
+			h, err := s.Go(context.Background(), func(task *Task) error {
+				ctx := task.Context()
+				close(running)
+				if blocking {
+					task.Blocking(func() { <-release })
+				}
+				for task.Checkpoint() == nil {
+				}
+				if cause := context.Cause(ctx); cause != ErrClosed {
+					return fmt.Errorf("Checkpoint failed with the context's cause %v, want ErrClosed", cause)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-running
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if err := s.Close(ctx); err != context.Canceled {
+				t.Errorf("Close = %v, want context.Canceled", err)
+			}
+			close(release)
+			if err := h.Wait(); err != nil {
+				t.Fatalf("blocking %t, round %d: %v", blocking, round, err)
+			}
+		}
 	}
 }

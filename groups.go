@@ -37,8 +37,8 @@ func (s *Scheduler) SetGroupWeight(group string, weight int) error {
 	if weight < minGroupWeight || weight > maxGroupWeight {
 		return fmt.Errorf("cpusched: SetGroupWeight(%q, %d): weight must be in %d..%d", group, weight, minGroupWeight, maxGroupWeight)
 	}
-	if len(group) > maxGroupLen {
-		return fmt.Errorf("cpusched: SetGroupWeight: group name is %d bytes, must be at most %d", len(group), maxGroupLen)
+	if len(group) > MaxGroupNameLen {
+		return fmt.Errorf("cpusched: SetGroupWeight: group name is %d bytes, must be at most %d (MaxGroupNameLen)", len(group), MaxGroupNameLen)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

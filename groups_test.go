@@ -1,12 +1,16 @@
 package cpusched
 
 import (
+	"cmp"
 	"context"
-	"github.com/cpusched/cpusched/internal/israce"
+	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cpusched/cpusched/internal/israce"
 )
 
 // groupNodes returns the number of run-queue group nodes, all classes.
@@ -141,5 +145,26 @@ func BenchmarkStatsAfterManyGroups(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		_ = s.Stats()
+	}
+}
+
+func TestMaxGroupNameLen(t *testing.T) {
+	// MaxGroupNameLen bytes are accepted, one more is refused with an
+	// error that quotes the limit, by WithGroup and SetGroupWeight alike.
+	s := newTestScheduler(t)
+	for _, n := range []int{MaxGroupNameLen, MaxGroupNameLen + 1} {
+		name := strings.Repeat("g", n)
+		for what, err := range map[string]error{
+			"WithGroup":      CheckTaskOptions(WithGroup(name)),
+			"SetGroupWeight": s.SetGroupWeight(name, DefaultGroupWeight),
+		} {
+			want := ""
+			if n > MaxGroupNameLen {
+				want = fmt.Sprintf("is %d bytes, must be at most %d (MaxGroupNameLen)", n, MaxGroupNameLen)
+			}
+			if got := fmt.Sprint(err); want == "" && err != nil || want != "" && !strings.Contains(got, want) {
+				t.Errorf("%s with a %d-byte name: got %v, want %q", what, n, err, cmp.Or(want, "nil"))
+			}
+		}
 	}
 }

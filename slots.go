@@ -36,6 +36,9 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	if s.killing || t.ctx.Err() != nil {
 		// Close gave up, or the context ended unseen (a Run that waited
 		// unwatched, or joined a watch that had already fired).
+		if s.killing {
+			t.cancelContextClosed()
+		}
 		t.preempt.Or(preemptCancel)
 	}
 	if s.rq.nwaiting > 0 {

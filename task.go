@@ -37,6 +37,11 @@ const (
 // fn is valid until fn returns (after that the scheduler may reuse it for
 // another task); its methods are meant for the goroutine that runs fn
 // (Context may be shared).
+//
+// A nil *Task is valid: Checkpoint returns nil, Blocking runs fn, Context
+// returns context.Background() and Waited returns 0, so one handler serves
+// a scheduled route and a direct one (httpsched.TaskFrom returns nil
+// outside a scheduled handler).
 type Task struct {
 	// preempt is non-zero when the task should come to the scheduler at its
 	// next Checkpoint. It is first in the struct so the load that
@@ -149,15 +154,17 @@ type taskContext struct {
 // context.AfterFunc, so Checkpoint sees a cancellation a few microseconds
 // after it happens, not in the same instant. For work that cannot call it,
 // see the package doc's "Work that cannot checkpoint".
-func (t *Task) Checkpoint() error {
-	if t.preempt.Load() == 0 && t.thread.lowerCheck == 0 {
-		return nil
+func (t *Task) Checkpoint() (err error) {
+	if t == nil || t.preempt.Load() == 0 && t.thread.lowerCheck == 0 {
+		return
 	}
 	return t.checkpointSlow()
 }
 
 // checkpointSlow is kept out of Checkpoint so that Checkpoint inlines, as
-// sync.Once splits doSlow from Do.
+// sync.Once splits doSlow from Do. Checkpoint's nil test costs the inliner
+// the node its named result and bare return save: it stands at the budget
+// (go build -gcflags=-m=2: cost 80, budget 80).
 func (t *Task) checkpointSlow() error {
 	p := t.preempt.Load()
 	if p&preemptCancel != 0 {
@@ -192,6 +199,9 @@ func (t *Task) cancelErr() error {
 // cancelled (with cause ErrClosed) when Close stops waiting for the task.
 // It is cancelled when fn returns.
 func (t *Task) Context() context.Context {
+	if t == nil {
+		return context.Background()
+	}
 	if tc := t.taskCtx.Load(); tc != nil {
 		return tc.ctx
 	}
@@ -214,7 +224,12 @@ func (t *Task) Context() context.Context {
 // or Blocking returned. It is the queueing delay the scheduler added to the
 // task (time inside Blocking's fn is not counted). Call it from the
 // goroutine that runs fn.
-func (t *Task) Waited() time.Duration { return time.Duration(t.waited) }
+func (t *Task) Waited() time.Duration {
+	if t == nil {
+		return 0
+	}
+	return time.Duration(t.waited)
+}
 
 // Blocking runs fn, which should wait (on the network, a lock, a timer)
 // rather than compute, without holding a worker slot: the slot goes to
@@ -232,6 +247,10 @@ func (t *Task) Waited() time.Duration { return time.Duration(t.waited) }
 // where Blocking calls really wait, keeping the slot would leave it idle
 // for blockHold each time.
 func (t *Task) Blocking(fn func()) {
+	if t == nil {
+		fn()
+		return
+	}
 	start := t.s.clock.Now()
 	switch t.s.block(t, start) {
 	case blockNested: // the slot is already given up, or kept by an outer call

@@ -76,15 +76,18 @@ func WithNice(n int) TaskOption {
 	})
 }
 
-// maxGroupLen bounds a group name, in bytes.
-const maxGroupLen = 256
+// MaxGroupNameLen is the longest group name, in bytes, that WithGroup and
+// SetGroupWeight accept: exported, as MinNice and MaxNice are, for
+// programs that take group names from their input (a header, a tenant).
+const MaxGroupNameLen = 256
 
-// WithGroup puts the task in a group (default ""). Groups share the CPU by
-// their weights (SetGroupWeight) before their tasks share the group's part.
+// WithGroup puts the task in a group (default ""), whose name is at most
+// MaxGroupNameLen bytes. Groups share the CPU by their weights
+// (SetGroupWeight) before their tasks share the group's part.
 func WithGroup(name string) TaskOption {
 	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
-		if len(name) > maxGroupLen {
-			return tc, fmt.Errorf("cpusched: WithGroup: name is %d bytes, must be at most %d", len(name), maxGroupLen)
+		if len(name) > MaxGroupNameLen {
+			return tc, fmt.Errorf("cpusched: WithGroup: name is %d bytes, must be at most %d (MaxGroupNameLen)", len(name), MaxGroupNameLen)
 		}
 		tc.group = name
 		return tc, nil

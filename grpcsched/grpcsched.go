@@ -258,7 +258,13 @@ func (ic *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServe
 // (WithLogger) and answered codes.Internal; the server lives on. Any other
 // failure of a task that started (the handler called runtime.Goexit on an
 // IsolationOSPriority hand-off thread) is logged and answered the same.
-// The handler's own errors, status errors or not, pass through unchanged.
+// The handler's own errors, status errors or not, pass through unchanged,
+// but for one case: when s.Close gives up waiting and cuts the call's task
+// (its context is cancelled with cause cpusched.ErrClosed and Checkpoint
+// returns cpusched.ErrClosed), an error of codes.Unknown or codes.Canceled
+// (Checkpoint's error as it is, status.FromContextError's of it, the
+// context's error) becomes codes.Unavailable with the pushback trailer, as
+// a shed call's, so that the client's retry policy retries it.
 //
 // Every call counts in the load reports of s (ServerMetricsProvider); with
 // orca.CallMetricsServerOption it ends with the endpoint-load-metrics-bin
@@ -323,8 +329,10 @@ type taskKey struct{}
 
 // TaskFrom returns the task that runs the call whose handler context is
 // ctx (or a context derived from it), for Checkpoint and Blocking, or nil
-// outside a handler run by the interceptors. The task is valid until that
-// handler returns.
+// outside a handler run by the interceptors. A nil *cpusched.Task is safe
+// to use (Checkpoint returns nil, Blocking runs its function), so one
+// handler serves a scheduled method and one left out (WithMethods). The
+// task is valid until that handler returns.
 func TaskFrom(ctx context.Context) *cpusched.Task {
 	t, _ := ctx.Value(taskKey{}).(*cpusched.Task)
 	return t
@@ -353,6 +361,7 @@ type call struct {
 	task     *cpusched.Task
 	started  bool          // the task started; read after Run returns
 	returned bool          // the handler returned (did not panic or exit)
+	cut      bool          // Close cut the task (its context's cause is ErrClosed) before the handler returned
 	first    time.Duration // Task.Waited when the handler began: the wait for the first slot
 	waited   time.Duration // Task.Waited when it ended
 	run      time.Duration // the handler's time, less its waits for a slot
@@ -404,8 +413,10 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 			}
 			ic.meter.End(loadreport.Ran, c.waited)
 		}()
-		err := fn(context.WithValue(t.Context(), taskKey{}, t), c)
+		taskCtx := t.Context()
+		err := fn(context.WithValue(taskCtx, taskKey{}, t), c)
 		c.returned = true
+		c.cut = errors.Is(context.Cause(taskCtx), cpusched.ErrClosed)
 		return err
 	}, opts...)
 	if rec != nil {
@@ -413,6 +424,8 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 		rec.SetRequestCost(loadreport.QueueWaitCost, loadreport.Millis(c.waited))
 	}
 	switch {
+	case c.returned && c.cut && cutError(err):
+		return ic.unavailable(setTrailer, "grpcsched: the scheduler closed while the call ran")
 	case c.returned:
 		return err // the handler's own, unchanged
 	case !c.started:
@@ -420,6 +433,16 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 	default:
 		return ic.failed(method, err)
 	}
+}
+
+// cutError reports whether err, returned by a handler whose task Close
+// cut, is what a handler returns for that: Checkpoint's
+// cpusched.ErrClosed or another error that is not a status (codes.Unknown),
+// status.FromContextError's of it (codes.Unknown too), or the context's
+// error (codes.Canceled); rather than a status code of its own.
+func cutError(err error) bool {
+	code := status.Code(err)
+	return code == codes.Unknown || code == codes.Canceled
 }
 
 // limit returns method's limit, made at its first call.

@@ -120,8 +120,8 @@ func fuzzTaskOptions(given uint8, class, nice int, group string, sliceNs int64) 
 // body) through Handler, with random task options from
 // WithRequestTaskOptions (out of range too), a handler that answers, loops
 // on Checkpoint, panics or reads the body, and the request's context
-// cancelled at random points. Each answer must be the documented one: 500
-// for refused task options, 503 with Retry-After for a request cancelled
+// cancelled at random points. Each answer must be the documented one: 400
+// for invalid task options, 503 with Retry-After for a request cancelled
 // before its task started, 500 for a panic, a panic with
 // http.ErrAbortHandler (and no other) for a panic with it or after the
 // response started, the handler's own answer otherwise; and after each
@@ -142,8 +142,8 @@ func FuzzHandler(f *testing.F) {
 
 	s := schedtest.NewScheduler(f)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	taskOpts := WithRequestTaskOptions(func(r *http.Request) []cpusched.TaskOption {
-		return r.Context().Value(fuzzRequestKey{}).(*fuzzRequest).opts
+	taskOpts := WithRequestTaskOptions(func(r *http.Request) ([]cpusched.TaskOption, error) {
+		return r.Context().Value(fuzzRequestKey{}).(*fuzzRequest).opts, nil
 	})
 	plain := Handler(s, http.HandlerFunc(fuzzBehaviour), taskOpts, WithLogger(logger), WithRetryAfter(2*time.Second))
 	shedding := Handler(s, http.HandlerFunc(fuzzBehaviour), taskOpts, WithLogger(logger), WithRetryAfter(2*time.Second), WithMaxQueueWait(time.Millisecond))
@@ -183,13 +183,13 @@ func FuzzHandler(f *testing.F) {
 		optsErr := cpusched.CheckTaskOptions(fr.opts...)
 		var want int // 0: the handler's own answer
 		switch {
-		case fr.cancelAt == cancelBefore || fr.cancelAt == cancelWhileQueued && optsErr == nil:
+		case optsErr != nil:
+			want = http.StatusBadRequest // before the request is admitted or scheduled
+		case fr.cancelAt == cancelBefore || fr.cancelAt == cancelWhileQueued:
 			want = http.StatusServiceUnavailable
 			if rec.Header().Get("Retry-After") != "2" {
 				t.Errorf("got Retry-After %q on a request cancelled before its task started, want 2", rec.Header().Get("Retry-After"))
 			}
-		case optsErr != nil:
-			want = http.StatusInternalServerError
 		}
 		if want != 0 && (fr.called || rec.Code != want || panicked != nil) {
 			t.Fatalf("options %v (%v), cancel point %d: got %d %q, panic %v, handler called %v; want %d without calling it",

@@ -17,8 +17,7 @@
 //		for _, block := range blocks {
 //			digest.Write(block)
 //			if err := task.Checkpoint(); err != nil { // yields when the slice ends
-//				http.Error(w, err.Error(), http.StatusServiceUnavailable)
-//				return // the client is gone, or the scheduler is closing
+//				return // the client is gone, or Close cut the task: 503
 //			}
 //		}
 //		...
@@ -52,7 +51,7 @@ const (
 // config is what the Options set; newConfig fills in the defaults first.
 type config struct {
 	taskOpts        []cpusched.TaskOption
-	requestTaskOpts func(*http.Request) []cpusched.TaskOption
+	requestTaskOpts func(*http.Request) ([]cpusched.TaskOption, error)
 	maxQueueWait    time.Duration // 0: no wait budget
 	retryAfter      string        // the header's value: whole seconds
 	logger          *slog.Logger  // nil: slog.Default() when logging
@@ -84,11 +83,13 @@ func WithTaskOptions(opts ...cpusched.TaskOption) Option {
 // WithRequestTaskOptions sets a function that returns more task options for
 // each request, after those of WithTaskOptions (the later of two settings
 // wins): for a class or group that depends on the request, such as its
-// user. fn runs on the handler goroutine before the request is scheduled;
-// it should return options it has checked (an out-of-range one fails the
-// request with 500), so answer bad input with 400 in a handler before this
-// one.
-func WithRequestTaskOptions(fn func(*http.Request) []cpusched.TaskOption) Option {
+// user. fn runs on the handler goroutine before the request is admitted
+// and scheduled. If fn returns an error, or an invalid option (a nice
+// level outside MinNice..MaxNice, a group name longer than
+// cpusched.MaxGroupNameLen bytes), the request is answered 400 Bad Request
+// with the error's message, without running the handler: a message for
+// the client, naming what was wrong.
+func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
 			return errors.New("httpsched: WithRequestTaskOptions(nil): the function must not be nil")
@@ -120,6 +121,19 @@ func WithRequestTaskOptions(fn func(*http.Request) []cpusched.TaskOption) Option
 // while the slot stays busy; a client is shed at once, so the share of shed
 // requests counts its retries. BenchmarkShedUnderLoad measures this against
 // the rejected estimators (docs/performance.md, "Shedding under load").
+//
+// Choose d against the route's own run time r (a request's time on a
+// slot: its response time less Task.Waited). d is a queue-wait target, so
+// if r is longer than d, two requests sharing a slot each wait about the
+// other's run, over d: the limit then holds the route near s.Workers()
+// requests in flight, and every request beyond is answered 503 at once
+// rather than queued. That serves what the workers can, but a client that
+// ignores Retry-After retries at once, and its 503s take CPU from the
+// requests being served (2 slots, 30 ms requests, d = 10 ms, 4 clients
+// retrying at once in-process, IsolationOSPriority: 63 and 74 served in
+// 1.5 s against 87 and 89 without the option). A d of a few r lets
+// requests queue behind each other instead; a d below r means "shed what
+// the workers cannot start at once".
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -247,8 +261,16 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 //   - 503 with Retry-After when the request's context ends while it waits
 //     for a slot: the client has gone (net/http then drops the answer) or a
 //     deadline passed; the task never started and nothing is left behind;
-//   - 500 when s refuses the task options WithRequestTaskOptions gave
-//     (NewHandler has checked those of WithTaskOptions), logged.
+//   - 400 Bad Request with the error's message when
+//     WithRequestTaskOptions' function returns an error or an invalid task
+//     option (NewHandler has checked those of WithTaskOptions);
+//   - 500 if s refuses the task for any other reason, logged.
+//
+// When s.Close gives up waiting and cuts a request's task (its context is
+// cancelled with cause cpusched.ErrClosed and Checkpoint returns
+// cpusched.ErrClosed), h may just return: if it wrote nothing (no
+// WriteHeader, no Write), the handler answers 503 with Retry-After, as it
+// does to the requests it sheds. What h wrote is left as it is.
 //
 // A panic in h is recovered by s: a panic with http.ErrAbortHandler panics
 // again with it on the calling goroutine (net/http then aborts the
@@ -293,20 +315,32 @@ type taskKey struct{}
 
 // TaskFrom returns the task that runs the request whose context is ctx (or
 // a context derived from it), for Checkpoint and Blocking, or nil outside a
-// handler run by Handler. The task is valid until that handler returns;
-// after that the scheduler reuses it, so a goroutine the handler started
-// must not call its methods.
+// handler run by Handler. A nil *cpusched.Task is safe to use (Checkpoint
+// returns nil, Blocking runs its function), so one handler serves a
+// scheduled route and a direct one. The task is valid until that handler
+// returns; after that the scheduler reuses it, so a goroutine the handler
+// started must not call its methods.
 func TaskFrom(ctx context.Context) *cpusched.Task {
 	t, _ := ctx.Value(taskKey{}).(*cpusched.Task)
 	return t
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.meter.Arrive()
 	opts := h.cfg.taskOpts
 	if h.cfg.requestTaskOpts != nil {
-		opts = append(opts[:len(opts):len(opts)], h.cfg.requestTaskOpts(r)...)
+		more, err := h.cfg.requestTaskOpts(r)
+		if err == nil {
+			err = cpusched.CheckTaskOptions(more...)
+		}
+		if err != nil {
+			h.meter.End(loadreport.Refused, 0)
+			h.addLoadHeader(w)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		opts = append(opts[:len(opts):len(opts)], more...)
 	}
-	h.meter.Arrive()
 	sr := &scheduledRequest{h: h, r: r, rw: responseWriter{ResponseWriter: w}}
 	if h.cfg.loadHeader {
 		sr.rw.h = h
@@ -323,7 +357,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	err := h.sched.Run(r.Context(), sr.run, opts...)
 	switch {
 	case err == nil:
-		if !sr.rw.started {
+		switch {
+		case sr.rw.started:
+		case sr.cut:
+			h.unavailable(w) // h wrote nothing after Close cut it
+		default:
 			h.addLoadHeader(w) // net/http sends the headers after h returns
 		}
 	case !sr.started:
@@ -341,6 +379,7 @@ type scheduledRequest struct {
 	queuedAt time.Duration // on h.cfg.now's clock
 	round    uint64        // the limit's round it was admitted in, with WithMaxQueueWait
 	started  bool          // run was called; read after Run returns
+	cut      bool          // Close cut the task (its context's cause is ErrClosed) before h returned
 }
 
 // run is the task: the handler, with the task in the request's context.
@@ -350,8 +389,9 @@ func (sr *scheduledRequest) run(t *cpusched.Task) error {
 	// gives its sample and its place back too: a place never returned
 	// would lower the limit for good.
 	defer sr.observe(t)
-	ctx := context.WithValue(t.Context(), taskKey{}, t)
-	sr.h.next.ServeHTTP(&sr.rw, sr.r.WithContext(ctx))
+	ctx := t.Context()
+	sr.h.next.ServeHTTP(&sr.rw, sr.r.WithContext(context.WithValue(ctx, taskKey{}, t)))
+	sr.cut = errors.Is(context.Cause(ctx), cpusched.ErrClosed)
 	return nil
 }
 
@@ -379,7 +419,7 @@ func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, 
 	case cancelled:
 		h.meter.End(loadreport.Left, waited)
 		h.unavailable(w)
-	default: // the scheduler refused the task options
+	default: // the scheduler refused the task (its options are checked before)
 		h.meter.End(loadreport.Refused, 0)
 		h.logger().Error("httpsched: the scheduler refused the request's task", "method", r.Method, "path", r.URL.Path, "err", err)
 		h.addLoadHeader(w)

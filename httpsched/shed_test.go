@@ -196,11 +196,11 @@ func TestMaxQueueWaitReleases(t *testing.T) {
 			check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "1")
 		}, 1},
 		{"task options refused", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
-			h.cfg.requestTaskOpts = func(*http.Request) []cpusched.TaskOption {
-				return []cpusched.TaskOption{cpusched.WithNice(99)}
+			h.cfg.requestTaskOpts = func(*http.Request) ([]cpusched.TaskOption, error) {
+				return []cpusched.TaskOption{cpusched.WithNice(99)}, nil
 			}
-			if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusInternalServerError {
-				t.Errorf("got %d, want 500", rec.Code)
+			if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusBadRequest {
+				t.Errorf("got %d, want 400", rec.Code)
 			}
 		}, 1},
 		{"closed", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {

@@ -146,7 +146,7 @@ const (
 	// Shed: the adapter answered at once that it is overloaded (its limit,
 	// or the scheduler's queue full or closed) without queueing the call.
 	Shed
-	// Refused: the scheduler refused the call's task options.
+	// Refused: the call's task options were refused (by the adapter or the scheduler).
 	Refused
 )
 

@@ -149,8 +149,8 @@ func NewServer(cfg Config) (*Server, error) {
 	// Fixed seed: the same n gives the same CRC on every run.
 	rand.NewChaCha8([32]byte{}).Read(s.buf)
 	s.scheduled = httpsched.Handler(sched, http.HandlerFunc(s.checksumScheduled),
-		httpsched.WithRequestTaskOptions(func(r *http.Request) []cpusched.TaskOption {
-			return checksumParamsFrom(r.Context()).opts
+		httpsched.WithRequestTaskOptions(func(r *http.Request) ([]cpusched.TaskOption, error) {
+			return checksumParamsFrom(r.Context()).opts, nil
 		}))
 
 	s.route("/delay", s.handleDelay)
