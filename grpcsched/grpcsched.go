@@ -65,7 +65,7 @@ const pushbackKey = "grpc-retry-pushback-ms"
 // config is what the Options set; newConfig fills in the defaults first.
 type config struct {
 	taskOpts     []cpusched.TaskOption
-	callTaskOpts func(context.Context, string) []cpusched.TaskOption
+	callTaskOpts func(context.Context, string) ([]cpusched.TaskOption, error)
 	methods      func(string) bool // nil: every method
 	maxQueueWait time.Duration     // 0: no wait budget
 	pushback     string            // the trailer's value: whole milliseconds
@@ -95,9 +95,12 @@ func WithTaskOptions(opts ...cpusched.TaskOption) Option {
 // wins), from the call's context (its metadata, its peer) and its full
 // method name ("/package.Service/Method"): for a class, nice level or
 // group that depends on the method or the caller. fn runs on the call's
-// goroutine before the call is scheduled; it should return options it has
-// checked (an out-of-range one fails the call with codes.Internal).
-func WithCallTaskOptions(fn func(ctx context.Context, fullMethod string) []cpusched.TaskOption) Option {
+// goroutine before the call is scheduled or counted against
+// WithMaxQueueWait's limit. If fn returns an error, or an invalid option
+// (a nice out of range, a group name longer than cpusched.MaxGroupNameLen),
+// the call fails with codes.InvalidArgument and that error's message, and
+// the handler never runs.
+func WithCallTaskOptions(fn func(ctx context.Context, fullMethod string) ([]cpusched.TaskOption, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
 			return errors.New("grpcsched: WithCallTaskOptions(nil): the function must not be nil")
@@ -251,8 +254,10 @@ func (ic *interceptor) unary(ctx context.Context, req any, info *grpc.UnaryServe
 //   - codes.Canceled or codes.DeadlineExceeded when the call's context
 //     ends while it waits for a slot: the client has gone or its deadline
 //     passed; the task never started and nothing is left behind;
-//   - codes.Internal when s refuses the task options WithCallTaskOptions
-//     gave, logged.
+//   - codes.InvalidArgument when WithCallTaskOptions' function returns an
+//     error or an invalid option, with its message;
+//   - codes.Internal when s refuses the task options for another reason,
+//     logged.
 //
 // A panic in the handler is recovered by s, logged with its stack
 // (WithLogger) and answered codes.Internal; the server lives on. Any other
@@ -384,6 +389,18 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 	if ic.cfg.methods != nil && !ic.cfg.methods(method) {
 		return fn(ctx, nil)
 	}
+	opts := ic.cfg.taskOpts
+	if ic.cfg.callTaskOpts != nil {
+		more, err := ic.cfg.callTaskOpts(ctx, method)
+		if err == nil {
+			err = cpusched.CheckTaskOptions(more...)
+		}
+		if err != nil {
+			ic.meter.End(loadreport.Refused, 0)
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		opts = append(opts[:len(opts):len(opts)], more...)
+	}
 	var limit *admission.Limit
 	var round uint64
 	if ic.cfg.maxQueueWait > 0 {
@@ -393,10 +410,6 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 			ic.meter.End(loadreport.Shed, 0)
 			return ic.unavailable(setTrailer, "grpcsched: "+method+" has its limit of calls in flight")
 		}
-	}
-	opts := ic.cfg.taskOpts
-	if ic.cfg.callTaskOpts != nil {
-		opts = append(opts[:len(opts):len(opts)], ic.cfg.callTaskOpts(ctx, method)...)
 	}
 	c := &call{}
 	queuedAt := time.Now()

@@ -313,13 +313,13 @@ func TestTaskOptions(t *testing.T) {
 	// after them.
 	s := schedtest.NewScheduler(t)
 	var methods []string
-	call := WithCallTaskOptions(func(ctx context.Context, method string) []cpusched.TaskOption {
+	call := WithCallTaskOptions(func(ctx context.Context, method string) ([]cpusched.TaskOption, error) {
 		methods = append(methods, method) // calls are serial in this test
 		md, _ := metadata.FromIncomingContext(ctx)
 		if g := md.Get("tenant"); len(g) == 1 {
-			return []cpusched.TaskOption{cpusched.WithGroup(g[0] + method)}
+			return []cpusched.TaskOption{cpusched.WithGroup(g[0] + method)}, nil
 		}
-		return nil
+		return nil, nil
 	})
 	c := serve(t, newService(), scheduled(s, WithTaskOptions(cpusched.WithClass(cpusched.ClassBatch), cpusched.WithGroup("all")), call)...)
 	ctx := testContext(t)
@@ -352,18 +352,39 @@ func TestTaskOptions(t *testing.T) {
 }
 
 func TestTaskOptionsRefused(t *testing.T) {
-	// Options the scheduler refuses: codes.Internal, logged, the handler
-	// never run.
-	s := schedtest.NewScheduler(t)
-	sv := newService()
-	logger, logs := logBuffer()
-	bad := WithCallTaskOptions(func(context.Context, string) []cpusched.TaskOption {
-		return []cpusched.TaskOption{cpusched.WithNice(99)}
-	})
-	c := serve(t, sv, scheduled(s, bad, WithLogger(logger))...)
-	_, err := c.UnaryCall(testContext(t), request("ok"))
-	checkCode(t, "refused options", err, codes.Internal)
-	if sv.calls.Load() != 0 || !strings.Contains(logs.String(), "WithNice(99)") {
-		t.Errorf("got %d handler calls and log %q; want 0 and the option's error", sv.calls.Load(), logs)
+	// A bad option or the function's error: codes.InvalidArgument with the
+	// message, not logged, the handler never run, and the call never
+	// counted against the limit.
+	for _, tc := range []struct {
+		name string
+		fn   func(context.Context, string) ([]cpusched.TaskOption, error)
+		want string
+	}{
+		{"out of range", func(context.Context, string) ([]cpusched.TaskOption, error) {
+			return []cpusched.TaskOption{cpusched.WithNice(99)}, nil
+		}, "WithNice(99)"},
+		{"too long a group", func(context.Context, string) ([]cpusched.TaskOption, error) {
+			return []cpusched.TaskOption{cpusched.WithGroup(strings.Repeat("g", cpusched.MaxGroupNameLen+1))}, nil
+		}, fmt.Sprint(cpusched.MaxGroupNameLen)},
+		{"the function's error", func(context.Context, string) ([]cpusched.TaskOption, error) {
+			return nil, errors.New("tenant header: want one of a, b; got \"c\"")
+		}, "tenant header"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := schedtest.NewScheduler(t)
+			sv := newService()
+			logger, logs := logBuffer()
+			c := serve(t, sv, scheduled(s, WithCallTaskOptions(tc.fn), WithMaxQueueWait(time.Second), WithLogger(logger))...)
+			for range 3 { // more than the limit starts at, were they counted
+				_, err := c.UnaryCall(testContext(t), request("ok"))
+				checkCode(t, tc.name, err, codes.InvalidArgument)
+				if !strings.Contains(status.Convert(err).Message(), tc.want) {
+					t.Errorf("got message %q, want it to name %q", status.Convert(err).Message(), tc.want)
+				}
+			}
+			if sv.calls.Load() != 0 || logs.String() != "" || s.Stats().Submitted != 0 {
+				t.Errorf("got %d handler calls, %d tasks and log %q; want none", sv.calls.Load(), s.Stats().Submitted, logs)
+			}
+		})
 	}
 }
