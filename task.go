@@ -240,12 +240,12 @@ func (t *Task) Waited() time.Duration {
 //
 // In IsolationOSPriority, where giving the slot up and getting it back
 // costs a hand-off between threads, a task whose earlier Blocking calls
-// have been short (a moving average under blockHold, 50 us) keeps its slot
-// while fn runs, and gives it up only if another task waits and fn is
-// still running blockHold after it began; the time it kept the slot counts
-// as run time. A task's first call goes by the recent calls of all tasks:
-// where Blocking calls really wait, keeping the slot would leave it idle
-// for blockHold each time.
+// have been short (a moving average under 50 us) keeps its slot while fn
+// runs, and gives it up only if another task waits and fn is still running
+// 50 us after it began; the time it kept the slot counts as run time. A
+// task's first call goes by the recent calls of all tasks: where Blocking
+// calls really wait, keeping the slot would leave it idle that long each
+// time.
 func (t *Task) Blocking(fn func()) {
 	if t == nil {
 		fn()

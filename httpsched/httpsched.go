@@ -109,9 +109,9 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // queueing, to a request that finds the limit reached. It learns the limit
 // from the delays of its requests, each known when its handler ends: one
 // more while they wait at most d and use the whole limit, half as many
-// (once per round of requests) when one waits longer, never fewer than one
-// (internal/admission). It starts at s.Workers(). Without this option a request
-// waits as long as its context lets it.
+// (once per round of requests) when one waits longer, never fewer than one.
+// It starts at s.Workers(). Without this option a request waits as long as
+// its context lets it.
 //
 // d is a target, not a bound: the limit moves only after a request has
 // waited too long, and at its floor of one request a request waits behind
@@ -120,7 +120,7 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // limit alternates between one request alone and two sharing the slot)
 // while the slot stays busy; a client is shed at once, so the share of shed
 // requests counts its retries. BenchmarkShedUnderLoad measures this against
-// the rejected estimators (docs/performance.md, "Shedding under load").
+// the rejected estimators (docs/performance.md#shedding-under-load).
 //
 // Choose d against the route's own run time r (a request's time on a
 // slot: its response time less Task.Waited). d is a queue-wait target, so
@@ -173,7 +173,7 @@ func WithLogger(l *slog.Logger) Option {
 // balancer that weighs replicas by their load: Envoy's
 // client_side_weighted_round_robin reads it. It carries the load report of
 // the handler's scheduler in the text form of Envoy's ORCA parser
-// (loadmetrics.go names the version): application_utilization,
+// (Envoy v1.33 and later): application_utilization,
 // cpu_utilization, rps_fractional, eps and
 // named_metrics.cpusched_queue_wait_p99_ms, the values grpcsched sends in
 // its ORCA reports (docs/grpc.md#how-each-value-is-computed). The header is
@@ -290,8 +290,8 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // wait p99), which WithLoadMetricsHeader, grpcsched and promsched send.
 //
 // Cost, per request of an empty handler (BenchmarkHandler against
-// BenchmarkDirect and BenchmarkRun; docs/performance.md, "httpsched
-// middleware"): about a microsecond, most of it the task's context that h
+// BenchmarkDirect and BenchmarkRun; docs/performance.md#httpsched-middleware):
+// about a microsecond, most of it the task's context that h
 // gets (BenchmarkRunTaskContext); the rest of the middleware, the load
 // report's counters included, adds a few tens of nanoseconds.
 // WithMaxQueueWait adds no cost the benchmark can tell from noise (a clock
