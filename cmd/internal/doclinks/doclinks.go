@@ -1,7 +1,8 @@
-// Package doclinks is CI's checker of the repository's cross-references:
-// .ci/run runs its TestRepositoryLinks, so that a renamed heading or a
-// moved document fails CI instead of a reader. It is a test helper, not
-// part of the library or of the cpusched command. Its rules:
+// Package doclinks is CI's checker of the repository's documents: .ci/run
+// runs its TestRepositoryLinks and TestRepositoryPages, so that a renamed
+// heading, a moved document or a journal creeping into a user's page fails
+// CI instead of a reader. It is a test helper, not part of the library or
+// of the cpusched command. Check's rules:
 //
 //   - every relative link in every Markdown file, [text](path) or
 //     [text](path#anchor), links to an anchor of the same file
@@ -10,12 +11,10 @@
 //     .md file at a heading whose GitHub anchor equals it;
 //   - in the comments of every .go file, every path of a Markdown file
 //     under the root's docs directory, written from the root and followed
-//     by an optional #anchor, must name an existing file and anchor; and
-//     where the path is followed by a comma and a quoted heading (the older
-//     citation form, still read until no comment uses it; new comments
-//     cite the path and an #anchor), that file must have a heading with
-//     that text, compared case-insensitively; the quoted heading may be
-//     wrapped across comment lines.
+//     by an optional #anchor, must name an existing file and anchor; the
+//     older form, the path followed by a comma and a quoted heading (which
+//     may be wrapped across comment lines), is reported with the #anchor
+//     to write instead, or as a missing heading.
 //
 // Links with a scheme (https:, mailto:) are not followed, and directories
 // named testdata, vendor, node_modules or .git are not read. Headings are
@@ -23,10 +22,10 @@
 // follow GitHub's rule: the rendered text lowercased, every character but
 // letters, digits, spaces, '-' and '_' removed, each space turned into '-',
 // and -1, -2, ... added to the second, third, ... heading with the same
-// anchor.
+// anchor. CheckPages' rules are in pages.go.
 //
-// TestRepositoryLinks runs Check on the repository's root, the directory
-// holding go.work.
+// TestRepositoryLinks runs Check, and TestRepositoryPages CheckPages, on
+// the repository's root, the directory holding go.work.
 package doclinks
 
 import (
@@ -427,8 +426,11 @@ func (c *checker) checkGo(path string) error {
 				if err != nil {
 					return err
 				}
+				title = strings.Join(strings.Fields(title), " ")
 				if !d.titles[foldTitle(title)] {
-					c.report(path, line, "%s: no heading %q in %s", cite, strings.Join(strings.Fields(title), " "), doc)
+					c.report(path, line, "%s: no heading %q in %s", cite, title, doc)
+				} else {
+					c.report(path, line, "%s: cite it as %s#%s, the one form", cite, doc, Anchor(title))
 				}
 			}
 		}

@@ -130,12 +130,19 @@ var s = "docs/missing.md in a string is not a comment"
 		"nested/module/q/q.go":     "package q // docs/target.md, \"Target\" and docs/target.md#nowhere\n",
 		"nested/module/q/q_doc.go": "// Package q: docs/target.md, \"Setup\".\npackage q\n",
 	})
+	// The quoted-heading form is reported even where the heading exists,
+	// with the anchor to cite instead: one form for every comment.
 	want := []string{
+		`nested/module/q/q.go:1: docs/target.md, "Target": cite it as docs/target.md#target, the one form`,
 		`nested/module/q/q.go:1: docs/target.md#nowhere: no heading with anchor #nowhere in docs/target.md`,
+		`nested/module/q/q_doc.go:1: docs/target.md, "Setup": cite it as docs/target.md#setup, the one form`,
+		`p/p.go:3: docs/target.md, "The ab check's max": cite it as docs/target.md#the-ab-checks-max, the one form`,
+		`p/p.go:8: docs/target.md, "Slice (OSPrioritySlice)": cite it as docs/target.md#slice-ospriorityslice, the one form`,
 		`p/p.go:12: docs/target.md, "Thread setting": no heading "Thread setting" in docs/target.md`,
 		`p/p.go:13: docs/target.md#teardown: no heading with anchor #teardown in docs/target.md`,
 		`p/p.go:14: docs/gone.md: no file docs/gone.md`,
 		`p/p.go:14: docs/target.md, "In a fence": no heading "In a fence" in docs/target.md`,
+		`p/p.go:18: docs/target.md, "the AB check's MAX": cite it as docs/target.md#the-ab-checks-max, the one form`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
