@@ -36,7 +36,7 @@ type Stats struct {
 
 	QueueWait    time.Duration // total time tasks waited for their first slot
 	MaxQueueWait time.Duration // the longest such wait
-	RunTime      time.Duration // total slot time used by tasks
+	RunTime      time.Duration // total slot time used by tasks, up to the snapshot (the running tasks' time so far included)
 	LaneRunTime  time.Duration // the part of RunTime the small-task lane gave: small tasks run ahead of their turn, within a share of each period
 	LentTime     time.Duration // slot time lent to the rest of the program (Lent summed over time): over an interval, its growth divided by the interval is the average number of slots lent
 
@@ -62,9 +62,9 @@ type Stats struct {
 // ClassStats are the counters of one class.
 type ClassStats struct {
 	Submitted  uint64
-	RunTime    time.Duration
-	QueueWaits Histogram // each started task's wait for its first slot (0 when a slot was free)
-	RunTimes   Histogram // each ended task's total slot time, for tasks that started
+	RunTime    time.Duration // as Stats.RunTime, for the class's tasks
+	QueueWaits Histogram     // each started task's wait for its first slot (0 when a slot was free)
+	RunTimes   Histogram     // each ended task's total slot time, for tasks that started
 	// QueueTime is the time the class's tasks have spent queued for their
 	// first slot, up to the snapshot: the waits of those that started or
 	// were removed while queued, and the time so far of those still
@@ -80,9 +80,9 @@ type GroupStats struct {
 	Weight     int
 	Submitted  uint64
 	Ended      uint64
-	RunTime    time.Duration
-	QueueWaits Histogram // as ClassStats.QueueWaits, for the group's tasks
-	RunTimes   Histogram // as ClassStats.RunTimes, for the group's tasks
+	RunTime    time.Duration // as Stats.RunTime, for the group's tasks
+	QueueWaits Histogram     // as ClassStats.QueueWaits, for the group's tasks
+	RunTimes   Histogram     // as ClassStats.RunTimes, for the group's tasks
 }
 
 // HistogramBuckets is the number of buckets of a Histogram.
@@ -161,14 +161,27 @@ func (s *Scheduler) Stats() Stats {
 		Groups:        make(map[string]GroupStats, len(s.groups)),
 	}
 	now := s.clock.Now()
+	// The running tasks' slot time since they were last charged (at a
+	// Checkpoint, a Blocking call, a slice's end): without it, a task that
+	// never calls Checkpoint would show no run time until it ended, and
+	// the load reports would read its held slot as free.
+	var classRun [numClasses]int64
+	groupRun := map[*groupCounters]int64{}
+	for _, t := range s.running {
+		if d := now - t.since; d > 0 {
+			st.RunTime += time.Duration(d)
+			classRun[t.classID] += d
+			groupRun[t.gstats] += d
+		}
+	}
 	for i := range st.Classes {
-		st.Classes[i] = ClassStats{Submitted: c.classSubmitted[i], RunTime: time.Duration(c.classRunTime[i]), QueueWaits: c.classWaits[i], RunTimes: c.classRuns[i],
+		st.Classes[i] = ClassStats{Submitted: c.classSubmitted[i], RunTime: time.Duration(c.classRunTime[i] + classRun[i]), QueueWaits: c.classWaits[i], RunTimes: c.classRuns[i],
 			QueueTime: time.Duration(c.classQueueDone[i] + c.classQueued[i]*now - c.classQueuedSince[i])}
 	}
 	for name, g := range s.groups {
-		st.Groups[name] = g.snapshot()
+		st.Groups[name] = addRun(g.snapshot(), groupRun[g])
 	}
-	st.OtherGroups = s.otherGroups.snapshot()
+	st.OtherGroups = addRun(s.otherGroups.snapshot(), groupRun[&s.otherGroups])
 	st.OtherGroups.Weight = DefaultGroupWeight
 	if s.os != nil {
 		st.Lent = s.os.lent
@@ -185,6 +198,12 @@ func (c *counters) leftQueueLocked(t *Task, w int64) {
 	c.classQueued[t.classID]--
 	c.classQueuedSince[t.classID] -= t.since
 	c.classQueueDone[t.classID] += w
+}
+
+// addRun adds d ns of slot time to st's RunTime.
+func addRun(st GroupStats, d int64) GroupStats {
+	st.RunTime += time.Duration(d)
+	return st
 }
 
 // snapshot returns g's counters as GroupStats.

@@ -232,3 +232,42 @@ func TestClassQueueTime(t *testing.T) {
 		t.Errorf("QueueWaits.Sum %v once the task started, want 5ms", got)
 	}
 }
+
+// TestRunTimeWhileRunning checks Stats' RunTime on a fake clock: a task
+// that makes no Checkpoint shows its slot time so far while it runs, in
+// the totals, its class and its group, and the figures only grow as it is
+// charged and ends.
+func TestRunTimeWhileRunning(t *testing.T) {
+	clk := newFakeClock()
+	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	if err := s.SetGroupWeight("g", 100); err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	h, err := s.Go(context.Background(), func(*Task) error {
+		close(started)
+		<-release // holds the slot, no Checkpoint
+		return nil
+	}, WithGroup("g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	runTimes := func() [3]time.Duration {
+		st := s.Stats()
+		return [3]time.Duration{st.RunTime, st.Classes[ClassNormal].RunTime, st.Groups["g"].RunTime}
+	}
+	clk.Advance(int64(3 * time.Millisecond))
+	if got, want := runTimes(), [3]time.Duration{3 * time.Millisecond, 3 * time.Millisecond, 3 * time.Millisecond}; got != want {
+		t.Errorf("3ms into a task without Checkpoint: RunTime, its class's, its group's %v, want %v", got, want)
+	}
+	clk.Advance(int64(2 * time.Millisecond))
+	close(release)
+	if err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(int64(time.Millisecond)) // nothing runs: nothing grows
+	if got, want := runTimes(), [3]time.Duration{5 * time.Millisecond, 5 * time.Millisecond, 5 * time.Millisecond}; got != want {
+		t.Errorf("after the task ran 5ms and ended: %v, want %v", got, want)
+	}
+}

@@ -449,10 +449,9 @@ func compute(b, c sample, budget float64) Report {
 // all the same, and the calls behind it wait) and more of them than there
 // are slots hold or wait for one at c, their number over the slots; else
 // 0. Slots held without a queue are left to the window's averages, which
-// count a slot whose thread did not run as the CPU it got. A task's slot
-// time is counted as it gives its slot up (at a Checkpoint that yields,
-// for Blocking, at its end), so that a task that holds its slot without a
-// Checkpoint is seen only as it ends.
+// count a slot whose thread did not run as the CPU it got. Stats counts a
+// running task's slot time so far, so a task that holds its slot without
+// a Checkpoint is seen while it holds it.
 func overloaded(f, c sample) float64 {
 	dt := (c.at - f.at).Seconds()
 	if dt <= 0 || c.workers <= 0 || c.lrLive <= c.workers {
