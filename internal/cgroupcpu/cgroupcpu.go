@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Limit returns the CPU limit that applies to this process, in CPUs (1.5
@@ -283,4 +284,68 @@ func readInt(name string) (int64, error) {
 		return 0, fmt.Errorf("%s: want an integer, got %q", name, strings.TrimSpace(string(b)))
 	}
 	return n, nil
+}
+
+// GroupCPU returns the CPU time that every process of the cgroup whose
+// cpu.stat is statPath (StatFile's) has used: cgroup v2's usage_usec in
+// that file, or in cgroup v1 the cpuacct.usage beside it where cpuacct is
+// mounted with cpu, else the sum over the cgroup's processes
+// (cgroup.procs) of their user and system time from /proc, which leaves
+// out the processes that have exited. ok is false where none of these can
+// be read.
+func GroupCPU(statPath string) (cpu time.Duration, ok bool) {
+	if b, err := os.ReadFile(statPath); err == nil {
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if v, found := strings.CutPrefix(sc.Text(), "usage_usec "); found {
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+					return time.Duration(n) * time.Microsecond, true
+				}
+			}
+		}
+	}
+	dir := filepath.Dir(statPath)
+	if n, err := readInt(filepath.Join(dir, "cpuacct.usage")); err == nil {
+		return time.Duration(n), true
+	}
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil {
+		return 0, false
+	}
+	for _, pid := range strings.Fields(string(procs)) {
+		if ticks, ok := processTicks(pid); ok {
+			cpu += time.Duration(ticks) * time.Second / userHZ
+		}
+	}
+	return cpu, true
+}
+
+// userHZ is the unit of /proc/PID/stat's times: USER_HZ, 100 on every
+// architecture Linux runs Go on.
+const userHZ = 100
+
+// processTicks returns the user and system time of process pid from
+// /proc/PID/stat, in USER_HZ ticks.
+func processTicks(pid string) (int64, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0, false
+	}
+	// The command name, in parentheses, may hold spaces: the fields
+	// after it start at the last ')'. utime and stime are fields 14 and
+	// 15, the 12th and 13th after it.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return utime + stime, true
 }

@@ -1,10 +1,12 @@
 package cgroupcpu
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tree writes files (path relative to a new root: contents) and returns the
@@ -226,5 +228,31 @@ func TestThrottling(t *testing.T) {
 		if _, _, err := Throttling(filepath.Join(root, dir, "cpu.stat")); err == nil {
 			t.Errorf("%s: got no error", dir)
 		}
+	}
+}
+
+func TestGroupCPU(t *testing.T) {
+	// cgroup v2: usage_usec in cpu.stat.
+	v2 := tree(t, map[string]string{"g/cpu.stat": "usage_usec 1500000\nuser_usec 1000000\nnr_periods 10\nnr_throttled 2\n"})
+	if cpu, ok := GroupCPU(filepath.Join(v2, "g/cpu.stat")); !ok || cpu != 1500*time.Millisecond {
+		t.Errorf("v2: got %v, %v; want 1.5s, true", cpu, ok)
+	}
+	// cgroup v1 with cpuacct mounted with cpu: cpuacct.usage, in ns.
+	v1 := tree(t, map[string]string{"g/cpu.stat": "nr_periods 10\nnr_throttled 2\n", "g/cpuacct.usage": "2500000000\n"})
+	if cpu, ok := GroupCPU(filepath.Join(v1, "g/cpu.stat")); !ok || cpu != 2500*time.Millisecond {
+		t.Errorf("v1 with cpuacct: got %v, %v; want 2.5s, true", cpu, ok)
+	}
+	// cgroup v1 without it: the processes in cgroup.procs, from /proc;
+	// this test's process has used some CPU, and a pid that is gone adds
+	// nothing.
+	procs := tree(t, map[string]string{"g/cpu.stat": "nr_periods 10\nnr_throttled 2\n", "g/cgroup.procs": fmt.Sprintf("%d\n999999999\n", os.Getpid())})
+	for start := time.Now(); time.Since(start) < 30*time.Millisecond; {
+	}
+	if cpu, ok := GroupCPU(filepath.Join(procs, "g/cpu.stat")); !ok || cpu <= 0 {
+		t.Errorf("v1 from /proc: got %v, %v; want this process's CPU, true", cpu, ok)
+	}
+	// Nothing to read.
+	if _, ok := GroupCPU(filepath.Join(t.TempDir(), "cpu.stat")); ok {
+		t.Error("no files: got ok, want false")
 	}
 }

@@ -172,6 +172,9 @@ type source struct {
 	// quota reads the cgroup quota's periods and those in which it ran
 	// out; ok false without a quota.
 	quota func() (periods, throttled int64, ok bool)
+	// groupCPU reads the CPU time of every process in that cgroup; ok
+	// false where it cannot be read (nil: the process's own, as alone).
+	groupCPU func() (time.Duration, bool)
 }
 
 // sample is the cumulative counters at one time.
@@ -187,6 +190,8 @@ type sample struct {
 	periods   int64 // the cgroup quota's periods
 	throttled int64 // those in which it ran out
 	quotaOK   bool
+	groupCPU  time.Duration // the CPU time of every process in that cgroup
+	groupOK   bool
 	calls     uint64
 	shed      uint64
 	waits     [numBuckets]uint64
@@ -220,6 +225,7 @@ func For(s *cpusched.Scheduler) *Meter {
 		registry.meters = map[weak.Pointer[cpusched.Scheduler]]*Meter{}
 	}
 	start := time.Now()
+	q := new(quotaStat)
 	m := newMeter(source{
 		now: func() time.Duration { return time.Since(start) },
 		stats: func() (cpusched.Stats, bool) {
@@ -230,9 +236,10 @@ func For(s *cpusched.Scheduler) *Meter {
 			}
 			return cpusched.Stats{}, false
 		},
-		cpu:    processCPU,
-		budget: cpuBudget,
-		quota:  new(quotaStat).read,
+		cpu:      processCPU,
+		budget:   cpuBudget,
+		quota:    q.read,
+		groupCPU: q.groupCPU,
 	})
 	registry.meters[key] = m
 	runtime.AddCleanup(s, func(key weak.Pointer[cpusched.Scheduler]) {
@@ -389,6 +396,9 @@ func (m *Meter) take(now time.Duration) (sample, bool) {
 	if m.src.quota != nil {
 		s.periods, s.throttled, s.quotaOK = m.src.quota()
 	}
+	if s.quotaOK && m.src.groupCPU != nil {
+		s.groupCPU, s.groupOK = m.src.groupCPU()
+	}
 	return s, true
 }
 
@@ -414,6 +424,15 @@ func compute(b, c sample, budget float64) Report {
 	}
 	if c.cpuOK && b.cpuOK && budget > 0 {
 		used := max(0, (c.cpu - b.cpu).Seconds())
+		// Other processes in the cgroup spend its quota too, and its
+		// throttling whatever the process's own load: only the process's
+		// share of the cgroup's CPU counts as its saturation. A neighbour
+		// that kept the quota spent read 0.84 on a replica that used
+		// 0.07 CPU, and a weighted balancer sent it almost nothing
+		// (docs/grpc.md#the-results).
+		if group := (c.groupCPU - b.groupCPU).Seconds(); c.groupOK && b.groupOK && group > used {
+			saturation *= used / group
+		}
 		r.CPU = used / (budget * dt)
 		// Slot time beyond the process's CPU time is time the kernel ran
 		// other processes, or a spent quota stopped the process: not
@@ -502,6 +521,15 @@ type quotaStat struct {
 	path string
 	ok   bool
 	at   time.Time
+}
+
+// groupCPU reads the CPU time of the processes in that cgroup, after read
+// found its cpu.stat.
+func (q *quotaStat) groupCPU() (time.Duration, bool) {
+	if !q.ok {
+		return 0, false
+	}
+	return cgroupcpu.GroupCPU(q.path)
 }
 
 func (q *quotaStat) read() (periods, throttled int64, ok bool) {

@@ -28,7 +28,11 @@ type fake struct {
 	// periods and throttled are the cgroup quota's; quotaOK false: none.
 	periods, throttled int64
 	quotaOK            bool
-	stats              int // Stats calls
+	// group is the CPU time of every process in the cgroup (the
+	// process's and others'); groupOK false: unknown.
+	group   time.Duration
+	groupOK bool
+	stats   int // Stats calls
 }
 
 func newFake(workers int, budget float64) *fake {
@@ -51,6 +55,11 @@ func (f *fake) source() source {
 			defer f.mu.Unlock()
 			return f.periods, f.throttled, f.quotaOK
 		},
+		groupCPU: func() (time.Duration, bool) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.group, f.groupOK
+		},
 	}
 }
 
@@ -62,7 +71,8 @@ type load struct {
 	batch, idle                time.Duration
 	normalQueue, realtimeQueue time.Duration // time queued for a first slot (ClassStats.QueueTime)
 	cpu                        time.Duration
-	periods, throttled         int64 // the cgroup quota's periods, and those in which it ran out
+	periods, throttled         int64         // the cgroup quota's periods, and those in which it ran out
+	others                     time.Duration // the CPU the cgroup's other processes used
 }
 
 func (f *fake) add(l load) {
@@ -77,6 +87,7 @@ func (f *fake) add(l load) {
 	c[cpusched.ClassNormal].QueueTime += l.normalQueue
 	c[cpusched.ClassRealtime].QueueTime += l.realtimeQueue
 	f.cpu += l.cpu
+	f.group += l.cpu + l.others
 	f.periods += l.periods
 	f.throttled += l.throttled
 }
@@ -140,13 +151,14 @@ func TestApplicationUtilization(t *testing.T) {
 		{"a budget above the slots: the cap is CPU time, not its share", 1, 2, load{d: s, normal: s, cpu: s}, 0, 0, 1, 0.5},
 		{"a quota that ran out adds its share of the periods", 1, 0.3, load{d: s, normal: 250 * ms, cpu: 270 * ms, periods: 10, throttled: 3}, 0, 0, 1.2, 0.9},
 		{"a quota that did not run out adds nothing", 1, 0.3, load{d: s, normal: 250 * ms, cpu: 150 * ms, periods: 10}, 0, 0, 0.5, 0.5},
+		{"a quota another process of the cgroup spent: the process's share of the periods", 1, 0.8, load{d: s, normal: 70 * ms, cpu: 70 * ms, periods: 10, throttled: 7, others: 730 * ms}, 0, 0, 0.7*70.0/800 + 70.0/800, 70.0 / 800},
 		{"idle", 0, 0, load{d: s}, 0, 0, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			workers, budget := cmp.Or(tt.workers, 2), cmp.Or(tt.budget, 2)
 			f := newFake(workers, budget)
-			f.quotaOK = true
+			f.quotaOK, f.groupOK = true, true
 			m := newMeter(f.source())
 			for range tt.calls {
 				m.Arrive()
