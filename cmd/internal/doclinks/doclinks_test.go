@@ -28,7 +28,14 @@ func writeTree(t *testing.T, files map[string]string) string {
 // check runs Check on a tree of files and returns its problems as strings.
 func check(t *testing.T, files map[string]string) []string {
 	t.Helper()
-	problems, err := Check(writeTree(t, files))
+	return problemsOf(t, Check, files)
+}
+
+// problemsOf runs fn (Check or CheckPages) on a tree of files and returns its
+// problems as strings.
+func problemsOf(t *testing.T, fn func(string) ([]Problem, error), files map[string]string) []string {
+	t.Helper()
+	problems, err := fn(writeTree(t, files))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,15 +199,7 @@ func TestRepositoryLinks(t *testing.T) {
 // as strings.
 func checkPages(t *testing.T, files map[string]string) []string {
 	t.Helper()
-	problems, err := CheckPages(writeTree(t, files))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, p := range problems {
-		got = append(got, p.String())
-	}
-	return got
+	return problemsOf(t, CheckPages, files)
 }
 
 func TestPages(t *testing.T) {
