@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,6 +41,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the tables)")
 	outDir := fs.String("out", "", "also write DIR/"+fleet.JSONFile+", DIR/"+fleet.P99Plot+" (p99s) and DIR/"+fleet.SharePlot+" (the replicas' shares)")
 	quick := fs.Bool("quick", false, "short rows for CI: the whole run takes under 90 s")
+	medianOf := fs.String("medians", "", fmt.Sprintf("run nothing: read these comma-separated JSON reports of earlier runs (%d..%d) and print each row's p99 in each, their medians and the targets checked on the medians (with -json, as JSON)", fleet.MinMedianRuns, fleet.MaxMedianRuns))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched fleet [flags]")
 		fs.PrintDefaults()
@@ -48,6 +51,9 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if fs.NArg() > 0 {
 		return cli.Usagef("unexpected argument %q (fleet takes only flags)", fs.Arg(0))
+	}
+	if *medianOf != "" {
+		return fleetMedians(fs, cli.SplitList(*medianOf), *jsonPath, stdout)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -88,6 +94,43 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errors.New(strings.TrimPrefix(runErr.Error(), "fleet: ")) // main already says "cpusched fleet:"
 	}
 	return nil
+}
+
+// fleetMedians is `cpusched fleet -medians`: the runs' reports at paths
+// read, their medians written as a table, or as JSON to jsonPath ("-":
+// stdout). It takes no flag of a run.
+func fleetMedians(fs *flag.FlagSet, paths []string, jsonPath string, stdout io.Writer) error {
+	var other []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "medians" && f.Name != "json" {
+			other = append(other, "-"+f.Name)
+		}
+	})
+	if len(other) > 0 {
+		return cli.Usagef("-medians reads earlier runs and takes no flag of a run but -json; got %s", strings.Join(other, ", "))
+	}
+	m, err := fleet.ReadMedians(paths)
+	if err != nil {
+		return cli.Usagef("-medians: %s", strings.TrimPrefix(err.Error(), "fleet: "))
+	}
+	if jsonPath == "" {
+		return m.WriteTable(stdout)
+	}
+	w := stdout
+	if jsonPath != "-" {
+		f, err := os.Create(jsonPath)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+		if err := m.WriteTable(stdout); err != nil {
+			return err
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(m)
 }
 
 // fleetRun is fleet.Run; tests replace it.

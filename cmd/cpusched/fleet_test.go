@@ -48,6 +48,9 @@ func TestFleetUsageErrors(t *testing.T) {
 		{"timeout", []string{"-timeout", "1ms"}, "Timeout (-timeout) must be in 10ms..1m0s, got 1ms"},
 		{"no call", []string{"-batch-rate", "1", "-duration", "500ms", "-rounds", "1"}, "the batch scenario's rate 1 calls/s over a segment of 500ms (Duration (-duration) over Rounds (-rounds)) makes no call"},
 		{"not a duration", []string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
+		{"medians of one run", []string{"-medians", "run1.json"}, "-medians: medians take 2..20 runs, got 1"},
+		{"medians of no file", []string{"-medians", "no-run1.json,no-run2.json"}, "-medians: open no-run1.json: no such file or directory"},
+		{"medians with a run's flag", []string{"-quick", "-medians", "a.json,b.json"}, "-medians reads earlier runs and takes no flag of a run but -json; got -quick"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			checkUsageError(t, append([]string{"fleet"}, tt.args...), tt.wantErr)
@@ -174,6 +177,25 @@ func TestFleetEndToEnd(t *testing.T) {
 	}
 	if len(rep.Targets) != 2 {
 		t.Errorf("targets %+v: want batch's two that compare round_robin and weighted_round_robin", rep.Targets)
+	}
+
+	// -medians reads the run back, here twice, as the rows of two runs.
+	stdout.Reset()
+	mediansJSON := filepath.Join(dir, "medians.json")
+	args = []string{"fleet", "-medians", jsonPath + "," + jsonPath, "-json", mediansJSON}
+	if code := dispatch(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("cpusched %q: exit %d, stderr %s", args, code, stderr.String())
+	}
+	for _, want := range []string{"medians of 2 runs", "p99 run 2", "targets, on the medians:", "batch: weighted_round_robin p99 <= 1.1x round_robin's"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("-medians's output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	var m fleet.Medians
+	if data, err := os.ReadFile(mediansJSON); err != nil {
+		t.Error(err)
+	} else if err := json.Unmarshal(data, &m); err != nil || len(m.Rows) != 2 || len(m.Targets) != 2 || m.Rows[0].MedianP99Ms != rep.Results[0].P99Ms {
+		t.Errorf("-medians's JSON: %v, %+v: want round_robin's and weighted_round_robin's rows, each run's p99 its median", err, m)
 	}
 }
 

@@ -120,17 +120,23 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.Skipped) > 0 {
 		ew.Printf("\n")
 	}
-	if len(r.Targets) > 0 {
-		ew.Printf("\ntargets:\n")
+	writeTargets(ew, "targets", r.Targets)
+	return ew.Err()
+}
+
+// writeTargets writes ts under the heading, a line each; nothing without
+// targets.
+func writeTargets(ew *report.ErrWriter, heading string, ts []Target) {
+	if len(ts) > 0 {
+		ew.Printf("\n%s:\n", heading)
 	}
-	for _, t := range r.Targets {
+	for _, t := range ts {
 		verdict := "held"
 		if !t.Held {
 			verdict = "NOT held"
 		}
 		ew.Printf("  %s: %s: %s (%s)\n", t.Scenario, t.Target, verdict, t.Detail)
 	}
-	return ew.Err()
 }
 
 // arrivalsText says what the arrival process is.
