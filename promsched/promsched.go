@@ -176,7 +176,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		groupQueueWaits: desc("group_queue_wait_seconds", "Each started task's wait for its first slot, by group.", "group"),
 		groupRunTimes:   desc("group_task_run_seconds", "Each ended task's total slot time, by group.", "group"),
 
-		appUtilization: desc("application_utilization", "The replica's load as grpcsched reports it (ORCA application_utilization): Realtime and Normal slot time and waits over the slot capacity, or the CPU's saturation net of Batch and Idle, the larger, over the last second; in an overload, at least the Realtime and Normal tasks in per slot."),
+		appUtilization: desc("application_utilization", "The replica's load as grpcsched reports it (ORCA application_utilization): Realtime and Normal slot time and waits over the slot capacity, or the CPU's saturation net of Batch and Idle, the larger, over the last second; in an overload, at least the Realtime and Normal tasks in per slot, up to 10."),
 		cpuUtilization: desc("cpu_utilization", "The process's CPU time over its CPU budget (GOMAXPROCS, the cgroup limit), over the last second (ORCA cpu_utilization)."),
 	}
 	for i := range c.bounds {

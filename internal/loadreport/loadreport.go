@@ -13,7 +13,7 @@
 // an overload, which an average would take a window to show: where the
 // slots were held through the last quarter of a second and more tasks
 // hold or wait for one than there are slots, Application is at least
-// their number over the slots, above 1 at once.
+// their number over the slots (up to maxOverload), above 1 at once.
 //
 // The utilization is the latency-relevant demand, not the CPU's: tasks of
 // ClassBatch and ClassIdle keep the CPU busy but a Normal call is served
@@ -94,6 +94,15 @@ const (
 	// (docs/measurements/fleet.md#tried-and-dropped).
 	fastWindow = 250 * time.Millisecond
 	heldShare  = 0.8
+	// maxOverload caps the overload's reading, in tasks per slot. Past
+	// it a balancer learns nothing more, and a larger reading can starve
+	// the replica after it drains: grpc-go's weighted_round_robin scales
+	// the weights so that the largest is 65535 and never picks one that
+	// rounds to 0, until the replica's last report expires (3 min by
+	// default), as a replica sent no calls reports nothing new. At 10, a
+	// replica beside others reading 0.05 keeps a weight of about 1/200
+	// of theirs.
+	maxOverload = 10
 )
 
 // The names the reports give cpusched's own values, in milliseconds: the
@@ -113,13 +122,12 @@ func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 // window (or since the Meter was made, if sooner).
 type Report struct {
 	// Application is ORCA's application_utilization: the largest of the
-	// latency-relevant slot time (its share of the process's CPU time
-	// where all the classes held their slots longer than that) over the
-	// slot capacity, the utilization its queue implies, the CPU's
-	// saturation (net of ClassBatch and ClassIdle, plus the share of the
-	// quota's periods in which it ran out), and in an overload the
-	// latency-relevant tasks in per slot; at least minApplication while
-	// calls end.
+	// latency-relevant slot time (its share of the process's CPU time where
+	// all the classes held their slots longer than that) over the slot
+	// capacity, the utilization its queue implies, the CPU's saturation (net
+	// of ClassBatch and ClassIdle, plus the share of the quota's periods in
+	// which it ran out), and in an overload the latency-relevant tasks in
+	// per slot, up to 10; at least minApplication while calls end.
 	Application float64
 	// CPU is ORCA's cpu_utilization: the process's CPU time over its CPU
 	// budget; -1 where the process's CPU time cannot be read, or before
@@ -461,16 +469,16 @@ func compute(b, c sample, budget float64) Report {
 	return r
 }
 
-// overloaded returns the overload's reading over the span from f to c:
-// where the Realtime and Normal tasks held at least heldShare of the
-// slots' time in it (their slot time as the scheduler counts it, not cut
-// to the CPU that ran: a slot whose thread the kernel did not run is held
-// all the same, and the calls behind it wait) and more of them than there
-// are slots hold or wait for one at c, their number over the slots; else
-// 0. Slots held without a queue are left to the window's averages, which
-// count a slot whose thread did not run as the CPU it got. Stats counts a
-// running task's slot time so far, so a task that holds its slot without
-// a Checkpoint is seen while it holds it.
+// overloaded returns the overload's reading over the span from f to c: where
+// the Realtime and Normal tasks held at least heldShare of the slots' time
+// in it (their slot time as the scheduler counts it, not cut to the CPU that
+// ran: a slot whose thread the kernel did not run is held all the same, and
+// the calls behind it wait) and more of them than there are slots hold or
+// wait for one at c, their number over the slots; else 0; at most
+// maxOverload. Slots held without a queue are left to the window's averages,
+// which count a slot whose thread did not run as the CPU it got. Stats
+// counts a running task's slot time so far, so a task that holds its slot
+// without a Checkpoint is seen while it holds it.
 func overloaded(f, c sample) float64 {
 	dt := (c.at - f.at).Seconds()
 	if dt <= 0 || c.workers <= 0 || c.lrLive <= c.workers {
@@ -480,7 +488,7 @@ func overloaded(f, c sample) float64 {
 	if held := (c.lrRun - f.lrRun).Seconds() / (slots * dt); held < heldShare {
 		return 0
 	}
-	return float64(c.lrLive) / slots
+	return min(maxOverload, float64(c.lrLive)/slots)
 }
 
 // liveLatencyRelevant returns how many Realtime and Normal tasks of st hold

@@ -210,6 +210,22 @@ func TestOverload(t *testing.T) {
 	}
 }
 
+func TestOverloadCapped(t *testing.T) {
+	// A slot held all through with 50 tasks in: maxOverload, not 50.
+	f := newFake(1, 1)
+	m := newMeter(f.source())
+	f.add(load{d: time.Second})
+	m.Arrive()
+	f.tasks(50, 0, 0, 0)
+	for range 5 {
+		f.add(load{d: 100 * time.Millisecond, normal: 100 * time.Millisecond, cpu: 100 * time.Millisecond})
+		m.Arrive()
+	}
+	if got := m.Report().Application; got != maxOverload {
+		t.Errorf("50 tasks on a held slot: got %v, want the cap, %v", got, maxOverload)
+	}
+}
+
 func TestOverloadNotABurst(t *testing.T) {
 	// Tasks waiting at the sample, but the slots held only 70% of the
 	// time since the sample 0.25s before: the replica's ordinary bursts,
