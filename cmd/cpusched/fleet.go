@@ -41,7 +41,7 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the tables)")
 	outDir := fs.String("out", "", "also write DIR/"+fleet.JSONFile+", DIR/"+fleet.P99Plot+" (p99s) and DIR/"+fleet.SharePlot+" (the replicas' shares)")
 	quick := fs.Bool("quick", false, "short rows for CI: the whole run takes under 90 s")
-	medianOf := fs.String("medians", "", fmt.Sprintf("run nothing: read these comma-separated JSON reports of earlier runs (%d..%d) and print each row's p99 in each, their medians and the targets checked on the medians (with -json, as JSON)", fleet.MinMedianRuns, fleet.MaxMedianRuns))
+	medianOf := fs.String("medians", "", fmt.Sprintf("run nothing: read these comma-separated JSON reports of earlier runs (%d..%d) and print each row's p99 in each and their median, and the targets checked on the median of each run's ratios (with -json, as JSON)", fleet.MinMedianRuns, fleet.MaxMedianRuns))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched fleet [flags]")
 		fs.PrintDefaults()

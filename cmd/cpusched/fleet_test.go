@@ -186,7 +186,7 @@ func TestFleetEndToEnd(t *testing.T) {
 	if code := dispatch(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("cpusched %q: exit %d, stderr %s", args, code, stderr.String())
 	}
-	for _, want := range []string{"medians of 2 runs", "p99 run 2", "targets, on the medians:", "batch: weighted_round_robin p99 <= 1.1x round_robin's"} {
+	for _, want := range []string{"medians of 2 runs", "p99 run 2", "targets, on the medians of the runs' ratios:", "batch: weighted_round_robin p99 <= 1.1x round_robin's"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("-medians's output lacks %q:\n%s", want, stdout.String())
 		}

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/cpusched/cpusched/cmd/internal/report"
@@ -21,14 +21,19 @@ const (
 )
 
 // Medians is the rows of several runs side by side and the targets checked
-// on their medians, as docs/grpc.md#the-results states them: a row's p99,
-// errors and replica shares are the medians of the runs that measured it.
+// on their medians, as docs/grpc.md#the-results states them. A target's
+// statistic is a ratio of two rows of one run, measured side by side at
+// that run's rates (each run scales them to the heavy call it measures);
+// its median is the median of the runs' ratios, not the ratio of the rows'
+// medians, which would pair rows of different runs.
 type Medians struct {
-	// Runs are the runs' start times and rates, in the order given.
+	// Runs are the runs' configurations (start times, rates), in the order
+	// given.
 	Runs []ReportConfig `json:"runs"`
 	// Rows are the rows every run measured, in the first run's order.
 	Rows []MedianRow `json:"rows"`
-	// Targets are checked on the rows' medians.
+	// Targets are checked on the medians of the runs' statistics; each
+	// Detail lists the runs' values.
 	Targets []Target `json:"targets"`
 }
 
@@ -73,7 +78,7 @@ func medians(runs []Report) (*Medians, error) {
 	for _, r := range runs {
 		m.Runs = append(m.Runs, r.Config)
 	}
-	var merged []Result
+	common := make([][]Result, len(runs)) // each run's rows that every run measured
 	for _, first := range runs[0].Results {
 		rows := make([]Result, 0, len(runs))
 		for _, r := range runs {
@@ -92,29 +97,37 @@ func medians(runs []Report) (*Medians, error) {
 		if len(rows) < len(runs) {
 			continue // not measured in every run
 		}
-		res := Result{Scenario: first.Scenario, Policy: first.Policy}
 		row := MedianRow{Scenario: first.Scenario, Policy: first.Policy}
-		var errs []float64
-		for _, r := range rows {
+		var shares []float64
+		for i, r := range rows {
 			row.P99Ms = append(row.P99Ms, r.P99Ms)
-			errs = append(errs, float64(r.Errors))
+			shares = append(shares, r.Replicas[0].Share)
+			common[i] = append(common[i], r)
 		}
-		res.P99Ms, res.Errors = median(row.P99Ms), int64(math.Round(median(errs)))
-		for id := range first.Replicas {
-			var shares []float64
-			for _, r := range rows {
-				shares = append(shares, r.Replicas[id].Share)
-			}
-			res.Replicas = append(res.Replicas, ReplicaResult{ID: id, Share: median(shares)})
-		}
-		row.MedianP99Ms, row.OddShare = res.P99Ms, res.Replicas[0].Share
+		row.MedianP99Ms, row.OddShare = median(row.P99Ms), median(shares)
 		m.Rows = append(m.Rows, row)
-		merged = append(merged, res)
 	}
 	if len(m.Rows) == 0 {
 		return nil, errors.New("fleet: no row was measured in every run")
 	}
-	m.Targets = targets(merged)
+	// Every run measured the same rows, so each run has the same targets
+	// in the same order.
+	perRun := make([][]Target, len(runs))
+	for i := range runs {
+		perRun[i] = targets(common[i])
+	}
+	num := func(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) }
+	for j, t := range perRun[0] {
+		var vs []float64
+		var texts []string
+		for _, ts := range perRun {
+			vs = append(vs, ts[j].Value)
+			texts = append(texts, num(ts[j].Value))
+		}
+		t.Value = median(vs)
+		t.Detail = fmt.Sprintf("median %s of %s; limit %s", num(t.Value), strings.Join(texts, ", "), num(t.Limit))
+		m.Targets = append(m.Targets, t.check())
+	}
 	return m, nil
 }
 
@@ -155,7 +168,7 @@ func (m *Medians) WriteTable(w io.Writer) error {
 	if err := t.Write(ew); err != nil {
 		return err
 	}
-	ew.Printf("(p99s in ms; the odd replica's share: the median of the first replica's, the weak one, the batch one or the neighbour's)\n")
-	writeTargets(ew, "targets, on the medians", m.Targets)
+	ew.Printf("(p99s in ms; the odd replica's share: the median of the first replica's, the weak one, the batch one or the neighbour's;\n the targets: the median of each run's ratio of its rows, or its errors)\n")
+	writeTargets(ew, "targets, on the medians of the runs' ratios", m.Targets)
 	return ew.Err()
 }

@@ -277,13 +277,29 @@ func optional(v float64) *float64 {
 }
 
 // Target is one of the balancing targets docs/grpc.md states, checked on
-// a run's rows.
+// a run's rows. Each compares one statistic of the run, Value, with a
+// Limit: a ratio of two rows measured side by side, or a count.
 type Target struct {
 	Scenario string `json:"scenario"`
 	Target   string `json:"target"`
 	Held     bool   `json:"held"`
 	// Detail gives the numbers compared.
 	Detail string `json:"detail"`
+	// Value is the statistic: a p99 over another row's, a share over
+	// another row's, a share's distance from another's over that share, or
+	// a count of errors. Held is Value <= Limit, or < where Strict.
+	Value  float64 `json:"value"`
+	Limit  float64 `json:"limit"`
+	Strict bool    `json:"strict,omitempty"`
+}
+
+// check sets t.Held from its Value, Limit and Strict.
+func (t Target) check() Target {
+	t.Held = t.Value <= t.Limit
+	if t.Strict {
+		t.Held = t.Value < t.Limit
+	}
+	return t
 }
 
 // targets checks those targets on the rows that they compare; a
@@ -302,30 +318,34 @@ func targets(results []Result) []Target {
 		if a == nil || b == nil {
 			return
 		}
-		bound := factor * b.P99Ms
-		held, op := a.P99Ms <= bound, "<="
+		op := "<="
 		if strict {
-			held, op = a.P99Ms < bound, "<"
+			op = "<"
 		}
 		what := fmt.Sprintf("%s p99 %s %gx %s's", a.Policy, op, factor, b.Policy)
 		if factor == 1 {
 			what = fmt.Sprintf("%s p99 %s %s's", a.Policy, op, b.Policy)
 		}
-		// The detail names both p99s and their ratio, not the bound: a
-		// bound read as the other policy's p99 once had a held target
-		// reported as missed.
-		ts = append(ts, Target{scenario, what, held, fmt.Sprintf("%s ms, %.2fx %s's %s ms", report.Ms(a.P99Ms), a.P99Ms/b.P99Ms, b.Policy, report.Ms(b.P99Ms))})
+		ratio := a.P99Ms / b.P99Ms
+		ts = append(ts, Target{Scenario: scenario, Target: what, Value: ratio, Limit: factor, Strict: strict,
+			Detail: fmt.Sprintf("%s ms, %.2fx %s's %s ms", report.Ms(a.P99Ms), ratio, b.Policy, report.Ms(b.P99Ms))}.check())
+	}
+	// shareLower compares the first replica's share under a and b.
+	shareLower := func(scenario, which string, a, b *Result) {
+		if a == nil || b == nil || len(a.Replicas) == 0 || len(b.Replicas) == 0 {
+			return
+		}
+		x, y := a.Replicas[0].Share, b.Replicas[0].Share
+		ts = append(ts, Target{Scenario: scenario, Target: which + "'s share lower under " + a.Policy + " than under " + b.Policy,
+			Value: x / y, Limit: 1, Strict: true, Detail: fmt.Sprintf("%.1f%% against %.1f%%", 100*x, 100*y)}.check())
 	}
 
 	rr, wrr, cpu := find(ScenarioQuota, PolicyRoundRobin), find(ScenarioQuota, PolicyWRR), find(ScenarioQuota, PolicyWRRCPU)
 	p99Within(ScenarioQuota, wrr, rr, 0.7, false)
-	if wrr != nil && rr != nil && len(wrr.Replicas) > 0 && len(rr.Replicas) > 0 {
-		a, b := wrr.Replicas[0].Share, rr.Replicas[0].Share
-		ts = append(ts, Target{ScenarioQuota, "the weak replica's share lower under " + PolicyWRR + " than under " + PolicyRoundRobin,
-			a < b, fmt.Sprintf("%.1f%% against %.1f%%", 100*a, 100*b)})
-	}
+	shareLower(ScenarioQuota, "the weak replica", wrr, rr)
 	if wrr != nil {
-		ts = append(ts, Target{ScenarioQuota, PolicyWRR + ": no errors", wrr.Errors == 0, fmt.Sprintf("%d errors", wrr.Errors)})
+		ts = append(ts, Target{Scenario: ScenarioQuota, Target: PolicyWRR + ": no errors", Value: float64(wrr.Errors),
+			Detail: fmt.Sprintf("%d errors", wrr.Errors)}.check())
 	}
 	p99Within(ScenarioQuota, wrr, cpu, 1.2, false)
 
@@ -337,17 +357,13 @@ func targets(results []Result) []Target {
 	p99Within(ScenarioBatch, wrr, cpu, 1, true)
 	if wrr != nil && rr != nil && len(wrr.Replicas) > 0 && len(rr.Replicas) > 0 {
 		a, b := wrr.Replicas[0].Share, rr.Replicas[0].Share
-		ts = append(ts, Target{ScenarioBatch, "the batch replica's share under " + PolicyWRR + " within 10% of its " + PolicyRoundRobin + " share",
-			math.Abs(a-b) <= 0.1*b, fmt.Sprintf("%.1f%% against %.1f%% to %.1f%%", 100*a, 90*b, 110*b)})
+		ts = append(ts, Target{Scenario: ScenarioBatch, Target: "the batch replica's share under " + PolicyWRR + " within 10% of its " + PolicyRoundRobin + " share",
+			Value: math.Abs(a-b) / b, Limit: 0.1, Detail: fmt.Sprintf("%.1f%% against %.1f%% to %.1f%%", 100*a, 90*b, 110*b)}.check())
 	}
 
 	rr, wrr, cpu = find(ScenarioNeighbor, PolicyRoundRobin), find(ScenarioNeighbor, PolicyWRR), find(ScenarioNeighbor, PolicyWRRCPU)
 	p99Within(ScenarioNeighbor, wrr, rr, 0.7, false)
 	p99Within(ScenarioNeighbor, wrr, cpu, 1, true)
-	if wrr != nil && rr != nil && len(wrr.Replicas) > 0 && len(rr.Replicas) > 0 {
-		a, b := wrr.Replicas[0].Share, rr.Replicas[0].Share
-		ts = append(ts, Target{ScenarioNeighbor, "the neighbour's replica's share lower under " + PolicyWRR + " than under " + PolicyRoundRobin,
-			a < b, fmt.Sprintf("%.1f%% against %.1f%%", 100*a, 100*b)})
-	}
+	shareLower(ScenarioNeighbor, "the neighbour's replica", wrr, rr)
 	return ts
 }
