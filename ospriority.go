@@ -124,7 +124,10 @@ import (
 type osMode struct {
 	// Set in New and never changed. own: tasks may run on their own
 	// goroutines, whose threads are lowered once long (lowering.go);
-	// false where every task is handed off. capacity is the CPU budget
+	// false where every task is handed off. raisable: a lowered thread
+	// can be raised back here (probeOSRestore); without it, a lowered
+	// thread is retired rather than raised (retired counts them).
+	// capacity is the CPU budget
 	// the guard compares the process's CPU time with. guard is the
 	// monitor's state for outside contention (contention.go) and lender
 	// its state for lending (lend.go), both under s.mu; pins is the slice
@@ -132,6 +135,7 @@ type osMode struct {
 	// where there are none. procs is the GOMAXPROCS raise (procs.go),
 	// released once, from release.
 	own      bool
+	raisable bool
 	capacity float64
 	guard    *guard
 	pins     *cpuTable
@@ -145,6 +149,7 @@ type osMode struct {
 	// tasks, for a task's first call (hold.go); a lost update costs
 	// nothing.
 	keepNormal atomic.Bool
+	retired    atomic.Uint64
 	lengths    [lengthSlots]atomic.Int32
 	blockAvg   atomic.Int64
 
@@ -194,12 +199,13 @@ func (s *Scheduler) openOSMode(h testHooks) {
 	if h.lendTick > 0 {
 		m.lender.tick = int64(h.lendTick)
 	}
-	if h.handoffAll || h.noMonitor {
-		return // no monitor to lower the threads: hand tasks off
-	}
 	if err := h.osAccess().probeRestore(); err != nil {
 		s.log.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a hand-off thread", "err", err)
 		return
+	}
+	m.raisable = true
+	if h.handoffAll || h.noMonitor {
+		return // no monitor to lower the threads: hand tasks off
 	}
 	m.own = true
 }

@@ -49,6 +49,16 @@ type Stats struct {
 	Contentions   uint64
 	ContendedTime time.Duration
 
+	// ThreadsRaisable is true where IsolationOSPriority can raise a
+	// lowered thread back to its setting (CAP_SYS_NICE, or an RLIMIT_NICE
+	// that allows it; New probes once). A container usually cannot
+	// (Docker's and Kubernetes' defaults): there a lowered thread is never
+	// raised; while contended, a task leaves its lowered thread at its
+	// next Checkpoint and the thread is ended, and RetiredThreads counts
+	// the threads so ended (docs/design.md#without-the-privilege-to-raise).
+	ThreadsRaisable bool
+	RetiredThreads  uint64
+
 	Classes [ClassIdle + 1]ClassStats // indexed by Class
 	// Groups has the tracked groups: the default group "" and every group
 	// named by SetGroupWeight (counted from that call on), idle or not.
@@ -185,6 +195,8 @@ func (s *Scheduler) Stats() Stats {
 	st.OtherGroups.Weight = DefaultGroupWeight
 	if s.os != nil {
 		st.Lent = s.os.lent
+		st.ThreadsRaisable = s.os.raisable
+		st.RetiredThreads = s.os.retired.Load()
 		if g := s.os.guard; g != nil {
 			st.Contended, st.Contentions = g.contended, g.contentions
 		}
