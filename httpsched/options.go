@@ -1,0 +1,185 @@
+package httpsched
+
+// The options of Handler and NewHandler: their defaults and ranges.
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cpusched/cpusched"
+)
+
+// DefaultRetryAfter is the Retry-After a shed request gets without
+// WithRetryAfter.
+const DefaultRetryAfter = time.Second
+
+// Limits of WithRetryAfter, as its error quotes them.
+const (
+	minRetryAfter = time.Second
+	maxRetryAfter = 24 * time.Hour
+)
+
+// config is what the Options set; newConfig fills in the defaults first.
+type config struct {
+	taskOpts        []cpusched.TaskOption
+	requestTaskOpts func(*http.Request) ([]cpusched.TaskOption, error)
+	maxQueueWait    time.Duration // 0: no wait budget
+	retryAfter      string        // the header's value: whole seconds
+	logger          *slog.Logger  // nil: slog.Default() when logging
+	loadHeader      bool          // WithLoadMetricsHeader
+	// Set by newConfig; only the package's tests replace them
+	// (export_test.go).
+	now    func() time.Duration               // times the wait of a request whose task never started
+	waited func(*cpusched.Task) time.Duration // a request's sample: Task.Waited
+}
+
+// An Option configures a handler in Handler or NewHandler.
+type Option interface{ apply(*config) error }
+
+type optionFunc func(*config) error
+
+func (f optionFunc) apply(c *config) error { return f(c) }
+
+// WithTaskOptions sets the task options (class, nice, group, slice) of every
+// request of the handler. NewHandler checks them: an out-of-range one is
+// its error.
+func WithTaskOptions(opts ...cpusched.TaskOption) Option {
+	opts = append([]cpusched.TaskOption(nil), opts...)
+	return optionFunc(func(c *config) error {
+		c.taskOpts = append(c.taskOpts, opts...)
+		return nil
+	})
+}
+
+// WithRequestTaskOptions sets a function that returns more task options for
+// each request, after those of WithTaskOptions (the later of two settings
+// wins): for a class or group that depends on the request, such as its
+// user. fn runs on the handler goroutine before the request is admitted
+// and scheduled. If fn returns an error, or an invalid option (a nice
+// level outside MinNice..MaxNice, a group name longer than
+// cpusched.MaxGroupNameLen bytes), the request is answered 400 Bad Request
+// with the error's message, without running the handler: a message for
+// the client, naming what was wrong.
+func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error)) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return errors.New("httpsched: WithRequestTaskOptions(nil): the function must not be nil")
+		}
+		c.requestTaskOpts = fn
+		return nil
+	})
+}
+
+// WithMaxQueueWait makes the handler shed load to keep each of its
+// requests' queueing delay around d, which must be positive. The queueing
+// delay is a request's whole wait for CPU: for its first worker slot, and
+// for its slot back after each Checkpoint that gave it up and each Blocking
+// call (Task.Waited), that is its response time minus the handler's own CPU
+// and I/O time. The handler limits how many of its requests are in flight
+// (queued or running) and answers 503 with Retry-After at once, without
+// queueing, to a request that finds the limit reached. It learns the limit
+// from the delays of its requests, each known when its handler ends: one
+// more while they wait at most d and use the whole limit, half as many
+// (once per round of requests) when one waits longer, never fewer than one.
+// It starts at s.Workers(). Without this option a request waits as long as
+// its context lets it.
+//
+// d is a target, not a bound: the limit moves only after a request has
+// waited too long, and at its floor of one request a request waits behind
+// every other task of the scheduler. Under overload by requests longer
+// than d on one slot, the served requests wait a few times d in total (the
+// limit alternates between one request alone and two sharing the slot)
+// while the slot stays busy; a client is shed at once, so the share of shed
+// requests counts its retries. BenchmarkShedUnderLoad measures this against
+// the rejected estimators (docs/performance.md#shedding-under-load).
+//
+// Choose d against the route's own run time r (a request's time on a
+// slot: its response time less Task.Waited). d is a queue-wait target, so
+// if r is longer than d, two requests sharing a slot each wait about the
+// other's run, over d: the limit then holds the route near s.Workers()
+// requests in flight, and every request beyond is answered 503 at once
+// rather than queued. That serves what the workers can, but a client that
+// ignores Retry-After retries at once, and its 503s take CPU from the
+// requests being served (2 slots, 30 ms requests, d = 10 ms, 4 clients
+// retrying at once in-process, IsolationOSPriority: 63 and 74 served in
+// 1.5 s against 87 and 89 without the option). A d of a few r lets
+// requests queue behind each other instead; a d below r means "shed what
+// the workers cannot start at once".
+func WithMaxQueueWait(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("httpsched: WithMaxQueueWait(%v): the wait must be positive", d)
+		}
+		c.maxQueueWait = d
+		return nil
+	})
+}
+
+// WithRetryAfter sets the Retry-After header of the 503 answers, 1s..24h
+// (default DefaultRetryAfter), rounded up to whole seconds.
+func WithRetryAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) error {
+		if d < minRetryAfter || d > maxRetryAfter {
+			return fmt.Errorf("httpsched: WithRetryAfter(%v): must be in %v..%v", d, minRetryAfter, maxRetryAfter)
+		}
+		c.retryAfter = retryAfterSeconds(d)
+		return nil
+	})
+}
+
+// WithLogger sets the logger of the handler's panics and failures
+// (default: slog.Default() at the time of logging).
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) error {
+		if l == nil {
+			return errors.New("httpsched: WithLogger(nil): the logger must not be nil")
+		}
+		c.logger = l
+		return nil
+	})
+}
+
+// WithLoadMetricsHeader adds the endpoint-load-metrics header to every
+// response of the handler, its own 503 and 500 answers included, for a
+// balancer that weighs replicas by their load: Envoy's
+// client_side_weighted_round_robin reads it. It carries the load report of
+// the handler's scheduler in the text form of Envoy's ORCA parser
+// (Envoy v1.33 and later): application_utilization,
+// cpu_utilization, rps_fractional, eps and
+// named_metrics.cpusched_queue_wait_p99_ms, the values grpcsched sends in
+// its ORCA reports (docs/grpc.md#how-each-value-is-computed). The header is
+// set as the response starts (its final status, first byte or flush), or
+// after the handler if it wrote nothing.
+func WithLoadMetricsHeader() Option {
+	return optionFunc(func(c *config) error {
+		c.loadHeader = true
+		return nil
+	})
+}
+
+// retryAfterSeconds returns d in whole seconds, rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
+}
+
+func newConfig(opts []Option) (config, error) {
+	start := time.Now()
+	c := config{
+		retryAfter: retryAfterSeconds(DefaultRetryAfter),
+		now:        func() time.Duration { return time.Since(start) },
+		waited:     (*cpusched.Task).Waited,
+	}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o.apply(&c); err != nil {
+			return config{}, err
+		}
+	}
+	return c, nil
+}
