@@ -23,17 +23,23 @@ func TestClosedWhileRunning(t *testing.T) {
 	// Close gives up waiting and cuts a running request's task: a handler
 	// that then returns without writing gets a 503 with Retry-After from
 	// httpsched (it got 200 with an empty body), and what a handler wrote
-	// itself is left alone.
+	// itself is left alone. Either way the task is Canceled in Stats
+	// (regression: three requests cut by Close and answered 503 were
+	// counted Completed, the task returning nil whatever happened to it).
+	// Close gives up at once, or after a short deadline while the handler
+	// loops on Checkpoint.
 	tests := []struct {
 		name     string
+		deadline time.Duration               // Close's ctx's; 0: Close gives up at once
 		write    func(w http.ResponseWriter) // after the cut
 		wantCode int
 		wantBody string
 	}{
-		{"wrote nothing", func(http.ResponseWriter) {}, http.StatusServiceUnavailable, "Service Unavailable\n"},
-		{"set a header only", func(w http.ResponseWriter) { w.Header().Set("X-Partial", "1") }, http.StatusServiceUnavailable, "Service Unavailable\n"},
-		{"wrote a status", func(w http.ResponseWriter) { w.WriteHeader(http.StatusGatewayTimeout) }, http.StatusGatewayTimeout, ""},
-		{"wrote a body", func(w http.ResponseWriter) { io.WriteString(w, "partial") }, http.StatusOK, "partial"},
+		{"wrote nothing", 0, func(http.ResponseWriter) {}, http.StatusServiceUnavailable, "Service Unavailable\n"},
+		{"wrote nothing, Close with a deadline", 20 * time.Millisecond, func(http.ResponseWriter) {}, http.StatusServiceUnavailable, "Service Unavailable\n"},
+		{"set a header only", 0, func(w http.ResponseWriter) { w.Header().Set("X-Partial", "1") }, http.StatusServiceUnavailable, "Service Unavailable\n"},
+		{"wrote a status", 0, func(w http.ResponseWriter) { w.WriteHeader(http.StatusGatewayTimeout) }, http.StatusGatewayTimeout, ""},
+		{"wrote a body", 0, func(w http.ResponseWriter) { io.WriteString(w, "partial") }, http.StatusOK, "partial"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,10 +55,10 @@ func TestClosedWhileRunning(t *testing.T) {
 			done := make(chan *httptest.ResponseRecorder)
 			go func() { done <- serve(h, httptest.NewRequest("GET", "/", nil)) }()
 			<-entered
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			if err := s.Close(ctx); err != context.Canceled {
-				t.Fatalf("Close: got %v, want context.Canceled (it gives up at once)", err)
+			ctx, cancel := context.WithTimeout(context.Background(), tt.deadline)
+			defer cancel()
+			if err := s.Close(ctx); err != context.DeadlineExceeded {
+				t.Fatalf("Close: got %v, want context.DeadlineExceeded", err)
 			}
 			rec := <-done
 			if rec.Code != tt.wantCode || rec.Body.String() != tt.wantBody {
@@ -60,6 +66,9 @@ func TestClosedWhileRunning(t *testing.T) {
 			}
 			if tt.wantCode == http.StatusServiceUnavailable {
 				check503(t, rec, "3")
+			}
+			if st := s.Stats(); st.Canceled != 1 || st.Completed != 0 {
+				t.Errorf("got %d canceled, %d completed; want 1 and 0: Close cut the task", st.Canceled, st.Completed)
 			}
 		})
 	}

@@ -98,7 +98,8 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // cancelled with cause cpusched.ErrClosed and Checkpoint returns
 // cpusched.ErrClosed), h may just return: if it wrote nothing (no
 // WriteHeader, no Write), the handler answers 503 with Retry-After, as it
-// does to the requests it sheds. What h wrote is left as it is.
+// does to the requests it sheds. What h wrote is left as it is. Either
+// way the task counts as Canceled in s.Stats, not Completed.
 //
 // A panic in h is recovered by s: a panic with http.ErrAbortHandler panics
 // again with it on the calling goroutine (net/http then aborts the
@@ -184,12 +185,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sr.queuedAt = h.cfg.now()
 	err := h.sched.Run(r.Context(), sr.run, opts...)
 	switch {
-	case err == nil:
-		switch {
-		case sr.rw.started:
-		case sr.cut:
+	case sr.cut: // err is run's ErrClosed
+		if !sr.rw.started {
 			h.unavailable(w) // h wrote nothing after Close cut it
-		default:
+		}
+	case err == nil:
+		if !sr.rw.started {
 			h.addLoadHeader(w) // net/http sends the headers after h returns
 		}
 	case !sr.started:
@@ -207,10 +208,13 @@ type scheduledRequest struct {
 	queuedAt time.Duration // on h.cfg.now's clock
 	round    uint64        // the limit's round it was admitted in, with WithMaxQueueWait
 	started  bool          // run was called; read after Run returns
-	cut      bool          // Close cut the task (its context's cause is ErrClosed) before h returned
+	cut      bool          // Close cut the task (its context's cause is ErrClosed) before h returned; read after Run returns
 }
 
 // run is the task: the handler, with the task in the request's context.
+// It returns cpusched.ErrClosed if Close cut the task before h returned,
+// whatever h wrote, so that the scheduler counts the task Canceled, as
+// Stats says of a task Close cancelled; h itself returns nothing to tell.
 func (sr *scheduledRequest) run(t *cpusched.Task) error {
 	sr.started = true
 	// Deferred, so that a handler that panics (or calls runtime.Goexit)
@@ -219,7 +223,10 @@ func (sr *scheduledRequest) run(t *cpusched.Task) error {
 	defer sr.observe(t)
 	ctx := t.Context()
 	sr.h.next.ServeHTTP(&sr.rw, sr.r.WithContext(context.WithValue(ctx, taskKey{}, t)))
-	sr.cut = errors.Is(context.Cause(ctx), cpusched.ErrClosed)
+	if errors.Is(context.Cause(ctx), cpusched.ErrClosed) {
+		sr.cut = true
+		return cpusched.ErrClosed
+	}
 	return nil
 }
 
