@@ -377,10 +377,14 @@ func (s *Scheduler) fitHandoffThread() (raised bool) {
 }
 
 // raiseLocked puts the thread of t, if lowered, back to the setting it
-// had, and marks t raised. It does nothing without the privilege to raise
-// (s.osOwn()).
+// had, and marks t raised. Without the privilege to raise, it asks a
+// handed-off task to leave its thread at its next Checkpoint instead
+// (leaveLocked); a task on its own goroutine has no lowered thread there.
 func (s *Scheduler) raiseLocked(t *Task) {
 	tid := int(t.thread.tid.Load())
+	if !s.os.raisable {
+		s.leaveLocked(t) // it leaves the thread instead (retire.go)
+	}
 	if !s.osOwn() || t.thread.raised || tid == 0 {
 		return
 	}

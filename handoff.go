@@ -236,7 +236,9 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 	}
 	for t != stopThread {
 		start := time.Now()
-		s.runGo(t)
+		if s.runGo(t) {
+			return // the goroutine left its lowered thread, which ended (retire.go)
+		}
 		// Spin only after tasks that ended within callerSpin (handoffThread).
 		spin := time.Since(start) < callerSpin
 		// After a long task, read the mask that a pinned wake puts back;

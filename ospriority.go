@@ -150,6 +150,7 @@ type osMode struct {
 	// nothing.
 	keepNormal atomic.Bool
 	retired    atomic.Uint64
+	loose      atomic.Uint64
 	lengths    [lengthSlots]atomic.Int32
 	blockAvg   atomic.Int64
 
@@ -267,11 +268,11 @@ func (s *Scheduler) yieldWoken() {
 // taskCPU is, in IsolationOSPriority, the CPU time t's thread has used
 // since fn began (for a task on its own goroutine: what the monitor
 // counted as computed when it lowered the thread, and the thread's CPU
-// time since); -1, for its slot time, otherwise and while its thread is
-// not lowered. Call it
-// on t's goroutine.
+// time since); -1, for its slot time, otherwise: while its thread is not
+// lowered, and once it left its hand-off thread (retire.go). Call it on
+// t's goroutine.
 func (s *Scheduler) taskCPU(t *Task) int64 {
-	if !s.rq.cpuClock || !t.handoff && !t.thread.lowered.Load() {
+	if !s.rq.cpuClock || !t.handoff && !t.thread.lowered.Load() || t.left() {
 		return -1
 	}
 	return osprio.ThreadCPU() - t.thread.cpuStart
@@ -338,6 +339,11 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //   - waitTid: the id of the thread a parked task waits on, locked,
 //     negated by whoever pinned or placed it for the wake (pin.go); set
 //     and cleared by the task's goroutine.
+//   - markTid of a handed-off task, which lowerIfLongLocked never
+//     measures, is threadLeft once its goroutine left its lowered
+//     hand-off thread, which could not be raised, to run unlocked at
+//     normal priority until it ends (retire.go: Task.left); set under
+//     s.mu by the task's goroutine, read by it and under s.mu.
 //   - cpuStart: the thread's CPU clock when fn began on it, for taskCPU:
 //     read by a hand-off thread in call; for a task on its own goroutine,
 //     reckoned by lowerIfLongLocked when the task counts as lowered (the

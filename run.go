@@ -11,23 +11,27 @@ import (
 
 // runGo is the goroutine of Go tasks: after one ends, it runs the next task
 // if that is also a Go task that never started, saving a goroutine start.
-func (s *Scheduler) runGo(t *Task) {
+// It reports whether the goroutine left its hand-off thread on the way
+// (retire.go).
+func (s *Scheduler) runGo(t *Task) (left bool) {
 	for t != nil {
-		t, _ = s.call(t, true)
+		t, left, _ = s.call(t, true)
 	}
+	return left
 }
 
 // execute runs Run task t, which holds a slot, and ends it.
 func (s *Scheduler) execute(t *Task) error {
-	_, err := s.call(t, false)
+	_, _, err := s.call(t, false)
 	return err
 }
 
 // call runs fn with panic recovery and ends the task. When inline is true
 // and the next task is a Go task that never ran and is dispatched as t was
 // (on its own goroutine or handed off), call returns it instead of
-// starting a goroutine for it.
-func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
+// starting a goroutine for it. left reports that t's goroutine left its
+// hand-off thread (retire.go): it then runs no next task inline.
+func (s *Scheduler) call(t *Task, inline bool) (next *Task, left bool, err error) {
 	// Read before finish: once finish has ended a handed-off Run's Handle,
 	// its caller may recycle t (runTasks).
 	handoff := t.handoff
@@ -36,10 +40,10 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 		// context is never started.
 		n, first := s.finish(t, err, false)
 		if inline && n != nil && n.spawned && first && n.handoff == handoff {
-			return n, err
+			return n, false, err
 		}
 		s.resume(n, first)
-		return nil, err
+		return nil, false, err
 	}
 	// fn runs under the task's pprof labels and, when tracing, in a
 	// "cpusched.run" region of its trace task.
@@ -60,6 +64,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 			return
 		}
 		t.leave(restore)
+		left = t.left() // read before finish, as handoff
 		r := recover()
 		if r == nil {
 			err = errGoexit // runtime.Goexit in fn: end the task, let the goroutine exit
@@ -73,16 +78,17 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, err error) {
 	err = t.fn(t)
 	normal = true
 	t.leave(restore)
+	left = t.left() // read before finish, as handoff
 	// A long task's thread leaves its CPU to the next task, or goes on
 	// with it (pin.go).
 	pin := !start.IsZero() && time.Since(start) >= callerSpin
 	n, first := s.finish(t, err, false)
-	if inline && n != nil && n.spawned && first && n.handoff == handoff {
+	if inline && n != nil && n.spawned && first && n.handoff == handoff && !left {
 		s.placeInline(n, pin)
-		return n, err
+		return n, false, err
 	}
 	s.resumePinned(n, first, pin)
-	return nil, err
+	return nil, left, err
 }
 
 // finish ends t, which holds a slot, and hands the slot on. The caller must

@@ -106,6 +106,9 @@ func (s *Scheduler) handOff(next *Task, first bool) {
 // yield is Checkpoint's slow path: charge t's run time and, if another task
 // should run now, give it t's slot and wait for a slot again.
 func (s *Scheduler) yield(t *Task) {
+	if s.mustLeave(t) {
+		s.leaveThread(t) // before it parks: its wake is then a goroutine's (retire.go)
+	}
 	cpu := s.taskCPU(t)
 	now := s.clock.Now()
 	s.mu.Lock()
@@ -133,9 +136,9 @@ func (s *Scheduler) yield(t *Task) {
 		s.waitForSlot(t)
 		return
 	}
-	if asked&^preemptLend == 0 && !sliceOver {
+	if asked&^(preemptLend|preemptLeave) == 0 && !sliceOver {
 		// Asked only to make room for a lent slot, which another task
-		// has made: go on.
+		// has made, or to leave its thread, which it has: go on.
 		s.mu.Unlock()
 		return
 	}
@@ -173,9 +176,12 @@ func (s *Scheduler) parkLocked(t *Task) {
 func (s *Scheduler) waitForSlot(t *Task) {
 	t.traceEndRegion()
 	unlocked := s.unlockThreadToWait(t)
-	if s.os != nil && !unlocked {
+	if s.os != nil && !unlocked && !t.left() {
 		s.waitPinnable(t) // the goroutine waits locked (pin.go)
 		s.yieldWoken()
+		if s.mustLeave(t) {
+			s.leaveThread(t) // contended while it waited (retire.go)
+		}
 	} else {
 		<-t.wake
 	}

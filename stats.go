@@ -55,9 +55,12 @@ type Stats struct {
 	// (Docker's and Kubernetes' defaults): there a lowered thread is never
 	// raised; while contended, a task leaves its lowered thread at its
 	// next Checkpoint and the thread is ended, and RetiredThreads counts
-	// the threads so ended (docs/design.md#without-the-privilege-to-raise).
+	// the threads so ended. LooseThreads counts those that could not be
+	// ended and went back to the runtime's pool lowered (rare: see
+	// docs/design.md#without-the-privilege-to-raise).
 	ThreadsRaisable bool
 	RetiredThreads  uint64
+	LooseThreads    uint64
 
 	Classes [ClassIdle + 1]ClassStats // indexed by Class
 	// Groups has the tracked groups: the default group "" and every group
@@ -197,6 +200,7 @@ func (s *Scheduler) Stats() Stats {
 		st.Lent = s.os.lent
 		st.ThreadsRaisable = s.os.raisable
 		st.RetiredThreads = s.os.retired.Load()
+		st.LooseThreads = s.os.loose.Load()
 		if g := s.os.guard; g != nil {
 			st.Contended, st.Contentions = g.contended, g.contentions
 		}

@@ -4,6 +4,7 @@ package cpusched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -70,6 +71,9 @@ func (m *stressMode) newRound(index, size int) *stressRound {
 	}
 	if m.lending {
 		opts = append(opts, withLendSample(50*time.Microsecond, stressLoad(rand.New(rand.NewPCG(rng.Uint64(), 0)))))
+	}
+	if m.unraisable {
+		opts = append(opts, withOS(nil, func() error { return errors.New("stress: a lowered thread cannot be raised back") }, nil))
 	}
 	if m.contention {
 		opts = append(opts, withGuardSource(stressMachine(rand.New(rand.NewPCG(rng.Uint64(), 1)))))

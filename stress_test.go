@@ -82,6 +82,7 @@ func TestStress(t *testing.T) {
 		handoff    bool
 		lending    bool
 		contention bool
+		unraisable bool
 	}
 	var modes []stressVariant
 	for _, mode := range IsolationModes() {
@@ -90,7 +91,8 @@ func TestStress(t *testing.T) {
 	modes = append(modes, stressVariant{name: "ospriority-handoff", mode: IsolationOSPriority, handoff: true},
 		stressVariant{name: "ospriority-lending", mode: IsolationOSPriority, lending: true},
 		stressVariant{name: "ospriority-contended", mode: IsolationOSPriority, contention: true},
-		stressVariant{name: "ospriority-handoff-contended", mode: IsolationOSPriority, handoff: true, contention: true})
+		stressVariant{name: "ospriority-handoff-contended", mode: IsolationOSPriority, handoff: true, contention: true},
+		stressVariant{name: "ospriority-unraisable-contended", mode: IsolationOSPriority, handoff: true, contention: true, unraisable: true})
 	for i, v := range modes {
 		t.Run(v.name, func(t *testing.T) {
 			m := &stressMode{
@@ -100,6 +102,7 @@ func TestStress(t *testing.T) {
 				handoff:    v.handoff,
 				lending:    v.lending,
 				contention: v.contention,
+				unraisable: v.unraisable,
 				seed:       seed,
 				tasks:      tasks,
 				rng:        rand.New(rand.NewPCG(seed, uint64(i))),
@@ -149,6 +152,9 @@ type stressMode struct {
 	// contention: the guard sees other processes busy and quiet by turns,
 	// and task threads starved at random (stressMachine)
 	contention bool
+	// unraisable: New is told a lowered thread cannot be raised back, so
+	// contended, tasks leave their hand-off threads (retire.go)
+	unraisable bool
 	seed       uint64
 	tasks      int
 	rng        *rand.Rand // the rounds' choices; each goroutine gets its own from it
@@ -168,6 +174,7 @@ type stressTotals struct {
 	accepted, completed, failed, canceled uint64
 	panicked, rejected, preempted         uint64
 	contentions                           uint64
+	retired, loose                        uint64
 	maxQueueWait                          time.Duration
 }
 
@@ -198,6 +205,12 @@ func (m *stressMode) run(modesLeft int) {
 		t.Logf("the guard turned contended %d times", tot.contentions)
 		if tot.contentions == 0 {
 			t.Errorf("the guard never turned contended: the contended paths went untested")
+		}
+		if m.unraisable {
+			t.Logf("%d lowered threads retired, %d left loose", tot.retired, tot.loose)
+			if tot.retired == 0 {
+				t.Errorf("no task left its lowered thread: the retiring paths went untested")
+			}
 		}
 	}
 	leakcheck.VerifyNone(t, ignore)
@@ -284,6 +297,8 @@ func (m *stressMode) rounds() stressTotals {
 		tot.rejected += st.Rejected
 		tot.preempted += st.Preempted
 		tot.contentions += st.Contentions
+		tot.retired += st.RetiredThreads
+		tot.loose += st.LooseThreads
 		tot.maxQueueWait = max(tot.maxQueueWait, st.MaxQueueWait)
 		if r.gaveUp {
 			tot.gaveUp++

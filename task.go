@@ -17,6 +17,7 @@ const (
 	preemptCancel             // the task's context ended, or Close gave up waiting
 	preemptLane               // a lane task waits: hand it the slot if no other slot has (see runqueue.go)
 	preemptLend               // a slot was lent to the rest of the program: the first task to come gives its slot up (lend.go)
+	preemptLeave              // leave the lowered thread, which cannot be raised, while contended (retire.go)
 )
 
 // taskState is where a task is in its lifecycle; the lifecycle comment at
@@ -263,7 +264,11 @@ func (t *Task) Blocking(fn func()) {
 	}
 	// A task on its own goroutine whose thread is not lowered waits, in
 	// fn and for its slot back, unlocked: waking it is a goroutine's wake,
-	// not a thread's.
+	// not a thread's. One on a lowered thread that cannot be raised
+	// leaves it first while contended (retire.go).
+	if t.s.mustLeave(t) {
+		t.s.leaveThread(t)
+	}
 	unlocked := t.s.unlockThreadToWait(t)
 	t.traceRegion(traceBlocking)
 	defer func() {

@@ -1,0 +1,187 @@
+package cpusched
+
+// Retiring lowered threads that cannot be raised back (retire.go): the
+// scheduler is told a lowered thread cannot be raised (withOS), so it
+// hands every task off and never raises; the guard reads a fake machine
+// (contention_linux_test.go) that the test turns busy.
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var errCannotRaise = errors.New("test: a lowered thread cannot be raised back here")
+
+// unraisableScheduler returns an IsolationOSPriority Scheduler that
+// believes a lowered thread cannot be raised back, whose guard reads m.
+func unraisableScheduler(t *testing.T, m *fakeMachine, opts ...Option) *Scheduler {
+	t.Helper()
+	needOSPriority(t)
+	s, err := New(append([]Option{WithIsolation(IsolationOSPriority), withGuardSource(m.source()),
+		withOS(nil, func() error { return errCannotRaise }, nil)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	if st := s.Stats(); st.ThreadsRaisable || st.Isolation != IsolationOSPriority {
+		t.Fatalf("Stats: ThreadsRaisable %v, Isolation %v; want false, ospriority", st.ThreadsRaisable, st.Isolation)
+	}
+	return s
+}
+
+// threadAlive reports whether thread tid of this process still exists.
+func threadAlive(tid int) bool {
+	_, err := os.Stat("/proc/self/task/" + strconv.Itoa(tid))
+	return err == nil
+}
+
+// selfPolicy is the calling thread's scheduling policy.
+func selfPolicy() int {
+	attr, err := unix.SchedGetAttr(0, 0)
+	if err != nil {
+		return -1
+	}
+	return int(attr.Policy)
+}
+
+// watchedTask is a task that computes with Checkpoints until stop is
+// closed, and publishes, after each Checkpoint, its thread and that
+// thread's policy.
+type watchedTask struct {
+	tid, policy atomic.Int64
+	stop        chan struct{}
+	done        chan error
+}
+
+func startWatched(s *Scheduler, blocking bool) *watchedTask {
+	w := &watchedTask{stop: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		w.done <- s.Run(context.Background(), func(tk *Task) error {
+			for {
+				w.tid.Store(int64(unix.Gettid()))
+				w.policy.Store(int64(selfPolicy()))
+				select {
+				case <-w.stop:
+					return nil
+				default:
+				}
+				if blocking {
+					tk.Blocking(func() { time.Sleep(50 * time.Microsecond) })
+				} else if err := tk.Checkpoint(); err != nil {
+					return err
+				}
+			}
+		})
+	}()
+	return w
+}
+
+// TestUnraisableThreadIsLeftWhenContended: a task handed off to a lowered
+// thread that cannot be raised leaves it at its next Checkpoint (or
+// Blocking call) once the guard turns contended, goes on at normal
+// priority on another thread, and the lowered thread ends.
+func TestUnraisableThreadIsLeftWhenContended(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		blocking bool
+	}{{"checkpoint", false}, {"blocking", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newFakeMachine(false)
+			s := unraisableScheduler(t, m, WithWorkers(1))
+			w := startWatched(s, tc.blocking)
+			if !within(5*time.Second, func() bool { return w.policy.Load() == unix.SCHED_IDLE }) {
+				t.Fatalf("the task's thread never ran lowered (policy %d)", w.policy.Load())
+			}
+			lowered := int(w.tid.Load())
+			m.busy.Store(true)
+			if !within(5*time.Second, func() bool { return s.Stats().Contended }) {
+				t.Fatal("the guard never turned contended")
+			}
+			if !within(5*time.Second, func() bool {
+				return int(w.tid.Load()) != lowered && w.policy.Load() == unix.SCHED_NORMAL
+			}) {
+				t.Fatalf("the task stayed on thread %d (now %d, policy %d)", lowered, w.tid.Load(), w.policy.Load())
+			}
+			if !within(5*time.Second, func() bool { return !threadAlive(lowered) }) {
+				t.Errorf("the lowered thread %d still exists", lowered)
+			}
+			close(w.stop)
+			if err := <-w.done; err != nil {
+				t.Fatal(err)
+			}
+			if st := s.Stats(); st.RetiredThreads != 1 || st.LooseThreads != 0 {
+				t.Errorf("RetiredThreads %d, LooseThreads %d; want 1, 0", st.RetiredThreads, st.LooseThreads)
+			}
+		})
+	}
+}
+
+// TestUnraisableParkedTasksLeaveOnWake: tasks that take turns on one slot,
+// parked on their lowered threads when the guard turns contended, leave
+// them when given their slot back, and go on to their end.
+func TestUnraisableParkedTasksLeaveOnWake(t *testing.T) {
+	m := newFakeMachine(false)
+	s := unraisableScheduler(t, m, WithWorkers(1), WithSlice(minSlice))
+	a, b := startWatched(s, false), startWatched(s, false)
+	if !within(5*time.Second, func() bool { return s.Stats().Preempted >= 4 }) {
+		t.Fatal("the two tasks never took turns")
+	}
+	m.busy.Store(true)
+	if !within(5*time.Second, func() bool { return s.Stats().Contended }) {
+		t.Fatal("the guard never turned contended")
+	}
+	for _, w := range []*watchedTask{a, b} {
+		if !within(5*time.Second, func() bool { return w.policy.Load() == unix.SCHED_NORMAL }) {
+			t.Errorf("a task stayed lowered (thread %d)", w.tid.Load())
+		}
+	}
+	close(a.stop)
+	close(b.stop)
+	for _, w := range []*watchedTask{a, b} {
+		if err := <-w.done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.RetiredThreads != 2 {
+		t.Errorf("RetiredThreads %d, want 2", st.RetiredThreads)
+	}
+}
+
+// TestRetireThread: retireThread ends the calling goroutine's locked
+// thread and leaves the goroutine unlocked on another. (The main thread,
+// which the runtime parks for good instead of ending, is not used.)
+func TestRetireThread(t *testing.T) {
+	for range 20 {
+		done := make(chan struct{})
+		var before, after, how int
+		go func() {
+			defer close(done)
+			runtime.LockOSThread()
+			before = unix.Gettid()
+			if before == unix.Getpid() {
+				how = -1
+				return // the main thread: leave it locked, the runtime parks it
+			}
+			how = retireThread()
+			after = unix.Gettid()
+		}()
+		<-done
+		if how == -1 {
+			continue
+		}
+		if how != retireEnded || after == before {
+			t.Fatalf("retireThread: %d, thread %d then %d; want retireEnded (%d) and another thread", how, before, after, retireEnded)
+		}
+		if !within(5*time.Second, func() bool { return !threadAlive(before) }) {
+			t.Errorf("thread %d still exists", before)
+		}
+	}
+}
