@@ -17,8 +17,8 @@ func (s *Scheduler) closeDrainedLocked() {
 // Queued and running tasks go on until they end or ctx ends. If they all
 // end first, Close releases what the scheduler holds (the monitor
 // goroutine, the idle hand-off threads of IsolationOSPriority, and its
-// raise of GOMAXPROCS: New says when and how that is restored) and
-// returns nil.
+// raise of GOMAXPROCS, if it made one: New says when and how that is
+// restored) and returns nil.
 //
 // If ctx ends first, Close cancels everything and returns ctx's error at
 // once, as http.Server.Shutdown does, without waiting for the tasks:
@@ -76,8 +76,9 @@ func (s *Scheduler) releaseWhenDrained() {
 }
 
 // release stops the monitor and the OS-priority workers and restores
-// GOMAXPROCS, once every task has ended. Concurrent callers return when it
-// is done.
+// GOMAXPROCS (IsolationOSPriority's raise in stopThreads, once its threads
+// have exited; IsolationReserve's here), once every task has ended.
+// Concurrent callers return when it is done.
 func (s *Scheduler) release() {
 	s.closeOnce.Do(func() {
 		s.kill()
@@ -86,5 +87,6 @@ func (s *Scheduler) release() {
 			<-s.monitorDone
 		}
 		s.stopThreads()
+		s.procs.release()
 	})
 }

@@ -20,6 +20,15 @@ const (
 	// free P: GOMAXPROCS<=2: 1 slot; <=5: n-1; <=7: n-2; else n-n/4. It
 	// protects latency by leaving CPUs unused by tasks. It is the default
 	// where IsolationOSPriority is not available.
+	//
+	// At GOMAXPROCS 1 (a one-CPU cpuset, or GOMAXPROCS=1 set by the
+	// operator or the program) the 1 slot would hold the only P, and the
+	// rest of the program would wait for Go's 10 ms preemption, so New
+	// raises GOMAXPROCS to 2 while the Scheduler is open, as
+	// IsolationOSPriority raises it, and the last such Scheduler's Close
+	// restores it (see New); the same with WithWorkers at or above
+	// GOMAXPROCS: the worker count plus one. Elsewhere GOMAXPROCS is left
+	// alone.
 	IsolationReserve Isolation = iota
 	// IsolationNone runs tasks on GOMAXPROCS slots: all the CPU for tasks,
 	// and no protection for the rest of the program beyond the Go runtime's
@@ -130,7 +139,8 @@ func DefaultIsolation() Isolation {
 }
 
 // reserveWorkers returns the worker count IsolationReserve uses for
-// GOMAXPROCS procs: cpuworker's rule, which leaves at least one P free.
+// GOMAXPROCS procs: cpuworker's rule, which leaves at least one P free
+// from 2 up; at 1 it is 1, and New raises GOMAXPROCS (reserveProcs).
 func reserveWorkers(procs int) int {
 	switch {
 	case procs <= 2:

@@ -1,7 +1,10 @@
 package cpusched
 
-// The CPU budget, and the one process-wide change cpusched makes:
-// IsolationOSPriority raises GOMAXPROCS while it is open.
+// The CPU budget, and the one process-wide change cpusched makes: a
+// Scheduler raises GOMAXPROCS while it is open, so that one P is left
+// beyond its workers. IsolationOSPriority always does (its workers are the
+// whole budget); IsolationReserve only where its workers are not fewer
+// than the budget (GOMAXPROCS 1, or WithWorkers at or above GOMAXPROCS).
 
 import (
 	"log/slog"
@@ -11,16 +14,18 @@ import (
 	"sync"
 )
 
-// spareProcs is how many Ps IsolationOSPriority adds beyond its workers.
-// One: in the prototype measured before this project started, two spare
-// Ps did worse under garbage collection than one, since the collector's
-// background workers take 25% of GOMAXPROCS, out of the tasks' CPU
+// spareProcs is how many Ps a raise adds beyond the workers, in both
+// modes that raise (the guard's contendedSpareProcs aside). One: in the
+// prototype measured before this project started, two spare Ps did worse
+// under garbage collection than one, since the collector's background
+// workers take 25% of GOMAXPROCS, out of the tasks' CPU
 // (docs/measurements/ospriority-settings.md#the-prototype).
 const spareProcs = 1
 
 // procsState is the process-wide GOMAXPROCS change, shared by every
-// Scheduler in IsolationOSPriority mode: the first one raises it, the last
-// one to close restores it.
+// Scheduler that raises it (every IsolationOSPriority one, and an
+// IsolationReserve one where it needs to: reserveProcs): the first one
+// raises it, the last one to close restores it.
 //
 // The CPU budget. Since Go 1.25 the runtime sets GOMAXPROCS from the
 // cgroup CPU limit (rounded up) when the GOMAXPROCS environment variable is
@@ -30,27 +35,27 @@ const spareProcs = 1
 // or the program's own call), never from NumCPU, so a container with a
 // 1.5-CPU quota on a 64-core host runs 2 CPU-heavy tasks at once, not 64.
 // Raising GOMAXPROCS by spareProcs is a runtime.GOMAXPROCS(n) call, so it
-// turns the automatic updates off while any Scheduler in this mode is open;
-// the restore hands the default back (runtime.SetDefaultGOMAXPROCS, which
-// turns them on again) unless the value found was not the default (the
-// environment variable was set, or the program had set another value), in
-// which case that value is set again.
+// turns the automatic updates off while any Scheduler that raised it is
+// open; the restore hands the default back (runtime.SetDefaultGOMAXPROCS,
+// which turns them on again) unless the value found was not the default
+// (the environment variable was set, or the program had set another
+// value), in which case that value is set again.
 var procsState struct {
 	sync.Mutex
-	before int // GOMAXPROCS as the first Scheduler in this mode found it
+	before int // GOMAXPROCS as the first Scheduler that raised it found it
 	raised int // GOMAXPROCS as set now: before, or the most any hold wants
 	holds  map[*procsHold]int
 }
 
-// procsHold is one Scheduler's want of GOMAXPROCS.
+// procsHold is one Scheduler's want of GOMAXPROCS. A nil *procsHold is no
+// want: releasing it does nothing.
 type procsHold struct {
 	logger *slog.Logger
 	once   sync.Once
 }
 
 // procsBudget is the CPU budget that worker counts come from: GOMAXPROCS
-// as the runtime or the program set it, before any IsolationOSPriority
-// Scheduler raised it.
+// as the runtime or the program set it, before any Scheduler raised it.
 func procsBudget() int {
 	procsState.Lock()
 	defer procsState.Unlock()
@@ -110,6 +115,20 @@ func quotaWorkers(procs, numCPU int, limit float64, limited, envSet bool) int {
 	return max(1, ceil-1)
 }
 
+// reserveProcs is IsolationReserve's raise for workers: none (nil) while
+// they are fewer than the CPU budget, so that a P is free already, else a
+// hold for workers plus spareProcs. With the default worker count that is
+// GOMAXPROCS 1 alone (1 worker: GOMAXPROCS 2 while open), where the one
+// worker would otherwise hold the only P and the rest of the program would
+// wait for Go's 10 ms preemption (issue 38). Taking no hold where none is
+// needed keeps GOMAXPROCS the program's to change.
+func reserveProcs(workers int, logger *slog.Logger) *procsHold {
+	if workers < procsBudget() {
+		return nil
+	}
+	return raiseProcs(workers+spareProcs, logger)
+}
+
 // raiseProcs makes GOMAXPROCS at least want until the returned hold is
 // released, or set to want another number. It logs each change, and the
 // restore, to logger.
@@ -143,6 +162,9 @@ func (h *procsHold) set(want int) {
 // release drops h; once no hold is left, GOMAXPROCS is restored. It is
 // idempotent.
 func (h *procsHold) release() {
+	if h == nil {
+		return
+	}
 	h.once.Do(func() {
 		procsState.Lock()
 		defer procsState.Unlock()
@@ -159,7 +181,7 @@ func (h *procsHold) release() {
 }
 
 // applyProcsLocked sets GOMAXPROCS to the most any hold wants, at least
-// what the first Scheduler found.
+// what the first Scheduler that raised it found.
 func applyProcsLocked(logger *slog.Logger) {
 	want := procsState.before
 	for _, w := range procsState.holds {
@@ -169,9 +191,9 @@ func applyProcsLocked(logger *slog.Logger) {
 		return
 	}
 	if want > procsState.raised {
-		logger.Info("cpusched: IsolationOSPriority raised GOMAXPROCS (restored when the last such Scheduler closes)", "from", procsState.raised, "to", want)
+		logger.Info("cpusched: raised GOMAXPROCS so that a P stays free of the workers (restored when the last Scheduler that raised it closes)", "from", procsState.raised, "to", want)
 	} else {
-		logger.Info("cpusched: IsolationOSPriority lowered GOMAXPROCS", "from", procsState.raised, "to", want)
+		logger.Info("cpusched: lowered GOMAXPROCS", "from", procsState.raised, "to", want)
 	}
 	runtime.GOMAXPROCS(want)
 	procsState.raised = want

@@ -147,8 +147,8 @@ import (
 //     the task's goroutine may read them without the lock (Waited), since
 //     nothing else writes them while it runs.
 //
-// The Scheduler's cfg, clock, workers, os, log, killCtx, drained and the
-// monitor's channels are set in New and never changed. os holds
+// The Scheduler's cfg, clock, workers, os, procs, log, killCtx, drained
+// and the monitor's channels are set in New and never changed. os holds
 // IsolationOSPriority's state, under s.mu but for its atomics (keepNormal,
 // lengths, blockAvg) and what New sets; osMode (ospriority.go) says who
 // owns each field. Its procs is released once, from release (closeOnce).
@@ -188,6 +188,10 @@ type Scheduler struct {
 	// os is IsolationOSPriority's state (ospriority.go), nil in the other
 	// modes.
 	os *osMode
+	// procs is IsolationReserve's GOMAXPROCS raise (reserveProcs), nil
+	// where it needs none and in the other modes (IsolationOSPriority's is
+	// os.procs); released once, from release.
+	procs *procsHold
 
 	log *slog.Logger // WithLogger's, or one that discards
 
@@ -234,22 +238,28 @@ type counters struct {
 // GOMAXPROCS: in IsolationOSPriority, the default on Linux, New raises
 // GOMAXPROCS to the worker count plus one (never lowers it), so that the
 // rest of the program always finds a P that no task holds: with the
-// default worker count, one more than it was (and one more again while other processes keep the CPUs
-// busy; see Stats.Contended). Code that sizes its own pools from
+// default worker count, one more than it was (and one more again while
+// other processes keep the CPUs busy; see Stats.Contended). In
+// IsolationReserve, New does the same where the worker count is not below
+// the CPU budget: at GOMAXPROCS 1 (1 worker: GOMAXPROCS 2 while open), or
+// with WithWorkers at or above it; elsewhere reserve leaves Ps free and
+// GOMAXPROCS alone. Code that sizes its own pools from
 // runtime.GOMAXPROCS(0) after New sees the raised value; Workers gives the
 // number of tasks that run at once. It is the only process-wide change
-// cpusched makes, and it is shared by every Scheduler in that mode: Close
-// of the last of them restores what the first found, once its tasks have
-// ended: the runtime's default (runtime.SetDefaultGOMAXPROCS) when that is
-// what it was, else the number found (the environment variable's, or the
-// program's own runtime.GOMAXPROCS call). Like any runtime.GOMAXPROCS
+// cpusched makes, and it is shared by every Scheduler that makes it, of
+// either mode: Close of the last of them restores what the first found,
+// once its tasks have ended: the runtime's default
+// (runtime.SetDefaultGOMAXPROCS) when that is what it was, else the number
+// found (the environment variable's, or the program's own
+// runtime.GOMAXPROCS call). Like any runtime.GOMAXPROCS
 // call, the raise turns off the runtime's automatic updates, which follow a
 // changing cgroup limit, until that restore. The raise and the restore are
 // logged only to the logger of WithLogger, silent by default.
 //
 // New also starts a throwaway thread to check that thread priorities can
-// be lowered; if they cannot, it falls back to IsolationReserve (and
-// GOMAXPROCS is left alone), logs a warning and Stats.Isolation says so.
+// be lowered; if they cannot, it falls back to IsolationReserve (whose
+// worker count and GOMAXPROCS rule then apply), logs a warning and
+// Stats.Isolation says so.
 func New(opts ...Option) (*Scheduler, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -284,8 +294,11 @@ func New(opts ...Option) (*Scheduler, error) {
 		running: make([]*Task, 0, cfg.workers),
 		log:     logger,
 	}
-	if cfg.isolation == IsolationOSPriority {
+	switch cfg.isolation {
+	case IsolationOSPriority:
 		s.openOSMode(hooks)
+	case IsolationReserve:
+		s.procs = reserveProcs(cfg.workers, logger)
 	}
 	if err := cfg.cpuLimit.err; err != nil {
 		logger.Warn("cpusched: reading the cgroup CPU limit failed; workers follow GOMAXPROCS", "err", err)
