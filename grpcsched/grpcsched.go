@@ -132,7 +132,8 @@ func WithMethods(fn func(fullMethod string) bool) Option {
 // the same limit: each method learns how many of its calls may be in
 // flight (queued or running) from its calls' delays, one more while they
 // wait at most d and use the whole limit, half as many when one waits
-// longer, never fewer than one, starting at s.Workers(); a call that finds
+// longer, never fewer than one, starting at s.Workers() (four times that
+// until a first call has ended, for a burst at startup); a call that finds
 // the limit reached is answered codes.Unavailable at once, without
 // queueing. d is a target, not a bound (docs/performance.md#shedding-under-load).
 // Without this option a call waits as long as its deadline lets it.

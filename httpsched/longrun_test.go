@@ -13,6 +13,27 @@ import (
 	"github.com/cpusched/cpusched"
 )
 
+// cpuWork returns a handler whose requests each compute for about run of
+// CPU, as measured here on one goroutine (CRC32 passes over a buffer),
+// calling Checkpoint between passes; it returns when one fails.
+func cpuWork(run time.Duration) http.Handler {
+	buf := make([]byte, 4<<10)
+	var sink atomic.Uint32
+	blocks := 0
+	for start := time.Now(); time.Since(start) < run; blocks++ {
+		sink.Add(crc32.ChecksumIEEE(buf))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		task := TaskFrom(r.Context())
+		for range blocks {
+			sink.Add(crc32.ChecksumIEEE(buf))
+			if err := task.Checkpoint(); err != nil {
+				return
+			}
+		}
+	})
+}
+
 // TestRunLongerThanMaxQueueWait: a route whose requests each run several
 // times WithMaxQueueWait's d keeps serving about what its workers can. Two
 // requests sharing a slot each wait about the other's run, over d, so the
@@ -32,29 +53,14 @@ func TestRunLongerThanMaxQueueWait(t *testing.T) {
 		pause   = 2 * time.Millisecond
 		length  = 500 * time.Millisecond // each of four halves
 	)
-	// A request is blocks CRC32 passes over buf: about run of CPU, as
-	// measured here on one goroutine.
-	buf := make([]byte, 4<<10)
-	var sink atomic.Uint32
-	blocks := 0
-	for start := time.Now(); time.Since(start) < run; blocks++ {
-		sink.Add(crc32.ChecksumIEEE(buf))
-	}
+	work := cpuWork(run)
 	served := func(opts ...Option) (ok, shed int64) {
 		s, err := cpusched.New(cpusched.WithIsolation(cpusched.IsolationNone), cpusched.WithWorkers(workers))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer s.Close(context.Background())
-		h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			task := TaskFrom(r.Context())
-			for range blocks {
-				sink.Add(crc32.ChecksumIEEE(buf))
-				if err := task.Checkpoint(); err != nil {
-					return
-				}
-			}
-		}), opts...)
+		h := Handler(s, work, opts...)
 		var okN, shedN atomic.Int64
 		end := time.Now().Add(length)
 		var wg sync.WaitGroup

@@ -85,8 +85,13 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // from the delays of its requests, each known when its handler ends: one
 // more while they wait at most d and use the whole limit, half as many
 // (once per round of requests) when one waits longer, never fewer than one.
-// It starts at s.Workers(). Without this option a request waits as long as
-// its context lets it.
+// It starts at s.Workers(), but until the first request's handler has
+// ended it admits four times that many, so that a burst at startup that d
+// allows is not shed before any wait is known (4 requests per slot,
+// sharing the slots, each wait about 3 run times at most); that first
+// request's wait then raises the limit to the requests in flight if it
+// is within d, and halves it from s.Workers() if not. Without this option
+// a request waits as long as its context lets it.
 //
 // d is a target, not a bound: the limit moves only after a request has
 // waited too long, and at its floor of one request a request waits behind

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,8 +76,9 @@ func (h *gated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestMaxQueueWait(t *testing.T) {
-	// Through the handler, on a 4-slot scheduler (the limit starts at 4)
-	// with a 10ms budget: requests to /hold stay in flight until released
+	// Through the handler, on a 4-slot scheduler (the limit starts at 4,
+	// once a first request has ended the cold start: TestColdStart) with a
+	// 10ms budget: requests to /hold stay in flight until released
 	// one at a time, each reporting the wait set then. A request that finds
 	// the limit reached is shed with 503 and never reaches the scheduler;
 	// over-budget waits halve the limit once per round, down to 1, and
@@ -96,6 +98,7 @@ func TestMaxQueueWait(t *testing.T) {
 		wantInflight int64
 		wantLimit    int64
 	}{
+		{op: "serve", n: 1, wait: ms, wantInflight: 0, wantLimit: 4},
 		{op: "hold", n: 4, wantInflight: 4, wantLimit: 4},
 		{op: "shed", wantInflight: 4, wantLimit: 4},
 		{op: "release", n: 1, wait: 100 * ms, wantInflight: 3, wantLimit: 2},
@@ -157,8 +160,9 @@ func TestMaxQueueWait(t *testing.T) {
 func TestMaxQueueWaitReleases(t *testing.T) {
 	// Every admitted request gives its place back exactly once, whichever
 	// way it ends (inflight back to 0, never below), and only a sample
-	// moves the limit. Each case starts with the limit at the scheduler's
-	// slots, a 10ms budget and requests reporting 1ms.
+	// moves the limit. Each case starts cold, the limit at the scheduler's
+	// slots (4 times that admitted until the first sample, which a case
+	// without one leaves), with a 10ms budget and requests reporting 1ms.
 	tests := []struct {
 		name      string
 		workers   int
@@ -194,7 +198,7 @@ func TestMaxQueueWaitReleases(t *testing.T) {
 				t.Fatal(err) // fills the queue of 1
 			}
 			check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "1")
-		}, 1},
+		}, 4},
 		{"task options refused", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
 			h.cfg.requestTaskOpts = func(*http.Request) ([]cpusched.TaskOption, error) {
 				return []cpusched.TaskOption{cpusched.WithNice(99)}, nil
@@ -202,16 +206,16 @@ func TestMaxQueueWaitReleases(t *testing.T) {
 			if rec := serve(h, httptest.NewRequest("GET", "/", nil)); rec.Code != http.StatusBadRequest {
 				t.Errorf("got %d, want 400", rec.Code)
 			}
-		}, 1},
+		}, 4},
 		{"closed", 1, func(t *testing.T, s *cpusched.Scheduler, h *handler, _ *fakeClock) {
 			if err := s.Close(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			check503(t, serve(h, httptest.NewRequest("GET", "/", nil)), "1")
-		}, 1},
+		}, 4},
 		{"cancelled within the budget", 2, func(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeClock) {
 			cancelQueued(t, s, h, clock, 5*time.Millisecond)
-		}, 2},
+		}, 8},
 		{"cancelled over the budget", 2, func(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeClock) {
 			cancelQueued(t, s, h, clock, 30*time.Millisecond)
 		}, 1},
@@ -273,4 +277,69 @@ func TestMaxQueueWaitSamplesTotalWait(t *testing.T) {
 		t.Fatalf("got %d, want 200", rec.Code)
 	}
 	checkLimit(t, "after a request that waited 40ms for its slot back", hd, 0, 1)
+}
+
+func TestColdStart(t *testing.T) {
+	// Regression: WithMaxQueueWait's limit started at Workers(), so a
+	// burst at startup was shed beyond it (6 requests to a route on 2
+	// workers: 4 answered 503 at once, with targets of 250 ms and 1 s).
+	// Until a first request has ended the limit admits 4 times the slots:
+	// a burst of 6 requests of about 50 ms of CPU at a 1 s target is
+	// served whole; an overload from the start (4 clients retrying such
+	// requests at a 10 ms target) is still shed once the first waits are
+	// known, the limit no longer cold.
+	const workers, run = 2, 50 * time.Millisecond
+	work := cpuWork(run)
+	newHandler := func(d time.Duration) (*cpusched.Scheduler, *handler) {
+		s, err := cpusched.New(cpusched.WithIsolation(cpusched.IsolationNone), cpusched.WithWorkers(workers))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(context.Background()) })
+		return s, asHandler(t, Handler(s, work, WithMaxQueueWait(d)))
+	}
+
+	s, h := newHandler(time.Second)
+	codes := make(chan int, 6)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for range cap(codes) {
+		wg.Go(func() {
+			<-start
+			codes <- serve(h, httptest.NewRequest("GET", "/", nil)).Code
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		if code != http.StatusOK {
+			t.Errorf("burst of 6 at a 1s target: got %d, want 200 for all", code)
+		}
+	}
+	if st := s.Stats(); st.Completed != 6 {
+		t.Errorf("burst of 6: got %d tasks completed, want 6", st.Completed)
+	}
+
+	_, h = newHandler(10 * time.Millisecond)
+	var shed atomic.Int64
+	end := time.Now().Add(400 * time.Millisecond)
+	for range 4 {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				if serve(h, httptest.NewRequest("GET", "/", nil)).Code == http.StatusServiceUnavailable {
+					shed.Add(1)
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if shed.Load() == 0 {
+		t.Errorf("overload of 4 clients, requests of %v, 10ms target: none shed", run)
+	}
+	if lim := h.limit.Current(); lim >= 4*workers {
+		t.Errorf("after the overload: got a limit of %d, want it learned down from the cold %d", lim, 4*workers)
+	}
+	t.Logf("overload: %d shed, limit %d", shed.Load(), h.limit.Current())
 }

@@ -58,13 +58,19 @@
 //     scheduler to themselves; if other work shares it, the first long
 //     samples halve it. (Starting at 1 would hold a many-slot scheduler to
 //     one call until the samples raised it, one at a time.)
-//  2. Admit: if inflight < limit, inflight += 1 (a compare-and-swap) and the
-//     call is queued with the round it was admitted in; else it is shed.
+//     Until the first sample (cold), Admit allows coldFactor times that
+//     many (see coldFactor): a burst at startup that the budget allows
+//     must not be shed before anything is known of its waits.
+//  2. Admit: if inflight < limit (while cold, the cold limit), inflight += 1
+//     (a compare-and-swap) and the call is queued with the round it was
+//     admitted in; else it is shed.
 //  3. When an admitted call's handler ends, with sample w, and it was
 //     admitted in the current round:
-//     a. w <= budget and inflight (this call included) >= limit: limit +=
-//     1, up to MaxLimit. Only a full limit grows: while the adapter uses
-//     fewer than limit calls, a good sample says nothing about more, and
+//     a. w <= budget: if it is the first sample, limit rises to inflight
+//     (this call included) if lower, as that many fitted within the
+//     budget. Then, if inflight >= limit: limit += 1, up to MaxLimit.
+//     Only a full limit grows: while the adapter uses fewer than limit
+//     calls, a good sample says nothing about more, and
 //     limit stays within one of the most it has used (TCP's congestion
 //     window validation, RFC 7661), so a burst after an idle spell cannot
 //     find a limit grown without bound.
@@ -73,7 +79,10 @@
 //     their late samples say so again: counting them would halve limit once
 //     per call of the wave, down to 1. So at most one decrease per round,
 //     and samples from an older round (good or bad) are ignored.
-//     Then inflight -= 1, in every case.
+//     A bad first sample halves limit from Workers(), as if there had been
+//     no cold start, whatever the cold limit let in.
+//     Then inflight -= 1, in every case. The first sample of either kind
+//     ends the cold start.
 //  4. A call whose context ends while it waits for its first slot waited
 //     at least that long (the adapter's clock, from just before s.Run until
 //     Run returns): over the budget it is a bad sample (3b); within it, a
@@ -112,20 +121,39 @@ import (
 // queue limit is not exported to read.)
 const MaxLimit = 1 << 16
 
+// coldFactor is how many calls per place of the initial limit (per slot)
+// Admit lets in before the first sample (step 1). Without it, a burst at
+// startup found the limit at Workers() and was shed beyond it: 6 requests
+// to a route on 2 workers, 4 answered 503 at once though the budgets (250
+// ms, 1 s) allowed them all. Before any sample the run time r of a call is
+// unknown, so the cold limit is a multiple of the slots: a burst of
+// coldFactor calls per slot, sharing the slots, waits about
+// (coldFactor-1) x r in all, within a budget of a few r (the one
+// WithMaxQueueWait's doc advises). An overload from the start lets at most
+// that many calls in before the first sample, over the budget once; that
+// sample then halves the limit from Workers(), as it would have without a
+// cold start.
+const coldFactor = 4
+
 // Limit admits calls while fewer than an adaptive limit are in flight (see
 // the protocol above). Its methods are safe for concurrent use.
 type Limit struct {
-	budget   time.Duration
-	inflight atomic.Int64  // admitted calls not yet ended
-	limit    atomic.Int64  // 1..MaxLimit
-	round    atomic.Uint64 // advanced by each decrease of limit
+	budget    time.Duration
+	coldLimit int64         // what Admit allows while cold: coldFactor x the initial limit
+	cold      atomic.Bool   // no sample yet
+	inflight  atomic.Int64  // admitted calls not yet ended
+	limit     atomic.Int64  // 1..MaxLimit
+	round     atomic.Uint64 // advanced by each decrease of limit
 }
 
 // New returns a limit with the budget and initial limit (clamped to
-// 1..MaxLimit).
+// 1..MaxLimit), cold: until the first sample it admits coldFactor times
+// the initial limit (at most MaxLimit).
 func New(budget time.Duration, initial int) *Limit {
-	l := &Limit{budget: budget}
-	l.limit.Store(int64(min(max(initial, 1), MaxLimit)))
+	initial = min(max(initial, 1), MaxLimit)
+	l := &Limit{budget: budget, coldLimit: int64(min(coldFactor*initial, MaxLimit))}
+	l.limit.Store(int64(initial))
+	l.cold.Store(true)
 	return l
 }
 
@@ -136,7 +164,7 @@ func (l *Limit) Admit() (round uint64, ok bool) {
 	round = l.round.Load() // before the increment: a decrease in between makes the sample stale, never wrongly current
 	for {
 		n := l.inflight.Load()
-		if n >= l.limit.Load() {
+		if n >= l.Current() {
 			return 0, false
 		}
 		if l.inflight.CompareAndSwap(n, n+1) {
@@ -148,10 +176,17 @@ func (l *Limit) Admit() (round uint64, ok bool) {
 // Observe takes the queueing delay in total (Task.Waited) of a call
 // admitted in round whose handler has ended, and gives its place back.
 func (l *Limit) Observe(wait time.Duration, round uint64) {
+	first := l.warm()
 	if wait > l.budget {
 		l.decrease(round)
-	} else if l.round.Load() == round && l.inflight.Load() >= l.limit.Load() {
-		l.increase()
+	} else if l.round.Load() == round {
+		n := l.inflight.Load()
+		if first {
+			l.raise(n) // the calls in flight fitted within the budget
+		}
+		if n >= l.limit.Load() {
+			l.increase()
+		}
 	}
 	l.inflight.Add(-1)
 }
@@ -161,6 +196,7 @@ func (l *Limit) Observe(wait time.Duration, round uint64) {
 // context ended, so wait is a lower bound of its delay.
 func (l *Limit) Dropped(wait time.Duration, round uint64, cancelled bool) {
 	if cancelled && wait > l.budget {
+		l.warm()
 		l.decrease(round)
 	}
 	l.inflight.Add(-1)
@@ -169,8 +205,31 @@ func (l *Limit) Dropped(wait time.Duration, round uint64, cancelled bool) {
 // Inflight returns the number of calls admitted and not yet ended.
 func (l *Limit) Inflight() int64 { return l.inflight.Load() }
 
-// Current returns the limit now.
-func (l *Limit) Current() int64 { return l.limit.Load() }
+// Current returns the limit Admit applies now: the cold limit until the
+// first sample.
+func (l *Limit) Current() int64 {
+	if l.cold.Load() {
+		return max(l.coldLimit, l.limit.Load())
+	}
+	return l.limit.Load()
+}
+
+// warm ends the cold start, and reports whether this call ended it (the
+// first sample).
+func (l *Limit) warm() bool {
+	return l.cold.Load() && l.cold.CompareAndSwap(true, false)
+}
+
+// raise sets limit to n if it is lower, up to MaxLimit.
+func (l *Limit) raise(n int64) {
+	n = min(n, MaxLimit)
+	for {
+		cur := l.limit.Load()
+		if cur >= n || l.limit.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
 
 // increase adds one to limit, up to MaxLimit.
 func (l *Limit) increase() {

@@ -10,7 +10,8 @@ import (
 func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
 
 func TestLimit(t *testing.T) {
-	// Steps on one limit with a 10ms budget, starting at 4. Calls are
+	// Steps on one limit with a 10ms budget, starting at 4 (16 until the
+	// first sample: TestLimitColdStart). Calls are
 	// named by a letter; observe's wait is a call's queueing delay in
 	// total (Task.Waited), given as its handler ends; dropped's is its wait
 	// for a first slot it never got.
@@ -23,8 +24,8 @@ func TestLimit(t *testing.T) {
 		wantInflight int64
 		wantLimit    int64
 	}{
-		{op: "admit", req: 'a', wantAdmit: true, wantInflight: 1, wantLimit: 4},
-		{op: "observe", req: 'a', wait: 1 * ms, wantInflight: 0, wantLimit: 4}, // 1 of 4 used: no increase
+		{op: "admit", req: 'a', wantAdmit: true, wantInflight: 1, wantLimit: 16},
+		{op: "observe", req: 'a', wait: 1 * ms, wantInflight: 0, wantLimit: 4}, // warm; 1 of 4 used: no increase
 		{op: "admit", req: 'a', wantAdmit: true, wantInflight: 1, wantLimit: 4},
 		{op: "admit", req: 'b', wantAdmit: true, wantInflight: 2, wantLimit: 4},
 		{op: "admit", req: 'c', wantAdmit: true, wantInflight: 3, wantLimit: 4},
@@ -72,6 +73,53 @@ func TestLimit(t *testing.T) {
 		if in, lim := l.Inflight(), l.Current(); in != st.wantInflight || lim != st.wantLimit {
 			t.Errorf("step %d (%s %c %v): got inflight %d, limit %d; want %d, %d",
 				i, st.op, st.req, st.wait, in, lim, st.wantInflight, st.wantLimit)
+		}
+	}
+}
+
+func TestLimitColdStart(t *testing.T) {
+	// Until the first sample the limit admits coldFactor (4) times its
+	// initial 2: a burst at startup is not shed before its waits are
+	// known (regression: 6 requests on 2 workers, 4 answered 503 at
+	// once). The first sample ends that: within the budget it raises the
+	// limit to the calls in flight; over it, it halves the limit from 2.
+	// A call the scheduler refused gives no sample and leaves it cold.
+	const ms = time.Millisecond
+	tests := []struct {
+		name      string
+		burst     int64                        // calls admitted at once
+		end       func(l *Limit, round uint64) // one of them ends
+		wantShed  bool                         // a call after the end
+		wantLimit int64                        // after the end
+	}{
+		{"first sample within the budget", 6, func(l *Limit, r uint64) { l.Observe(5*ms, r) }, false, 7},    // raised to 6, full: +1
+		{"first sample fills the cold limit", 8, func(l *Limit, r uint64) { l.Observe(5*ms, r) }, false, 9}, // raised to 8, full: +1
+		{"first sample over the budget", 6, func(l *Limit, r uint64) { l.Observe(50*ms, r) }, true, 1},      // 2 halved; 5 still in
+		{"cancelled over the budget", 6, func(l *Limit, r uint64) { l.Dropped(50*ms, r, true) }, true, 1},
+		{"cancelled within the budget: no sample", 6, func(l *Limit, r uint64) { l.Dropped(5*ms, r, true) }, false, 8},
+		{"refused: no sample", 6, func(l *Limit, r uint64) { l.Dropped(50*ms, r, false) }, false, 8},
+	}
+	for _, tt := range tests {
+		l := New(10*ms, 2)
+		var round uint64
+		for i := range tt.burst {
+			r, ok := l.Admit()
+			if !ok {
+				t.Fatalf("%s: call %d of the burst shed, want every one of %d admitted (cold limit 8)", tt.name, i+1, tt.burst)
+			}
+			round = r
+		}
+		if _, ok := l.Admit(); ok != (tt.burst < 8) {
+			t.Errorf("%s: a call beyond a burst of %d: got admitted %t, want %t", tt.name, tt.burst, ok, tt.burst < 8)
+		} else if ok {
+			l.Dropped(0, round, false)
+		}
+		tt.end(l, round)
+		if got := l.Current(); got != tt.wantLimit {
+			t.Errorf("%s: got limit %d, want %d", tt.name, got, tt.wantLimit)
+		}
+		if _, ok := l.Admit(); ok == tt.wantShed {
+			t.Errorf("%s: a call after: got admitted %t, want %t", tt.name, ok, !tt.wantShed)
 		}
 	}
 }
