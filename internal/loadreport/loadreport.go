@@ -46,7 +46,6 @@ package loadreport
 
 import (
 	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +53,7 @@ import (
 
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/internal/cgroupcpu"
+	"github.com/cpusched/cpusched/internal/schedmap"
 )
 
 const (
@@ -214,48 +214,30 @@ type state struct {
 	budgetAt time.Duration
 }
 
-// registry holds the Meter of each Scheduler. Its keys are weak, so that
-// a Scheduler nobody else refers to is collected, its entry removed.
-var registry struct {
-	sync.Mutex
-	meters map[weak.Pointer[cpusched.Scheduler]]*Meter
-}
+// meters holds the Meter of each Scheduler.
+var meters schedmap.Map[*Meter]
 
 // For returns the Meter of s, made at the first call for s.
 func For(s *cpusched.Scheduler) *Meter {
-	key := weak.Make(s)
-	registry.Lock()
-	defer registry.Unlock()
-	if m, ok := registry.meters[key]; ok {
-		return m
-	}
-	if registry.meters == nil {
-		registry.meters = map[weak.Pointer[cpusched.Scheduler]]*Meter{}
-	}
-	start := time.Now()
-	q := new(quotaStat)
-	m := newMeter(source{
-		now: func() time.Duration { return time.Since(start) },
-		stats: func() (cpusched.Stats, bool) {
-			// The Meter holds s weakly: the registry, which holds the
-			// Meter, must not keep s alive.
-			if s := key.Value(); s != nil {
-				return s.Stats(), true
-			}
-			return cpusched.Stats{}, false
-		},
-		cpu:      processCPU,
-		budget:   cpuBudget,
-		quota:    q.read,
-		groupCPU: q.groupCPU,
+	return meters.For(s, func(key weak.Pointer[cpusched.Scheduler]) *Meter {
+		start := time.Now()
+		q := new(quotaStat)
+		return newMeter(source{
+			now: func() time.Duration { return time.Since(start) },
+			stats: func() (cpusched.Stats, bool) {
+				// The Meter holds s weakly: the map, which holds the
+				// Meter, must not keep s alive.
+				if s := key.Value(); s != nil {
+					return s.Stats(), true
+				}
+				return cpusched.Stats{}, false
+			},
+			cpu:      processCPU,
+			budget:   cpuBudget,
+			quota:    q.read,
+			groupCPU: q.groupCPU,
+		})
 	})
-	registry.meters[key] = m
-	runtime.AddCleanup(s, func(key weak.Pointer[cpusched.Scheduler]) {
-		registry.Lock()
-		delete(registry.meters, key)
-		registry.Unlock()
-	}, key)
-	return m
 }
 
 // newMeter returns a Meter reading src, with its first sample taken now.
