@@ -353,6 +353,9 @@ func (s *Scheduler) fitHandoffThread() (raised bool) {
 	if err != nil {
 		return false
 	}
+	if !s.os.raisable {
+		return s.fitUnraisable(cur) // retire.go
+	}
 	lowered := cur.Lowered()
 	switch {
 	case !lowered && !s.os.keepNormal.Load():
@@ -406,6 +409,16 @@ func (s *Scheduler) raiseLocked(t *Task) {
 func (s *Scheduler) relowerLocked(t *Task) {
 	tid := int(t.thread.tid.Load())
 	if !t.thread.raised || tid == 0 {
+		return
+	}
+	if !s.os.raisable {
+		// Where it could not be raised again, a task whose thread ran at
+		// normal priority goes to the milder setting (retire.go).
+		if err := osprio.LowerNice(tid, unraisableNice); err != nil {
+			s.log.Warn("cpusched: lowering a task's thread again failed; it runs at normal priority", "err", err)
+			return
+		}
+		t.thread.raised = false
 		return
 	}
 	if _, _, err := osprio.LowerThread(tid); err != nil {

@@ -40,7 +40,10 @@ package cpusched
 // contended (preemptLeave, set by the guard), before it parks for its
 // slot, when it is given its slot back, and before a Blocking call waits.
 // Work that makes no Checkpoint and no Blocking call cannot leave: a task
-// that never yields keeps its lowered thread until it returns.
+// that never yields keeps its thread until it returns. So a hand-off
+// thread goes first to unraisableNice, and only a task that has yielded
+// takes it on to SCHED_IDLE (idleSelf); a thread at SCHED_IDLE then ends
+// with its task (idleSpent).
 
 import (
 	"runtime"
@@ -154,4 +157,80 @@ func (s *Scheduler) leaveLocked(t *Task) {
 	if t.handoff && !t.left() && !t.thread.raised {
 		t.preempt.Or(preemptLeave)
 	}
+}
+
+// unraisableNice is where a hand-off thread that cannot be raised back
+// goes first: a nice value, not SCHED_IDLE. A task that never yields
+// (a bcrypt or gzip call) cannot leave its thread when another process
+// takes the CPUs, and at SCHED_IDLE it would get 0.3% of a CPU beside it,
+// with its P held and every collection waiting for it; at nice 10
+// (weight 110 against 1024) it gets about a tenth of a CPU, and the
+// kernel runs it within a few of its slices. A task that does yield goes
+// on to SCHED_IDLE once it has computed for osLowerAfter (idleSelf): it
+// can leave. Raising a nice value needs no privilege; lowering it does.
+const unraisableNice = 10
+
+// fitUnraisable is fitHandoffThread where a lowered thread cannot be
+// raised back: cur is the thread's setting. A thread at normal priority
+// goes to unraisableNice while the machine is quiet and stays normal while
+// contended (it reports raised, true: normal priority); one lowered
+// already stays so, raised false (while contended, its task leaves it at
+// once: mustLeave).
+func (s *Scheduler) fitUnraisable(cur osprio.Attr) (raised bool) {
+	if cur.Idle() || cur.Nice() > 0 {
+		return false
+	}
+	if s.os.keepNormal.Load() {
+		return true
+	}
+	if err := osprio.LowerNice(0, unraisableNice); err != nil {
+		// New's probe succeeded, so this is unexpected; the task still
+		// runs, at normal priority.
+		s.log.Warn("cpusched: lowering a hand-off thread's priority failed; its tasks run at normal priority", "err", err)
+		return true
+	}
+	return false
+}
+
+// idleSelf is lowerSelf for a task handed off to a thread at
+// unraisableNice (handoffBegin sets its Checkpoint countdown), and
+// Blocking's check for it: once it has computed for osLowerAfter by its
+// thread's CPU clock, and while the machine is quiet, it lowers its thread
+// to SCHED_IDLE, the isolation the mode is for: having made a Checkpoint
+// or a Blocking call, it can leave the thread should another process take
+// the CPUs. The checks are paced by its Checkpoints so far, as
+// lowerSelf's. The thread ends with the task (idleSpent).
+func (s *Scheduler) idleSelf(t *Task, mark bool) {
+	if mark {
+		t.thread.lowerSeen++
+	}
+	if s.os.keepNormal.Load() || t.left() {
+		t.countDown(4 * lowerCheckEvery) // contended: it stays, and leaves if asked
+		return
+	}
+	used := osprio.ThreadCPU() - t.thread.cpuStart
+	if used < int64(osLowerAfter) {
+		n := int64(lowerCheckEvery)
+		if used > 0 && t.thread.lowerSeen > 0 {
+			n = (int64(osLowerAfter) - used) * int64(t.thread.lowerSeen) / used
+		}
+		t.countDown(n)
+		return
+	}
+	t.thread.lowerCheck = 0
+	if err := osprio.Lower(); err != nil {
+		s.log.Warn("cpusched: lowering a hand-off thread to SCHED_IDLE failed; it stays at its nice value", "err", err)
+	}
+}
+
+// idleSpent reports, on a hand-off thread whose task has ended, whether
+// the thread is at SCHED_IDLE where it cannot be raised back: it then ends
+// (its goroutine exits locked) rather than run a next task that may
+// never yield.
+func (s *Scheduler) idleSpent() bool {
+	if s.os.raisable {
+		return false
+	}
+	cur, err := osprio.Current()
+	return err == nil && cur.Idle()
 }

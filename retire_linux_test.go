@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,31 +44,32 @@ func threadAlive(tid int) bool {
 	return err == nil
 }
 
-// selfPolicy is the calling thread's scheduling policy.
-func selfPolicy() int {
-	attr, err := unix.SchedGetAttr(0, 0)
-	if err != nil {
-		return -1
-	}
-	return int(attr.Policy)
-}
-
 // watchedTask is a task that computes with Checkpoints until stop is
 // closed, and publishes, after each Checkpoint, its thread and that
 // thread's policy.
 type watchedTask struct {
-	tid, policy atomic.Int64
-	stop        chan struct{}
-	done        chan error
+	tid, policy, nice atomic.Int64
+	stop              chan struct{}
+	done              chan error
+	end               func() error // stops the task and returns Run's error
+	err               error
 }
 
-func startWatched(s *Scheduler, blocking bool) *watchedTask {
+func startWatched(t *testing.T, s *Scheduler, blocking bool) *watchedTask {
 	w := &watchedTask{stop: make(chan struct{}), done: make(chan error, 1)}
+	var once sync.Once
+	w.end = func() error {
+		once.Do(func() { close(w.stop); w.err = <-w.done })
+		return w.err
+	}
+	t.Cleanup(func() { w.end() }) // before the Scheduler's Close, registered earlier
 	go func() {
 		w.done <- s.Run(context.Background(), func(tk *Task) error {
 			for {
 				w.tid.Store(int64(unix.Gettid()))
-				w.policy.Store(int64(selfPolicy()))
+				attr, _ := unix.SchedGetAttr(0, 0)
+				w.policy.Store(int64(attr.Policy))
+				w.nice.Store(int64(attr.Nice))
 				select {
 				case <-w.stop:
 					return nil
@@ -96,7 +98,7 @@ func TestUnraisableThreadIsLeftWhenContended(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newFakeMachine(false)
 			s := unraisableScheduler(t, m, WithWorkers(1))
-			w := startWatched(s, tc.blocking)
+			w := startWatched(t, s, tc.blocking)
 			if !within(5*time.Second, func() bool { return w.policy.Load() == unix.SCHED_IDLE }) {
 				t.Fatalf("the task's thread never ran lowered (policy %d)", w.policy.Load())
 			}
@@ -113,8 +115,7 @@ func TestUnraisableThreadIsLeftWhenContended(t *testing.T) {
 			if !within(5*time.Second, func() bool { return !threadAlive(lowered) }) {
 				t.Errorf("the lowered thread %d still exists", lowered)
 			}
-			close(w.stop)
-			if err := <-w.done; err != nil {
+			if err := w.end(); err != nil {
 				t.Fatal(err)
 			}
 			if st := s.Stats(); st.RetiredThreads != 1 || st.LooseThreads != 0 {
@@ -130,7 +131,7 @@ func TestUnraisableThreadIsLeftWhenContended(t *testing.T) {
 func TestUnraisableParkedTasksLeaveOnWake(t *testing.T) {
 	m := newFakeMachine(false)
 	s := unraisableScheduler(t, m, WithWorkers(1), WithSlice(minSlice))
-	a, b := startWatched(s, false), startWatched(s, false)
+	a, b := startWatched(t, s, false), startWatched(t, s, false)
 	if !within(5*time.Second, func() bool { return s.Stats().Preempted >= 4 }) {
 		t.Fatal("the two tasks never took turns")
 	}
@@ -143,10 +144,8 @@ func TestUnraisableParkedTasksLeaveOnWake(t *testing.T) {
 			t.Errorf("a task stayed lowered (thread %d)", w.tid.Load())
 		}
 	}
-	close(a.stop)
-	close(b.stop)
 	for _, w := range []*watchedTask{a, b} {
-		if err := <-w.done; err != nil {
+		if err := w.end(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -183,5 +182,51 @@ func TestRetireThread(t *testing.T) {
 		if !within(5*time.Second, func() bool { return !threadAlive(before) }) {
 			t.Errorf("thread %d still exists", before)
 		}
+	}
+}
+
+// TestUnraisableThreadsStepDown: where a lowered thread cannot be raised,
+// a hand-off thread goes to unraisableNice before its task; a task that
+// computes without a Checkpoint or a Blocking call stays there, and its
+// thread goes back to the pool; one that yields goes on to SCHED_IDLE
+// once it has computed for osLowerAfter, and its thread ends with it.
+func TestUnraisableThreadsStepDown(t *testing.T) {
+	m := newFakeMachine(false)
+	s := unraisableScheduler(t, m, WithWorkers(1), withoutSlicePins())
+	var tid int
+	var attr *unix.SchedAttr
+	compute := func(yield bool) func(*Task) error {
+		return func(tk *Task) error {
+			for end := time.Now().Add(20 * osLowerAfter); time.Now().Before(end); {
+				if yield {
+					if err := tk.Checkpoint(); err != nil {
+						return err
+					}
+				}
+			}
+			tid = unix.Gettid()
+			var err error
+			attr, err = unix.SchedGetAttr(0, 0)
+			return err
+		}
+	}
+	ctx := context.Background()
+	if err := s.Run(ctx, compute(false)); err != nil {
+		t.Fatal(err)
+	}
+	if attr.Policy != unix.SCHED_NORMAL || attr.Nice != unraisableNice {
+		t.Errorf("a task that never yields ran at policy %d nice %d, want %d nice %d", attr.Policy, attr.Nice, unix.SCHED_NORMAL, unraisableNice)
+	}
+	if !within(time.Second, func() bool { return threadAlive(tid) }) {
+		t.Errorf("its thread %d ended; want it back in the pool", tid)
+	}
+	if err := s.Run(ctx, compute(true)); err != nil {
+		t.Fatal(err)
+	}
+	if attr.Policy != unix.SCHED_IDLE {
+		t.Errorf("a task that yields ran at policy %d nice %d, want SCHED_IDLE (%d)", attr.Policy, attr.Nice, unix.SCHED_IDLE)
+	}
+	if !within(5*time.Second, func() bool { return !threadAlive(tid) }) {
+		t.Errorf("its thread %d still exists; want it ended with the task", tid)
 	}
 }

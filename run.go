@@ -57,6 +57,9 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, left bool, err error
 	var start time.Time // with slice pins, for a hand-off task: when fn began
 	if t.handoff {
 		start = s.handoffBegin(t)
+		if s.mustLeave(t) {
+			s.leaveThread(t) // handed off just before the guard turned contended (retire.go)
+		}
 	}
 	normal := false
 	defer func() {

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package osprio
+
+func lowerNice(int, int) error { return errUnsupported }
