@@ -120,7 +120,7 @@ func quotaWorkers(procs, numCPU int, limit float64, limited, envSet bool) int {
 // hold for workers plus spareProcs. With the default worker count that is
 // GOMAXPROCS 1 alone (1 worker: GOMAXPROCS 2 while open), where the one
 // worker would otherwise hold the only P and the rest of the program would
-// wait for Go's 10 ms preemption (issue 38). Taking no hold where none is
+// wait for Go's 10 ms preemption. Taking no hold where none is
 // needed keeps GOMAXPROCS the program's to change.
 func reserveProcs(workers int, logger *slog.Logger) *procsHold {
 	if workers < procsBudget() {
