@@ -97,47 +97,190 @@ func TestClientGoneWhileRunning(t *testing.T) {
 
 func TestBadRequestTaskOptions(t *testing.T) {
 	// WithRequestTaskOptions' function returning an error, or an invalid
-	// option, answers 400 with a message naming what was wrong (and the
-	// valid range), before the request takes a place in the limit or
-	// reaches the scheduler (it answered 500).
+	// option, answers 400 before the request takes a place in the limit or
+	// reaches the scheduler (it answered 500). The body is "Bad Request"
+	// and the cause, which names the library's options (a 300-byte tenant
+	// header answered "cpusched: WithGroup: name is 300 bytes..."), goes to
+	// the log at Info; WithErrorHandler's function gets it instead, to
+	// write it if it will.
 	long := strings.Repeat("g", cpusched.MaxGroupNameLen+1)
 	tests := []struct {
-		query    string
-		wantCode int
-		wantBody string
+		query     string
+		wantCode  int
+		wantCause string // "" for none
 	}{
-		{"", http.StatusOK, "ok"},
-		{"?nice=19&group=" + long[1:], http.StatusOK, "ok"},
-		{"?err", http.StatusBadRequest, "tenant header missing\n"},
-		{"?nice=20", http.StatusBadRequest, "cpusched: WithNice(20): nice must be in -20..19\n"},
-		{"?nice=-21", http.StatusBadRequest, "cpusched: WithNice(-21): nice must be in -20..19\n"},
-		{"?group=" + long, http.StatusBadRequest, "cpusched: WithGroup: name is 257 bytes, must be at most 256 (MaxGroupNameLen)\n"},
+		{"", http.StatusOK, ""},
+		{"?nice=19&group=" + long[1:], http.StatusOK, ""},
+		{"?err", http.StatusBadRequest, "tenant header missing"},
+		{"?nice=20", http.StatusBadRequest, "cpusched: WithNice(20): nice must be in -20..19"},
+		{"?nice=-21", http.StatusBadRequest, "cpusched: WithNice(-21): nice must be in -20..19"},
+		{"?group=" + long, http.StatusBadRequest, "cpusched: WithGroup: name is 257 bytes, must be at most 256 (MaxGroupNameLen)"},
 	}
-	s := schedtest.NewScheduler(t)
-	next := new(ok)
-	h := asHandler(t, Handler(s, next, WithMaxQueueWait(time.Second),
-		WithRequestTaskOptions(func(r *http.Request) ([]cpusched.TaskOption, error) {
-			q := r.URL.Query()
-			if q.Has("err") {
-				return nil, errors.New("tenant header missing")
+	writeCause := WithErrorHandler(func(w http.ResponseWriter, r *http.Request, status int, err error) {
+		http.Error(w, fmt.Sprintf("%d: %v", status, err), status)
+	})
+	for _, errorHandler := range []Option{nil, writeCause} {
+		s := schedtest.NewScheduler(t)
+		next := new(ok)
+		logger, logs := logBuffer()
+		h := asHandler(t, Handler(s, next, WithMaxQueueWait(time.Second), WithLogger(logger), errorHandler,
+			WithRequestTaskOptions(func(r *http.Request) ([]cpusched.TaskOption, error) {
+				q := r.URL.Query()
+				if q.Has("err") {
+					return nil, errors.New("tenant header missing")
+				}
+				nice, _ := strconv.Atoi(q.Get("nice"))
+				return []cpusched.TaskOption{cpusched.WithNice(nice), cpusched.WithGroup(q.Get("group"))}, nil
+			})))
+		var served uint64
+		for _, tt := range tests {
+			logs.Reset()
+			limit := h.limit.Current()
+			rec := serve(h, httptest.NewRequest("GET", "/"+tt.query, nil))
+			wantBody, wantLog := "ok", ""
+			switch {
+			case tt.wantCause == "":
+			case errorHandler == nil:
+				wantBody, wantLog = "Bad Request\n", fmt.Sprintf("level=INFO msg=\"httpsched: bad request\" method=GET path=/ err=%q", tt.wantCause)
+			default:
+				wantBody = "400: " + tt.wantCause + "\n"
 			}
-			nice, _ := strconv.Atoi(q.Get("nice"))
-			return []cpusched.TaskOption{cpusched.WithNice(nice), cpusched.WithGroup(q.Get("group"))}, nil
-		})))
-	var served uint64
-	for _, tt := range tests {
-		limit := h.limit.Current()
-		rec := serve(h, httptest.NewRequest("GET", "/"+tt.query, nil))
-		if rec.Code != tt.wantCode || rec.Body.String() != tt.wantBody {
-			t.Errorf("%.40s: got %d %q, want %d %q", tt.query, rec.Code, rec.Body, tt.wantCode, tt.wantBody)
+			if rec.Code != tt.wantCode || rec.Body.String() != wantBody {
+				t.Errorf("%.40s, error handler %t: got %d %q, want %d %q", tt.query, errorHandler != nil, rec.Code, rec.Body, tt.wantCode, wantBody)
+			}
+			if (wantLog == "" && logs.Len() != 0) || !strings.Contains(logs.String(), wantLog) {
+				t.Errorf("%.40s, error handler %t: got log %q, want %q", tt.query, errorHandler != nil, logs, wantLog)
+			}
+			if rec.Code == http.StatusOK {
+				served++
+			} else {
+				checkLimit(t, fmt.Sprintf("%.40s", tt.query), h, 0, limit) // no sample, no place
+			}
 		}
-		if rec.Code == http.StatusOK {
-			served++
-		} else {
-			checkLimit(t, fmt.Sprintf("%.40s", tt.query), h, 0, limit) // no sample, no place
+		if st := s.Stats(); st.Submitted != served || uint64(next.calls.Load()) != served {
+			t.Errorf("got %d tasks submitted, %d handler calls; want %d: a bad request is not scheduled", st.Submitted, next.calls.Load(), served)
 		}
 	}
-	if st := s.Stats(); st.Submitted != served || uint64(next.calls.Load()) != served {
-		t.Errorf("got %d tasks submitted, %d handler calls; want %d: a bad request is not scheduled", st.Submitted, next.calls.Load(), served)
+}
+
+func TestErrorHandler(t *testing.T) {
+	// WithErrorHandler's function writes each answer httpsched gives in
+	// place of the handler, given the status and its cause, with the
+	// 503's Retry-After and the load header already set; if it writes
+	// nothing, the status goes out with an empty body.
+	cutByClose := func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
+		done := make(chan *httptest.ResponseRecorder)
+		go func() { done <- serve(h, httptest.NewRequest("GET", "/loop", nil)) }()
+		for s.Stats().Running == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		s.Close(ctx)
+		return <-done
+	}
+	tests := []struct {
+		name       string
+		do         func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder
+		wantStatus int
+		wantErr    func(error) bool
+	}{
+		{"wait limit", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
+			limit := asHandler(t, h).limit
+			var rounds []uint64
+			for round, ok := limit.Admit(); ok; round, ok = limit.Admit() {
+				rounds = append(rounds, round)
+			}
+			defer func() {
+				for _, round := range rounds {
+					limit.Dropped(0, round, false)
+				}
+			}()
+			return serve(h, httptest.NewRequest("GET", "/", nil))
+		}, http.StatusServiceUnavailable, is(ErrWaitLimit)},
+		{"queue full", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
+			schedtest.HoldSlot(t, s)
+			if _, err := s.Go(context.Background(), func(*cpusched.Task) error { return nil }); err != nil {
+				t.Fatal(err) // fills the queue of 1
+			}
+			return serve(h, httptest.NewRequest("GET", "/", nil))
+		}, http.StatusServiceUnavailable, is(cpusched.ErrQueueFull)},
+		{"closed", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
+			s.Close(context.Background())
+			return serve(h, httptest.NewRequest("GET", "/", nil))
+		}, http.StatusServiceUnavailable, is(cpusched.ErrClosed)},
+		{"cut by Close", cutByClose, http.StatusServiceUnavailable, is(cpusched.ErrClosed)},
+		{"left while queued", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
+			return leaveQueue(t, s, h, nil)
+		}, http.StatusServiceUnavailable, is(context.Canceled)},
+		{"panic", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
+			return serve(h, httptest.NewRequest("GET", "/panic", nil))
+		}, http.StatusInternalServerError, func(err error) bool {
+			var pe *cpusched.PanicError
+			return errors.As(err, &pe) && pe.Value == "handler panics"
+		}},
+	}
+	for _, tt := range tests {
+		for _, writes := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s, writes %t", tt.name, writes), func(t *testing.T) {
+				s := schedtest.NewScheduler(t, cpusched.WithQueueLimit(1))
+				var calls int
+				var gotStatus int
+				var gotErr error
+				var retryAfter, loadHeader string
+				logger, _ := logBuffer()
+				h := Handler(s, loopOrPanic{}, WithMaxQueueWait(time.Second), WithLoadMetricsHeader(), WithLogger(logger),
+					WithRetryAfter(2*time.Second),
+					WithErrorHandler(func(w http.ResponseWriter, r *http.Request, status int, err error) {
+						calls++
+						gotStatus, gotErr = status, err
+						retryAfter, loadHeader = w.Header().Get("Retry-After"), w.Header().Get(loadMetricsHeader)
+						if writes {
+							w.Header().Set("Content-Type", "application/json")
+							w.WriteHeader(status)
+							fmt.Fprintf(w, `{"status":%d}`, status)
+						}
+					}))
+				rec := tt.do(t, s, h)
+				if calls != 1 || gotStatus != tt.wantStatus || !tt.wantErr(gotErr) {
+					t.Errorf("got %d calls, the last with %d and %v; want 1 with %d and the cause", calls, gotStatus, gotErr, tt.wantStatus)
+				}
+				wantRetry := ""
+				if tt.wantStatus == http.StatusServiceUnavailable {
+					wantRetry = "2"
+				}
+				if retryAfter != wantRetry || loadHeader == "" {
+					t.Errorf("headers when the function ran: got Retry-After %q and %s %q, want %q and a load report", retryAfter, loadMetricsHeader, loadHeader, wantRetry)
+				}
+				wantBody := ""
+				if writes {
+					wantBody = fmt.Sprintf(`{"status":%d}`, tt.wantStatus)
+				}
+				if rec.Code != tt.wantStatus || rec.Body.String() != wantBody {
+					t.Errorf("got %d %q, want %d %q", rec.Code, rec.Body, tt.wantStatus, wantBody)
+				}
+			})
+		}
+	}
+}
+
+// is returns a function that reports whether an error is target.
+func is(target error) func(error) bool {
+	return func(err error) bool { return errors.Is(err, target) }
+}
+
+// loopOrPanic is a handler: a request to /loop calls Checkpoint until it
+// fails, one to /panic panics, any other answers "ok".
+type loopOrPanic struct{}
+
+func (loopOrPanic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/loop":
+		for TaskFrom(r.Context()).Checkpoint() == nil {
+		}
+	case "/panic":
+		panic("handler panics")
+	default:
+		io.WriteString(w, "ok")
 	}
 }

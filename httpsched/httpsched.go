@@ -28,7 +28,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -85,14 +84,17 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 //   - 503 Service Unavailable with Retry-After (WithRetryAfter) when s's
 //     queue is full (cpusched.ErrQueueFull), when s is closed
 //     (cpusched.ErrClosed), and when as many of its requests are in flight
-//     as WithMaxQueueWait's limit allows;
+//     as WithMaxQueueWait's limit allows (ErrWaitLimit);
 //   - 503 with Retry-After when the request's context ends while it waits
 //     for a slot: the client has gone (net/http then drops the answer) or a
 //     deadline passed; the task never started and nothing is left behind;
-//   - 400 Bad Request with the error's message when
-//     WithRequestTaskOptions' function returns an error or an invalid task
-//     option (NewHandler has checked those of WithTaskOptions);
+//   - 400 Bad Request when WithRequestTaskOptions' function returns an
+//     error or an invalid task option (NewHandler has checked those of
+//     WithTaskOptions), its cause logged at Info;
 //   - 500 if s refuses the task for any other reason, logged.
+//
+// Their bodies are the status's text, which says nothing of the cause;
+// WithErrorHandler writes them instead, given the cause.
 //
 // When s.Close gives up waiting and cuts a request's task (its context is
 // cancelled with cause cpusched.ErrClosed and Checkpoint returns
@@ -164,8 +166,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			h.meter.End(loadreport.Refused, 0)
-			h.addLoadHeader(w)
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			h.answer(w, r, http.StatusBadRequest, err)
 			return
 		}
 		opts = append(opts[:len(opts):len(opts)], more...)
@@ -178,7 +179,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var admit bool
 		if sr.round, admit = h.limit.Admit(); !admit {
 			h.meter.End(loadreport.Shed, 0)
-			h.unavailable(w)
+			h.answer(w, r, http.StatusServiceUnavailable, ErrWaitLimit)
 			return
 		}
 	}
@@ -187,7 +188,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case sr.cut: // err is run's ErrClosed
 		if !sr.rw.started {
-			h.unavailable(w) // h wrote nothing after Close cut it
+			h.answer(w, r, http.StatusServiceUnavailable, err) // h wrote nothing after Close cut it
 		}
 	case err == nil:
 		if !sr.rw.started {
@@ -241,67 +242,12 @@ func (sr *scheduledRequest) observe(t *cpusched.Task) {
 	sr.h.meter.End(loadreport.Ran, waited)
 }
 
-// notStarted answers a request whose task never started with err.
-func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, queuedAt time.Duration, round uint64) {
-	waited, cancelled := h.cfg.now()-queuedAt, r.Context().Err() != nil
-	if h.limit != nil {
-		h.limit.Dropped(waited, round, cancelled)
-	}
-	switch {
-	case errors.Is(err, cpusched.ErrQueueFull), errors.Is(err, cpusched.ErrClosed):
-		h.meter.End(loadreport.Shed, 0)
-		h.unavailable(w)
-	case cancelled:
-		h.meter.End(loadreport.Left, waited)
-		h.unavailable(w)
-	default: // the scheduler refused the task (its options are checked before)
-		h.meter.End(loadreport.Refused, 0)
-		h.logger().Error("httpsched: the scheduler refused the request's task", "method", r.Method, "path", r.URL.Path, "err", err)
-		h.addLoadHeader(w)
-		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
-	}
-}
-
-// failed handles the error of a task that started: the handler panicked,
-// or (on a hand-off thread) called runtime.Goexit.
-func (h *handler) failed(w http.ResponseWriter, r *http.Request, rw *responseWriter, err error) {
-	var pe *cpusched.PanicError
-	if errors.As(err, &pe) {
-		if pe.Value == http.ErrAbortHandler {
-			panic(http.ErrAbortHandler)
-		}
-		h.logger().Error("httpsched: handler panicked", "method", r.Method, "path", r.URL.Path,
-			"panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
-	} else {
-		h.logger().Error("httpsched: handler failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	}
-	if rw.started {
-		panic(http.ErrAbortHandler) // too late for a status: cut the response short
-	}
-	h.addLoadHeader(w)
-	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
-}
-
-// unavailable answers 503 with Retry-After.
-func (h *handler) unavailable(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", h.cfg.retryAfter)
-	h.addLoadHeader(w)
-	http.Error(w, http.StatusText(http.StatusServiceUnavailable), http.StatusServiceUnavailable)
-}
-
 // addLoadHeader sets the load header of WithLoadMetricsHeader in w's
 // headers, if the option is given.
 func (h *handler) addLoadHeader(w http.ResponseWriter) {
 	if h.cfg.loadHeader {
 		w.Header().Set(loadMetricsHeader, formatLoadMetrics(h.meter.Report()))
 	}
-}
-
-func (h *handler) logger() *slog.Logger {
-	if h.cfg.logger != nil {
-		return h.cfg.logger
-	}
-	return slog.Default()
 }
 
 // responseWriter records whether the response has started (a final status

@@ -27,10 +27,11 @@ const (
 type config struct {
 	taskOpts        []cpusched.TaskOption
 	requestTaskOpts func(*http.Request) ([]cpusched.TaskOption, error)
-	maxQueueWait    time.Duration // 0: no wait budget
-	retryAfter      string        // the header's value: whole seconds
-	logger          *slog.Logger  // nil: slog.Default() when logging
-	loadHeader      bool          // WithLoadMetricsHeader
+	maxQueueWait    time.Duration                                                       // 0: no wait budget
+	retryAfter      string                                                              // the header's value: whole seconds
+	logger          *slog.Logger                                                        // nil: slog.Default() when logging
+	loadHeader      bool                                                                // WithLoadMetricsHeader
+	errorHandler    func(w http.ResponseWriter, r *http.Request, status int, err error) // nil: plain text
 	// Set by newConfig; only the package's tests replace them
 	// (export_test.go).
 	now    func() time.Duration               // times the wait of a request whose task never started
@@ -62,8 +63,8 @@ func WithTaskOptions(opts ...cpusched.TaskOption) Option {
 // and scheduled. If fn returns an error, or an invalid option (a nice
 // level outside MinNice..MaxNice, a group name longer than
 // cpusched.MaxGroupNameLen bytes), the request is answered 400 Bad Request
-// with the error's message, without running the handler: a message for
-// the client, naming what was wrong.
+// without running the handler; the error is logged at Info, or given to
+// WithErrorHandler's function, which may show the client what was wrong.
 func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error)) Option {
 	return optionFunc(func(c *config) error {
 		if fn == nil {
@@ -137,13 +138,48 @@ func WithRetryAfter(d time.Duration) Option {
 }
 
 // WithLogger sets the logger of the handler's panics and failures
-// (default: slog.Default() at the time of logging).
+// (Error) and of the causes of its 400 answers without WithErrorHandler
+// (Info); default: slog.Default() at the time of logging.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		if l == nil {
 			return errors.New("httpsched: WithLogger(nil): the logger must not be nil")
 		}
 		c.logger = l
+		return nil
+	})
+}
+
+// WithErrorHandler sets the function that writes the answers the handler
+// gives in place of h (Handler's doc lists them), for a body in the
+// service's own format. fn gets the response writer, the request, the
+// status and its cause:
+//   - 400 Bad Request: the error of WithRequestTaskOptions' function, or
+//     of the invalid task option it returned;
+//   - 503 Service Unavailable: cpusched.ErrQueueFull, cpusched.ErrClosed
+//     (s closed before the task started, or Close cut it while h ran and
+//     h wrote nothing), ErrWaitLimit (WithMaxQueueWait), or the request
+//     context's error (it ended while the request was queued);
+//   - 500 Internal Server Error: a *cpusched.PanicError of h, the error of
+//     a task that called runtime.Goexit, or the scheduler's refusal.
+//
+// When fn runs, the 503's Retry-After and WithLoadMetricsHeader's header
+// are set in w's headers, and nothing is written yet. fn should write a
+// status (status, or another); if it writes nothing, status is sent with
+// an empty body. The logs do not depend on fn: the 500s are logged (with
+// the logger of WithLogger), and without fn so is each 400's cause, at
+// Info.
+//
+// Without this option each answer's body is its status's text
+// (http.StatusText, as http.Error writes it), which says nothing of the
+// cause: the messages of invalid task options name the library's options,
+// not what the client sent.
+func WithErrorHandler(fn func(w http.ResponseWriter, r *http.Request, status int, err error)) Option {
+	return optionFunc(func(c *config) error {
+		if fn == nil {
+			return errors.New("httpsched: WithErrorHandler(nil): the function must not be nil")
+		}
+		c.errorHandler = fn
 		return nil
 	})
 }

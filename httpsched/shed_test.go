@@ -239,16 +239,7 @@ func TestMaxQueueWaitReleases(t *testing.T) {
 // clock by d and cancels the request, which must get 503.
 func cancelQueued(t *testing.T, s *cpusched.Scheduler, h *handler, clock *fakeClock, d time.Duration) {
 	t.Helper()
-	for range s.Workers() {
-		schedtest.HoldSlot(t, s)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *httptest.ResponseRecorder)
-	go func() { done <- serve(h, httptest.NewRequestWithContext(ctx, "GET", "/", nil)) }()
-	schedtest.WaitQueued(t, s, 1)
-	clock.Advance(d)
-	cancel()
-	check503(t, <-done, "1")
+	check503(t, leaveQueue(t, s, h, func() { clock.Advance(d) }), "1")
 }
 
 func TestMaxQueueWaitSamplesTotalWait(t *testing.T) {
