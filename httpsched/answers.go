@@ -27,9 +27,10 @@ func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, 
 		h.limit.Dropped(waited, round, cancelled)
 	}
 	switch {
-	case errors.Is(err, cpusched.ErrQueueFull), errors.Is(err, cpusched.ErrClosed):
-		h.meter.End(loadreport.Shed, 0)
-		h.answer(w, r, http.StatusServiceUnavailable, err)
+	case errors.Is(err, cpusched.ErrQueueFull):
+		h.shed(w, r, shedQueueFull, err)
+	case errors.Is(err, cpusched.ErrClosed):
+		h.shed(w, r, shedClosed, err)
 	case cancelled:
 		h.meter.End(loadreport.Left, waited)
 		h.answer(w, r, http.StatusServiceUnavailable, err)
@@ -38,6 +39,14 @@ func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, 
 		h.logger().Error("httpsched: the scheduler refused the request's task", "method", r.Method, "path", r.URL.Path, "err", err)
 		h.answer(w, r, http.StatusInternalServerError, err)
 	}
+}
+
+// shed answers 503 at once to a request that was not queued (or that
+// Close removed from the queue), for reason, whose cause is err.
+func (h *handler) shed(w http.ResponseWriter, r *http.Request, reason shedReason, err error) {
+	h.meter.End(loadreport.Shed, 0)
+	h.sheds[reason].Add(1)
+	h.answer(w, r, http.StatusServiceUnavailable, err)
 }
 
 // failed handles the error of a task that started: the handler panicked,

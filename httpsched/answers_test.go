@@ -163,11 +163,14 @@ func TestBadRequestTaskOptions(t *testing.T) {
 	}
 }
 
-func TestErrorHandler(t *testing.T) {
+func TestAnswers(t *testing.T) {
 	// WithErrorHandler's function writes each answer httpsched gives in
 	// place of the handler, given the status and its cause, with the
 	// 503's Retry-After and the load header already set; if it writes
-	// nothing, the status goes out with an empty body.
+	// nothing, the status goes out with an empty body. Sheds counts the
+	// requests answered without running the handler, by reason
+	// (regression: 577 requests shed by WithMaxQueueWait's limit were
+	// counted nowhere).
 	cutByClose := func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
 		done := make(chan *httptest.ResponseRecorder)
 		go func() { done <- serve(h, httptest.NewRequest("GET", "/loop", nil)) }()
@@ -184,7 +187,13 @@ func TestErrorHandler(t *testing.T) {
 		do         func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder
 		wantStatus int
 		wantErr    func(error) bool
+		wantSheds  ShedCounts
 	}{
+		{"bad options", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
+			return serve(h, httptest.NewRequest("GET", "/?nice=99", nil))
+		}, http.StatusBadRequest, func(err error) bool {
+			return err != nil && strings.Contains(err.Error(), "WithNice(99)")
+		}, ShedCounts{BadOptions: 1}},
 		{"wait limit", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
 			limit := asHandler(t, h).limit
 			var rounds []uint64
@@ -197,28 +206,39 @@ func TestErrorHandler(t *testing.T) {
 				}
 			}()
 			return serve(h, httptest.NewRequest("GET", "/", nil))
-		}, http.StatusServiceUnavailable, is(ErrWaitLimit)},
+		}, http.StatusServiceUnavailable, is(ErrWaitLimit), ShedCounts{WaitLimit: 1}},
 		{"queue full", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
 			schedtest.HoldSlot(t, s)
 			if _, err := s.Go(context.Background(), func(*cpusched.Task) error { return nil }); err != nil {
 				t.Fatal(err) // fills the queue of 1
 			}
 			return serve(h, httptest.NewRequest("GET", "/", nil))
-		}, http.StatusServiceUnavailable, is(cpusched.ErrQueueFull)},
+		}, http.StatusServiceUnavailable, is(cpusched.ErrQueueFull), ShedCounts{QueueFull: 1}},
 		{"closed", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
 			s.Close(context.Background())
 			return serve(h, httptest.NewRequest("GET", "/", nil))
-		}, http.StatusServiceUnavailable, is(cpusched.ErrClosed)},
-		{"cut by Close", cutByClose, http.StatusServiceUnavailable, is(cpusched.ErrClosed)},
+		}, http.StatusServiceUnavailable, is(cpusched.ErrClosed), ShedCounts{Closed: 1}},
+		{"closed while queued", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
+			release := schedtest.HoldSlot(t, s)
+			done := make(chan *httptest.ResponseRecorder)
+			go func() { done <- serve(h, httptest.NewRequest("GET", "/", nil)) }()
+			schedtest.WaitQueued(t, s, 1)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			s.Close(ctx) // removes the queued request's task
+			release()
+			return <-done
+		}, http.StatusServiceUnavailable, is(cpusched.ErrClosed), ShedCounts{Closed: 1}},
+		{"cut by Close", cutByClose, http.StatusServiceUnavailable, is(cpusched.ErrClosed), ShedCounts{}}, // ran: Canceled
 		{"left while queued", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
 			return leaveQueue(t, s, h, nil)
-		}, http.StatusServiceUnavailable, is(context.Canceled)},
+		}, http.StatusServiceUnavailable, is(context.Canceled), ShedCounts{}}, // queued: Canceled
 		{"panic", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
 			return serve(h, httptest.NewRequest("GET", "/panic", nil))
 		}, http.StatusInternalServerError, func(err error) bool {
 			var pe *cpusched.PanicError
 			return errors.As(err, &pe) && pe.Value == "handler panics"
-		}},
+		}, ShedCounts{}},
 	}
 	for _, tt := range tests {
 		for _, writes := range []bool{true, false} {
@@ -230,7 +250,7 @@ func TestErrorHandler(t *testing.T) {
 				var retryAfter, loadHeader string
 				logger, _ := logBuffer()
 				h := Handler(s, loopOrPanic{}, WithMaxQueueWait(time.Second), WithLoadMetricsHeader(), WithLogger(logger),
-					WithRetryAfter(2*time.Second),
+					WithRetryAfter(2*time.Second), WithRequestTaskOptions(niceFromQuery),
 					WithErrorHandler(func(w http.ResponseWriter, r *http.Request, status int, err error) {
 						calls++
 						gotStatus, gotErr = status, err
@@ -259,9 +279,22 @@ func TestErrorHandler(t *testing.T) {
 				if rec.Code != tt.wantStatus || rec.Body.String() != wantBody {
 					t.Errorf("got %d %q, want %d %q", rec.Code, rec.Body, tt.wantStatus, wantBody)
 				}
+				if got := Sheds(s); got != tt.wantSheds {
+					t.Errorf("got Sheds %+v, want %+v", got, tt.wantSheds)
+				}
 			})
 		}
 	}
+}
+
+// niceFromQuery returns the nice level of the request's query parameter
+// nice, if any, whatever its range.
+func niceFromQuery(r *http.Request) ([]cpusched.TaskOption, error) {
+	if !r.URL.Query().Has("nice") {
+		return nil, nil
+	}
+	nice, err := strconv.Atoi(r.URL.Query().Get("nice"))
+	return []cpusched.TaskOption{cpusched.WithNice(nice)}, err
 }
 
 // is returns a function that reports whether an error is target.
@@ -282,5 +315,21 @@ func (loopOrPanic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		panic("handler panics")
 	default:
 		io.WriteString(w, "ok")
+	}
+}
+
+func TestShedsPerScheduler(t *testing.T) {
+	// The handlers of one scheduler count together; another scheduler's,
+	// or one without handlers, apart.
+	s1, s2 := schedtest.NewScheduler(t), schedtest.NewScheduler(t)
+	if got := Sheds(s1); got != (ShedCounts{}) {
+		t.Errorf("no handler yet: got %+v, want zeros", got)
+	}
+	bad := WithRequestTaskOptions(niceFromQuery)
+	for _, h := range []http.Handler{Handler(s1, new(ok), bad), Handler(s1, new(ok), bad), Handler(s2, new(ok), bad)} {
+		serve(h, httptest.NewRequest("GET", "/?nice=99", nil))
+	}
+	if got1, got2 := Sheds(s1), Sheds(s2); got1.BadOptions != 2 || got2.BadOptions != 1 {
+		t.Errorf("got BadOptions %d and %d, want 2 (two handlers of one scheduler) and 1", got1.BadOptions, got2.BadOptions)
 	}
 }

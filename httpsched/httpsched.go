@@ -46,6 +46,7 @@ type handler struct {
 	// goes into the load reports (WithLoadMetricsHeader, grpcsched's,
 	// promsched's), whether this handler sends them or not.
 	meter *loadreport.Meter
+	sheds *sheds // s's, shared with its other handlers
 }
 
 // NewHandler returns a handler that runs each request to h as a task of s,
@@ -66,7 +67,7 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 	if err := cpusched.CheckTaskOptions(cfg.taskOpts...); err != nil {
 		return nil, fmt.Errorf("httpsched: WithTaskOptions: %w", err)
 	}
-	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s)}
+	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s)}
 	if cfg.maxQueueWait > 0 {
 		hd.limit = admission.New(cfg.maxQueueWait, s.Workers())
 	}
@@ -118,7 +119,8 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 // NewHandler would return. Use NewHandler to get the error instead.
 //
 // Each request counts in the load reports of s (qps, eps and the queue
-// wait p99), which WithLoadMetricsHeader, grpcsched and promsched send.
+// wait p99), which WithLoadMetricsHeader, grpcsched and promsched send;
+// each it answers 400 or 503 without running h, in Sheds(s).
 //
 // Cost, per request of an empty handler (BenchmarkHandler against
 // BenchmarkDirect and BenchmarkRun; docs/performance.md#httpsched-middleware):
@@ -166,6 +168,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			h.meter.End(loadreport.Refused, 0)
+			h.sheds[shedBadOptions].Add(1)
 			h.answer(w, r, http.StatusBadRequest, err)
 			return
 		}
@@ -178,8 +181,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.limit != nil {
 		var admit bool
 		if sr.round, admit = h.limit.Admit(); !admit {
-			h.meter.End(loadreport.Shed, 0)
-			h.answer(w, r, http.StatusServiceUnavailable, ErrWaitLimit)
+			h.shed(w, r, shedWaitLimit, ErrWaitLimit)
 			return
 		}
 	}
