@@ -1,8 +1,8 @@
 package cpusched
 
 // Outside contention: in IsolationOSPriority, while other processes keep
-// the CPUs busy, the scheduler lowers no task thread, and raises back the
-// ones it had lowered.
+// busy the CPUs that the task threads may run on, the scheduler lowers no
+// task thread, and raises back the ones it had lowered.
 //
 // Why. A lowered (SCHED_IDLE) thread runs only when no normal thread wants
 // its CPU. Inside one process that is the isolation the mode is for: the
@@ -17,23 +17,50 @@ package cpusched
 // service too, get nothing. A lower nice value instead of SCHED_IDLE only
 // shortens the waits (docs/design.md#a-busy-machine).
 //
-// How. While tasks hold slots the monitor closes a window every
-// guardWindow and reads the CPU time that each running task's lowered
-// thread got in it (its thread's CPU clock) and that the whole process
-// got, and every machineEvery the CPU time the other processes got (the
-// machine's busy time from /proc/stat, less the process's own). Any of
-// these turns the scheduler contended:
-//   - others that used more than half the CPU budget (plus busyMargin)
-//     over machineEvery, or over the pause before the tasks began;
-//   - a lowered thread that got less than starvedShare of starvedWindows
-//     windows in a row, while the process got less than its budget less
-//     outsideSlack, and the others more than half the budget over the
-//     last machineEvery;
-//   - the same over longStarvedWindows windows, whatever the others used
-//     before. A load generator on the same machine (the bench's own)
-//     starves a lowered thread for a window or two at a time and uses
-//     about one CPU of two; a CPU-bound process uses all the CPUs the
-//     program leaves it, and a lighter one starves a thread for longer.
+// What the guard reads: the CPUs and threads where that can happen.
+//   - The process's CPUs: those in its threads' affinity masks
+//     (osprio.ProcessCPUs), which the kernel keeps inside its cpuset (so
+//     cpuset.cpus and cpuset.cpus.effective would add nothing), and their
+//     busy time from their lines of /proc/stat (internal/cpuscope). The
+//     first line, read before, is the whole machine's (a node's, in a
+//     container): a busy process on a CPU the task threads cannot use, or
+//     a big node's other CPUs, kept the scheduler contended while nothing
+//     took the threads' CPUs.
+//   - The others: that busy time less the process's CPU time, at least 0,
+//     in CPUs over a reading. With N CPUs and a budget of B (at most N)
+//     they leave the process N - others. Where N is B the rules below are
+//     the ones from before; a quota of B on a big node's every CPU turns
+//     contended only when the others leave less than B/2 of them.
+//   - A lowered thread's CPU clock each guardWindow and, where it got
+//     almost nothing, whether it waited: runnable now (its stat file), or
+//     its run delay (schedstat) grown by half a window since the last. A
+//     thread blocked with its slot (a mutex, a channel, a system call) is
+//     not starved. The run delay alone cannot tell: the kernel adds a wait
+//     when it ends, and a SCHED_IDLE thread beside a busy loop on its CPU
+//     showed none added over 20 windows of 5 ms, and state R at each.
+//   - With a cgroup v2 of its own, its cpu.pressure "some" total: the time
+//     some runnable thread of the cgroup waited for a CPU. It cannot tell
+//     who took the CPUs (the program's busy threads leave its lowered ones
+//     waiting: the isolation working), so it only confirms: while tasks
+//     run, busy others count if the cgroup's threads waited stallShare of
+//     the time.
+//
+// When it turns contended: on any of
+//   - others over busyLine (leaving less than half the budget, less
+//     busyMargin) over machineEvery, confirmed by cpu.pressure where it
+//     can be read; or over the pause before the tasks began, unconfirmed
+//     (the threads need not have run in it);
+//   - a lowered thread starved (under starvedShare of a window, waiting)
+//     for starvedWindows windows in a row, while the process got less
+//     than its budget less outsideSlack, with the others over busyLine
+//     at the last watch. A thread that waits while the program's own
+//     threads fill the CPUs is the isolation working, and counts for
+//     nothing;
+//   - the same for longStarvedWindows, with others at or over calmLine.
+//     A load generator on the same machine (the bench's own) starves a
+//     lowered thread for a window or two at a time and uses about one CPU
+//     of two; a CPU-bound process uses all the CPUs the program leaves
+//     it, and a lighter one starves a thread for longer.
 //
 // Contended, the scheduler raises every running task's lowered thread
 // back to the setting it had (enterContendedLocked), counts a task that
@@ -44,12 +71,19 @@ package cpusched
 // kernel runs every thread that holds a P within a few of its slices.
 //
 // Turning quiet again. While contended a starved thread cannot be seen:
-// none is lowered. So the scheduler turns quiet only once the other
-// processes used less than calmCPUs over a calmWindow. It does not turn
-// quiet to try: beside a busy process each try lowers the threads for the
-// stretch it takes to see them starve again, and a collection in that
-// stretch stops the world for as long (docs/measurements/busy-machine.md).
-// A process that keeps half a CPU busy keeps the scheduler contended.
+// none is lowered. So the scheduler turns quiet only once the others,
+// read on the process's CPUs as above, stayed under calmLine (leaving all
+// the budget but calmCPUs) over a calmWindow. It does not turn quiet to
+// try: beside a busy process each try lowers the threads for the stretch
+// it takes to see them starve again, and a collection in that stretch
+// stops the world for as long (docs/measurements/busy-machine.md). A
+// process that keeps half a CPU of the process's CPUs busy keeps it
+// contended.
+//
+// Without /proc the others are unknown: only a thread starved for
+// longStarvedWindows turns the scheduler contended, and it turns quiet
+// after each calmWindow, to try. Where a thread's files cannot be read,
+// one that got almost nothing counts as waiting.
 //
 // Raising a thread back needs the privilege that own goroutines need
 // (ospriority.go). Without it every task is handed off to a lowered
@@ -60,6 +94,7 @@ package cpusched
 import (
 	"time"
 
+	"github.com/cpusched/cpusched/internal/cpuscope"
 	"github.com/cpusched/cpusched/internal/osprio"
 )
 
@@ -69,10 +104,11 @@ const (
 	guardWindow = 5 * time.Millisecond
 	// starvedShare, starvedWindows and longStarvedWindows: a lowered
 	// task thread that held its slot through a window and got less than
-	// starvedShare of it counts as starved in it (see the file comment). SCHED_IDLE beside normal
-	// threads that keep its CPU busy gets about 0.3% (weight 3 against
-	// 1024); beside the program's own busy threads it gets every
-	// stretch they leave, and they stop for a stop-the-world.
+	// starvedShare of it, waiting for a CPU, counts as starved in it (see
+	// the file comment). SCHED_IDLE beside normal threads that keep its
+	// CPU busy gets about 0.3% (weight 3 against 1024); beside the
+	// program's own busy threads it gets every stretch they leave, and
+	// they stop for a stop-the-world.
 	starvedShare       = 0.02
 	starvedWindows     = 2
 	longStarvedWindows = 10
@@ -81,16 +117,32 @@ const (
 	// another process.
 	outsideSlack = 0.5
 	// calmWindow and calmCPUs: the scheduler turns quiet once the other
-	// processes used less than calmCPUs on average over calmWindow.
+	// processes left the process all of its budget but calmCPUs, on
+	// average over calmWindow (calmLine).
 	calmWindow = time.Second
 	calmCPUs   = 0.5
-	// machineEvery is how often a quiet scheduler reads the machine's
-	// busy time while tasks run; with the reading from before they began,
+	// slackShare caps outsideSlack and calmCPUs at this share of the
+	// budget. On one CPU, half of it is what a busy process gets beside
+	// the program's raised threads, and what it leaves a program whose
+	// own threads run half the time: a server confined to CPU 0 beside a
+	// busy loop on that CPU turned contended after 1.4 s, then quiet and
+	// contended again, within 5 s; with the cap, after 0.3 and 0.5 s (two
+	// runs), for good.
+	slackShare = 0.25
+	// machineEvery is how often a quiet scheduler reads the process's
+	// CPUs while tasks run; with the reading from before they began,
 	// the first window after a pause judges the whole pause. Others that
-	// used more than half the CPU budget (plus busyMargin) in that time
-	// would starve lowered threads.
+	// left the process less than half its budget (less busyMargin) in that
+	// time would starve lowered threads.
 	machineEvery = 100 * time.Millisecond
 	busyMargin   = 0.25
+	// stallShare: while tasks run, busy others turn the scheduler
+	// contended only where the threads of the process's cgroup waited
+	// for a CPU for at least this share of the watch, where cpu.pressure
+	// can be read. Measured (a cgroup v2 of its own, 2 s each): a starved
+	// SCHED_IDLE thread's cgroup 0.99 of the time, a normal thread sharing
+	// its CPU with a busy process about 0.6, an idle process 0.004.
+	stallShare = 0.25
 	// contendedSpareProcs is how many Ps beyond the workers the rest of
 	// the program gets while contended, in place of spareProcs: a task
 	// thread at normal priority is left waiting by the kernel about as
@@ -99,26 +151,31 @@ const (
 	contendedSpareProcs = 2
 )
 
-// guardSource is what the guard reads: the process's CPU time, a
-// thread's, and the machine's busy time (ns; ok false where it cannot be
-// read). The package's tests replace it.
+// guardSource is what the guard reads: the process's CPU time and a
+// thread's (ns); a thread's run delay (ns) and whether it is runnable now,
+// ok false where they cannot be read (a nil threadWait reads none); and
+// the CPUs the process may run on (cpuscope.Sample), ok false where they
+// cannot be read. The package's tests replace it.
 type guardSource struct {
 	processCPU func() int64
 	threadCPU  func(tid int) int64
-	machine    func() (busy int64, ok bool)
+	threadWait func(tid int) (delay int64, runnable, ok bool)
+	machine    func() (cpuscope.Sample, bool)
 	// window and calm, when non-zero, replace guardWindow and calmWindow
 	// (the machine's watch is then 20 windows, as machineEvery is).
 	window, calm time.Duration
 }
 
-// realGuardSource reads the operating system's clocks and /proc/stat.
-var realGuardSource = guardSource{
-	processCPU: osprio.ProcessCPU,
-	threadCPU:  osprio.ThreadCPUOf,
-	machine: func() (int64, bool) {
-		busy, _, ok := osprio.MachineCPU()
-		return busy, ok
-	},
+// newRealGuardSource reads the operating system's clocks, the process's
+// affinity, and /proc and the process's cgroup (cpuscope).
+func newRealGuardSource() guardSource {
+	scope := cpuscope.New("/")
+	return guardSource{
+		processCPU: osprio.ProcessCPU,
+		threadCPU:  osprio.ThreadCPUOf,
+		threadWait: scope.ThreadWait,
+		machine:    func() (cpuscope.Sample, bool) { return scope.Read(osprio.ProcessCPUs()) },
+	}
 }
 
 // guard is the monitor's state for outside contention (nil where
@@ -131,19 +188,31 @@ type guard struct {
 	winStart     int64 // when the current window began
 	procStart    int64 // the process's CPU time then
 	// calmStart is when the current calm window began, with the
-	// machine's busy time and the process's CPU time then; calmOK is
-	// false where /proc/stat cannot be read (the scheduler then turns
-	// quiet after each calmWindow, to try). While quiet, the same
-	// reading starts the machine's watch (machineEvery).
-	calmStart, calmBusy, calmProc int64
-	calmOK                        bool
+	// process's CPU time and the reading of its CPUs then; calmOK is
+	// false where they could not be read (the scheduler then turns quiet
+	// after each calmWindow, to try). While quiet, the same reading
+	// starts the machine's watch (machineEvery).
+	calmStart, calmProc int64
+	calmScope           cpuscope.Sample
+	calmOK              bool
 
 	// contended: other processes keep the CPUs busy, and every task
 	// thread runs at normal priority (s.os.keepNormal). starved counts the
 	// windows in a row in which a lowered thread starved.
 	contended bool
 	starved   int
-	others    float64 // the CPUs the other processes used over the last machine watch
+	// cpus is how many CPUs the process may run on, at the last reading
+	// (0 before one: the CPU budget stands for them). others is the CPUs
+	// the other processes used of them over the last machine watch.
+	// stalled is the share of the last reading's period in which a
+	// thread of the process's cgroup waited for a CPU, where stallOK.
+	cpus    float64
+	others  float64
+	stalled float64
+	stallOK bool
+	// delays holds the run delay of each thread that starved in this
+	// window, read then (waited), and lastDelays those of the last window.
+	delays, lastDelays map[int32]int64
 
 	contentions uint64 // times the scheduler turned contended
 	since       int64  // when it last did
@@ -156,6 +225,7 @@ func newGuard(src guardSource) *guard {
 	if src.window > 0 {
 		g.window, g.calm = int64(src.window), int64(src.calm)
 	}
+	g.delays, g.lastDelays = map[int32]int64{}, map[int32]int64{}
 	return g
 }
 
@@ -191,16 +261,18 @@ func (s *Scheduler) guardLocked(now int64) (next int64) {
 		}
 		return g.window
 	}
-	if starved && ownCPUs < s.os.capacity-outsideSlack {
+	capacity := s.os.capacity
+	if _, budget := g.scope(capacity); starved && ownCPUs < budget-slack(outsideSlack, budget) {
 		g.starved++
 	} else {
 		g.starved = 0
 	}
 	switch {
-	case g.starved >= starvedWindows && g.others > s.os.capacity/2+busyMargin, g.starved >= longStarvedWindows:
+	case g.starved >= starvedWindows && g.others > g.busyLine(capacity),
+		g.starved >= longStarvedWindows && (!g.calmOK || g.others >= g.calmLine(capacity)):
 		s.enterContendedLocked(now)
 	case now-g.calmStart >= 20*g.window:
-		if s.busyOthersLocked(now) {
+		if s.busyOthersLocked(now) && (!g.stallOK || g.stalled >= stallShare) {
 			s.enterContendedLocked(now)
 		}
 	}
@@ -215,8 +287,8 @@ func (g *guard) stale(now int64) bool {
 
 // guardBeginLocked opens the guard's first window at now, when a task gets
 // a slot while none is open (startLocked, or the monitor). If the other
-// processes used more than half the CPU budget over the pause before, the
-// scheduler turns contended before any thread is lowered.
+// processes left the process less than half its budget over the pause
+// before, the scheduler turns contended before any thread is lowered.
 func (s *Scheduler) guardBeginLocked(now int64) {
 	g := s.os.guard
 	if g == nil || !g.stale(now) {
@@ -232,10 +304,12 @@ func (s *Scheduler) guardBeginLocked(now int64) {
 
 // markThreadsLocked reads the CPU clock of every running task's lowered
 // thread and reports whether one that was read at the window's start got
-// less than starvedShare of it since.
+// less than starvedShare of it since, waiting for a CPU (waited).
 func (s *Scheduler) markThreadsLocked() (starved bool) {
 	g := s.os.guard
 	w := float64(g.window)
+	g.delays, g.lastDelays = g.lastDelays, g.delays
+	clear(g.delays)
 	for _, t := range s.running {
 		// A lowered thread's id does not change while the task runs.
 		tid := t.thread.tid.Load()
@@ -244,7 +318,7 @@ func (s *Scheduler) markThreadsLocked() (starved bool) {
 			continue
 		}
 		cpu := g.src.threadCPU(int(tid))
-		if t.thread.guardWin == g.win && float64(cpu-t.thread.markCPU) < starvedShare*w {
+		if t.thread.guardWin == g.win && float64(cpu-t.thread.markCPU) < starvedShare*w && g.waited(tid) {
 			starved = true
 		}
 		t.thread.guardWin, t.thread.markCPU = g.win+1, cpu
@@ -252,35 +326,98 @@ func (s *Scheduler) markThreadsLocked() (starved bool) {
 	return starved
 }
 
-// calmLocked closes a calm window at now: it reports whether the other
-// processes used less than calmCPUs over it, and starts the next.
+// waited reports whether thread tid, which got almost nothing of the
+// window that has just closed, waited for a CPU in it: it is runnable
+// now, or its run delay grew by half a window since the last window's
+// reading (a wait that ended in this one; only a thread that starved in
+// the last window too was read then). Where its files cannot be read it
+// counts as waiting.
+func (g *guard) waited(tid int32) bool {
+	if g.src.threadWait == nil {
+		return true
+	}
+	delay, runnable, ok := g.src.threadWait(int(tid))
+	if !ok {
+		return true
+	}
+	g.delays[tid] = delay
+	last, seen := g.lastDelays[tid]
+	return runnable || seen && delay-last >= g.window/2
+}
+
+// scope returns how many CPUs the process may run on (the last
+// reading's; before one, or where none can be read, the CPU budget) and
+// its budget on them: capacity, at most that many.
+func (g *guard) scope(capacity float64) (cpus, budget float64) {
+	if g.cpus <= 0 {
+		return capacity, capacity
+	}
+	return g.cpus, min(capacity, g.cpus)
+}
+
+// busyLine is the others' CPUs over which they leave the process less
+// than half its budget, less busyMargin, of the CPUs it may run on: with
+// N of them and a budget of B, N - B/2 + busyMargin.
+func (g *guard) busyLine(capacity float64) float64 {
+	cpus, budget := g.scope(capacity)
+	return cpus - budget/2 + busyMargin
+}
+
+// calmLine is the others' CPUs under which they leave the process all of
+// its budget but calmCPUs: N - B + calmCPUs.
+func (g *guard) calmLine(capacity float64) float64 {
+	cpus, budget := g.scope(capacity)
+	return cpus - budget + slack(calmCPUs, budget)
+}
+
+// slack is cpus (outsideSlack, calmCPUs), at most slackShare of budget.
+func slack(cpus, budget float64) float64 { return min(cpus, slackShare*budget) }
+
+// calmLocked closes a calm window at now: it reports whether the others
+// were under calmLine over it, and starts the next. Where the process's
+// CPUs cannot be read it reports true, to try; where they have changed
+// since the window began, false, to judge the next.
 func (s *Scheduler) calmLocked(now int64) bool {
+	g := s.os.guard
 	others, ok := s.othersLocked(now)
-	return !ok || others < calmCPUs // without /proc/stat, try
+	if !ok {
+		return !g.calmOK
+	}
+	return others < g.calmLine(s.os.capacity)
 }
 
 // busyOthersLocked closes a quiet scheduler's watch of the machine at now:
-// it reports whether the other processes used more than half the CPU
-// budget, and more than busyMargin besides, since it began.
+// it reports whether the others were over busyLine since it began.
 func (s *Scheduler) busyOthersLocked(now int64) bool {
+	g := s.os.guard
 	others, ok := s.othersLocked(now)
-	s.os.guard.others = others
-	return ok && others > s.os.capacity/2+busyMargin
+	g.others = others
+	return ok && others > g.busyLine(s.os.capacity)
 }
 
 // othersLocked returns the CPUs that the other processes used on average
-// since the last call, from the machine's busy time less the process's
-// own, and starts the next period at now; ok is false without two
-// readings of /proc/stat.
+// since the last call, of those the process may run on (their busy time
+// less the process's own, at least 0), and starts the next period at now;
+// ok is false without two readings of the same CPUs. It notes how many
+// CPUs it read (g.cpus) and the share of the period in which the
+// cgroup's threads waited for a CPU (g.stalled).
 func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
 	g := s.os.guard
-	busy, read := g.src.machine()
+	scope, read := g.src.machine()
 	proc := g.src.processCPU()
-	if read && g.calmOK && now > g.calmStart {
-		others = float64(busy-g.calmBusy-(proc-g.calmProc)) / float64(now-g.calmStart)
+	g.stallOK = false
+	if read && g.calmOK && now > g.calmStart && scope.Set == g.calmScope.Set {
+		d := float64(now - g.calmStart)
+		others = max(0, float64(scope.Busy-g.calmScope.Busy-(proc-g.calmProc))/d)
 		ok = true
+		if scope.StallOK && g.calmScope.StallOK {
+			g.stalled, g.stallOK = float64(scope.Stall-g.calmScope.Stall)/d, true
+		}
 	}
-	g.calmStart, g.calmBusy, g.calmProc, g.calmOK = now, busy, proc, read
+	if read {
+		g.cpus = float64(scope.CPUs)
+	}
+	g.calmStart, g.calmScope, g.calmProc, g.calmOK = now, scope, proc, read
 	return others, ok
 }
 

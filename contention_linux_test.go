@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cpusched/cpusched/internal/cpuscope"
 )
 
 // fakeMachine is a guard source the test turns busy (other processes
@@ -48,7 +50,7 @@ func (m *fakeMachine) source() guardSource {
 			}
 			return int64(time.Since(m.start))
 		},
-		machine: func() (int64, bool) {
+		machine: func() (cpuscope.Sample, bool) {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			if m.busy.Load() {
@@ -59,7 +61,7 @@ func (m *fakeMachine) source() guardSource {
 			if !m.busy.Load() {
 				proc = fakeCPUs * int64(time.Since(m.start))
 			}
-			return m.other + proc, true
+			return cpuscope.Sample{CPUs: fakeCPUs, Busy: m.other + proc}, true
 		},
 		window: 2 * time.Millisecond,
 		calm:   20 * time.Millisecond,

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cpusched/cpusched/internal/cpuscope"
 )
 
 // Kinds of early Close.
@@ -314,7 +316,7 @@ func stressMachine(rng *rand.Rand) guardSource {
 			defer mu.Unlock()
 			return rng.Int64N(int64(window))
 		},
-		machine: func() (int64, bool) {
+		machine: func() (cpuscope.Sample, bool) {
 			mu.Lock()
 			defer mu.Unlock()
 			if left--; left <= 0 {
@@ -323,7 +325,7 @@ func stressMachine(rng *rand.Rand) guardSource {
 			if others {
 				busy += int64(100 * window) // far more than the CPU budget: contended
 			}
-			return busy + proc, true
+			return cpuscope.Sample{Busy: busy + proc}, true
 		},
 		window: window,
 		calm:   5 * window,

@@ -22,7 +22,7 @@ type testHooks struct {
 	onPinnedWake   func()        // called by a pinned thread as it wakes, before it restores its mask (pin.go)
 	onYieldWoken   func()        // called by a lowered thread as it yields on waking (yieldWoken)
 	noGuard        bool          // no guard against outside contention (contention.go)
-	guardSource    *guardSource  // what the guard reads (contention.go); nil: realGuardSource
+	guardSource    *guardSource  // what the guard reads (contention.go); nil: newRealGuardSource()
 }
 
 // osAccess is realOS with the parts h replaces.
@@ -43,10 +43,10 @@ func (h *testHooks) osAccess() osAccess {
 	return a
 }
 
-// guardReads is what the guard reads: realGuardSource, or h's.
+// guardReads is what the guard reads: newRealGuardSource(), or h's.
 func (h *testHooks) guardReads() guardSource {
 	if h == nil || h.guardSource == nil {
-		return realGuardSource
+		return newRealGuardSource()
 	}
 	return *h.guardSource
 }

@@ -77,15 +77,8 @@ func Throttling(path string) (periods, throttled int64, err error) {
 // fake /proc and cgroup tree; it also returns the directory of the cgroup
 // whose limit it is.
 func limitUnder(root string) (string, float64, bool, error) {
-	cg, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
-	if errors.Is(err, os.ErrNotExist) {
-		return "", 0, false, nil // not Linux, or no /proc
-	}
-	if err != nil {
-		return "", 0, false, err
-	}
-	mi, err := os.ReadFile(filepath.Join(root, "proc/self/mountinfo"))
-	if err != nil {
+	cg, mi, found, err := readSelf(root)
+	if !found || err != nil {
 		return "", 0, false, err
 	}
 	v1Path, v2Path, hasV1, hasV2 := parseCgroupFile(cg)
@@ -165,6 +158,19 @@ func parseMountinfo(b []byte) mountTable {
 	return t
 }
 
+// dirOf returns where, under root, the mount m and the cgroup at path
+// (as /proc/self/cgroup names it) are; ok is false where that cgroup is
+// outside what is mounted there (a cgroup namespace whose root is not
+// mounted): nothing to read.
+func (m mount) dirOf(root, path string) (top, dir string, ok bool) {
+	rel, ok := strings.CutPrefix(path, m.root)
+	if !ok {
+		return "", "", false
+	}
+	top = filepath.Join(root, m.point)
+	return top, filepath.Join(top, rel), true
+}
+
 func (t mountTable) v1cpu() (mount, bool) { return first(t.cpuV1) }
 func (t mountTable) v2() (mount, bool)    { return first(t.cgroup2) }
 
@@ -202,14 +208,10 @@ type readLimit func(dir string) (cpus float64, ok bool, err error)
 // /proc/self/cgroup names it) and its ancestors up to the mount m, and
 // the directory of the cgroup that sets it.
 func walkUp(root string, m mount, path string, read readLimit) (string, float64, bool, error) {
-	rel, ok := strings.CutPrefix(path, m.root)
+	top, dir, ok := m.dirOf(root, path)
 	if !ok {
-		// The process's cgroup is outside what is mounted here (a
-		// cgroup namespace whose root is not mounted): nothing to read.
 		return "", 0, false, nil
 	}
-	top := filepath.Join(root, m.point)
-	dir := filepath.Join(top, rel)
 	bestDir, best, found := "", 0.0, false
 	for {
 		cpus, ok, err := read(dir)

@@ -7,24 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// tree writes files (path relative to a new root: contents) and returns the
-// root.
-func tree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
+	"github.com/cpusched/cpusched/internal/faketree"
+)
 
 // The mountinfo of a cgroup v1 host (this project's machines) and of a
 // cgroup v2 host, with the cgroup files that tests add.
@@ -122,7 +107,7 @@ func TestLimit(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			root := tree(t, tt.files)
+			root := faketree.New(t, tt.files)
 			dir, got, ok, err := limitUnder(root)
 			if err != nil {
 				t.Fatal(err)
@@ -160,7 +145,7 @@ func TestLimitBadFilesNameTheFile(t *testing.T) {
 				"sys/fs/cgroup/cpu/box/cpu.cfs_period_us": "100000\n",
 			}
 			files[tt.file] = tt.content
-			_, _, _, err := limitUnder(tree(t, files))
+			_, _, _, err := limitUnder(faketree.New(t, files))
 			if err == nil || !strings.Contains(err.Error(), filepath.Base(tt.file)) {
 				t.Errorf("err = %v, want one naming %s", err, tt.file)
 			}
@@ -171,7 +156,7 @@ func TestLimitBadFilesNameTheFile(t *testing.T) {
 		"proc/self/mountinfo":       v2Mountinfo,
 		"sys/fs/cgroup/app/cpu.max": "150000\n",
 	}
-	if _, _, _, err := limitUnder(tree(t, files)); err == nil || !strings.Contains(err.Error(), "cpu.max") {
+	if _, _, _, err := limitUnder(faketree.New(t, files)); err == nil || !strings.Contains(err.Error(), "cpu.max") {
 		t.Errorf("v2 cpu.max with one field: err = %v, want one naming cpu.max", err)
 	}
 }
@@ -209,7 +194,7 @@ func readLimitFiles(dir string) (float64, bool, string, error) {
 }
 
 func TestThrottling(t *testing.T) {
-	root := tree(t, map[string]string{
+	root := faketree.New(t, map[string]string{
 		"v1/cpu.stat":  "nr_periods 120\nnr_throttled 7\nthrottled_time 123456789\n",
 		"v2/cpu.stat":  "usage_usec 99\nuser_usec 50\nsystem_usec 49\nnr_periods 30\nnr_throttled 2\nthrottled_usec 1000\n",
 		"bad/cpu.stat": "nr_periods many\nnr_throttled 2\n",
@@ -233,19 +218,19 @@ func TestThrottling(t *testing.T) {
 
 func TestGroupCPU(t *testing.T) {
 	// cgroup v2: usage_usec in cpu.stat.
-	v2 := tree(t, map[string]string{"g/cpu.stat": "usage_usec 1500000\nuser_usec 1000000\nnr_periods 10\nnr_throttled 2\n"})
+	v2 := faketree.New(t, map[string]string{"g/cpu.stat": "usage_usec 1500000\nuser_usec 1000000\nnr_periods 10\nnr_throttled 2\n"})
 	if cpu, ok := GroupCPU(filepath.Join(v2, "g/cpu.stat")); !ok || cpu != 1500*time.Millisecond {
 		t.Errorf("v2: got %v, %v; want 1.5s, true", cpu, ok)
 	}
 	// cgroup v1 with cpuacct mounted with cpu: cpuacct.usage, in ns.
-	v1 := tree(t, map[string]string{"g/cpu.stat": "nr_periods 10\nnr_throttled 2\n", "g/cpuacct.usage": "2500000000\n"})
+	v1 := faketree.New(t, map[string]string{"g/cpu.stat": "nr_periods 10\nnr_throttled 2\n", "g/cpuacct.usage": "2500000000\n"})
 	if cpu, ok := GroupCPU(filepath.Join(v1, "g/cpu.stat")); !ok || cpu != 2500*time.Millisecond {
 		t.Errorf("v1 with cpuacct: got %v, %v; want 2.5s, true", cpu, ok)
 	}
 	// cgroup v1 without it: the processes in cgroup.procs, from /proc;
 	// this test's process has used some CPU, and a pid that is gone adds
 	// nothing.
-	procs := tree(t, map[string]string{"g/cpu.stat": "nr_periods 10\nnr_throttled 2\n", "g/cgroup.procs": fmt.Sprintf("%d\n999999999\n", os.Getpid())})
+	procs := faketree.New(t, map[string]string{"g/cpu.stat": "nr_periods 10\nnr_throttled 2\n", "g/cgroup.procs": fmt.Sprintf("%d\n999999999\n", os.Getpid())})
 	for start := time.Now(); time.Since(start) < 30*time.Millisecond; {
 	}
 	if cpu, ok := GroupCPU(filepath.Join(procs, "g/cpu.stat")); !ok || cpu <= 0 {

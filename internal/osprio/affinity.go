@@ -25,6 +25,13 @@ func (a *Affinity) SetThread(tid int) error { return writeAffinityOf(tid, &a.set
 // CPUs lists the CPUs of a, in order.
 func (a *Affinity) CPUs() []int { return cpusOf(&a.set) }
 
+// ProcessCPUs lists, in order, the CPUs the process may run on: those in
+// the mask of the calling thread or of the process's main thread. A pin
+// (PinThread) narrows one thread's mask for a while, to a CPU inside the
+// process's; the kernel keeps every mask inside the process's cpuset. nil
+// where affinity is not supported.
+func ProcessCPUs() []int { return processCPUs() }
+
 // PinThread sets thread tid's CPU mask (tid of this process; 0: the
 // calling thread) to cpu alone. The caller must make sure that thread
 // restores its mask when it runs.

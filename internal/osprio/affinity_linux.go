@@ -26,6 +26,19 @@ func writeAffinity(set *cpuSet) error { return unix.SchedSetaffinity(0, set) }
 
 func writeAffinityOf(tid int, set *cpuSet) error { return unix.SchedSetaffinity(tid, set) }
 
+func processCPUs() []int {
+	var self, main cpuSet
+	okSelf := unix.SchedGetaffinity(0, &self) == nil
+	okMain := unix.SchedGetaffinity(unix.Getpid(), &main) == nil
+	if !okSelf && !okMain {
+		return nil
+	}
+	for i := range self {
+		self[i] |= main[i]
+	}
+	return cpusOf(&self)
+}
+
 func cpusOf(set *cpuSet) []int {
 	var cpus []int
 	for c := 0; len(cpus) < set.Count(); c++ {

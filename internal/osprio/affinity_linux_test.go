@@ -4,6 +4,7 @@ package osprio
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -68,5 +69,30 @@ func TestCPUs(t *testing.T) {
 		if !a.set.IsSet(c) || i > 0 && c <= cpus[i-1] {
 			t.Fatalf("CPUs() = %v: not the mask's CPUs in order", cpus)
 		}
+	}
+}
+
+// TestProcessCPUsThroughAPin: a thread pinned to one CPU still reads the
+// process's CPUs, its own mask with the main thread's.
+func TestProcessCPUsThroughAPin(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var before Affinity
+	if !before.ReadAffinity() {
+		t.Fatal("ReadAffinity failed")
+	}
+	want := before.CPUs()
+	if got := ProcessCPUs(); !slices.Equal(got, want) {
+		t.Fatalf("ProcessCPUs() = %v, want the mask's %v", got, want)
+	}
+	if ThreadID() == unix.Getpid() || len(want) < 2 {
+		t.Skip("the test runs on the main thread, or on one CPU: a pin would change nothing to see")
+	}
+	if err := PinThread(0, want[len(want)-1]); err != nil {
+		t.Fatal(err)
+	}
+	defer before.Restore()
+	if got := ProcessCPUs(); !slices.Equal(got, want) {
+		t.Errorf("pinned: ProcessCPUs() = %v, want %v", got, want)
 	}
 }

@@ -15,3 +15,5 @@ func pinThread(int, int) error { return errUnsupported }
 func writeAffinityOf(int, *cpuSet) error { return errUnsupported }
 
 func cpusOf(*cpuSet) []int { return nil }
+
+func processCPUs() []int { return nil }

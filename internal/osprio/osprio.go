@@ -114,12 +114,6 @@ func (a Attr) RestoreThread(tid int) error { return restoreThread(tid, a) }
 // read. Only differences between two readings mean anything.
 func ProcessCPU() int64 { return processCPU() }
 
-// MachineCPU returns the time every CPU of the machine has spent busy and
-// in all since boot, in ns, from /proc/stat's first line (jiffies: 10 ms
-// steps at the usual USER_HZ of 100); ok is false where it cannot be read.
-// In a container it is the host's, which is what a process shares.
-func MachineCPU() (busy, total int64, ok bool) { return machineCPU() }
-
 // CurrentThread is Current for thread tid of this process, read from any
 // thread.
 func CurrentThread(tid int) (Attr, error) { return current(tid) }

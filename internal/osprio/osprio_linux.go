@@ -3,11 +3,8 @@
 package osprio
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -96,34 +93,4 @@ func processCPU() int64 {
 		return 0
 	}
 	return ts.Nano()
-}
-
-// userHZ is the unit of /proc/stat's times: USER_HZ, 100 on every Linux
-// architecture Go supports.
-const userHZ = 100
-
-// machineCPU parses /proc/stat's "cpu" line: user nice system idle iowait
-// irq softirq steal (guest times are inside user and nice).
-func machineCPU() (busy, total int64, ok bool) {
-	data, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	line, _, _ := bytes.Cut(data, []byte("\n"))
-	f := bytes.Fields(line)
-	if len(f) < 9 || string(f[0]) != "cpu" {
-		return 0, 0, false
-	}
-	for i := 1; i <= 8; i++ {
-		v, err := strconv.ParseInt(string(f[i]), 10, 64)
-		if err != nil {
-			return 0, 0, false
-		}
-		total += v
-		if i != 4 && i != 5 { // idle, iowait
-			busy += v
-		}
-	}
-	const ns = int64(1e9 / userHZ)
-	return busy * ns, total * ns, true
 }

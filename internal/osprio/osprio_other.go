@@ -25,5 +25,3 @@ func restore(Attr) error { return errUnsupported }
 func restoreThread(int, Attr) error { return errUnsupported }
 
 func processCPU() int64 { return 0 }
-
-func machineCPU() (int64, int64, bool) { return 0, 0, false }
