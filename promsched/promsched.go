@@ -1,4 +1,5 @@
-// Package promsched exports a cpusched.Scheduler's Stats as Prometheus metrics.
+// Package promsched exports a cpusched.Scheduler's Stats as Prometheus
+// metrics, with its load reports and its httpsched handlers' shed counts.
 //
 // NewCollector returns a prometheus.Collector that takes one Stats snapshot
 // per scrape and turns it into constant metrics; it starts no goroutine,
@@ -11,9 +12,9 @@
 //	reg.MustRegister(promsched.NewCollector(s))
 //	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
-// The metrics, all from cpusched.Stats (durations in seconds; histograms
-// have the buckets of cpusched.Histogram, upper bounds 1us<<i for i in 0..20,
-// in seconds, and +Inf):
+// The metrics, from cpusched.Stats but for the last three (durations in
+// seconds; histograms have the buckets of cpusched.Histogram, upper bounds
+// 1us<<i for i in 0..20, in seconds, and +Inf):
 //
 //	metric                                 type       labels   meaning (Stats field)
 //	cpusched_tasks_submitted_total         counter             tasks accepted (Submitted)
@@ -46,6 +47,9 @@
 //	cpusched_group_task_run_seconds        histogram  group    as the class histogram, for the group's tasks (Groups[g].RunTimes)
 //	cpusched_application_utilization       gauge               the load grpcsched reports as ORCA's application_utilization
 //	cpusched_cpu_utilization               gauge               the process's CPU over its CPU budget (ORCA's cpu_utilization)
+//	cpusched_http_shed_total               counter    reason   requests httpsched answered without running their handler
+//	                                                           (httpsched.Sheds): queue_full, wait_limit, closed (503),
+//	                                                           bad_options (400)
 //
 // The two utilizations are the values of the scheduler's load reports,
 // the same that grpcsched sends to gRPC's and Envoy's weighted balancers
@@ -68,6 +72,14 @@
 // time cannot be read, and of one within 100 ms of the scheduler's first
 // adapter (NewCollector, an httpsched handler or a grpcsched interceptor),
 // before the first interval to measure it over.
+//
+// cpusched_http_shed_total counts what the scheduler's Stats cannot: the
+// requests of the scheduler's httpsched handlers that were answered
+// without running, which includes those WithMaxQueueWait's limit sheds
+// before they reach the scheduler. Its reason label always takes its four
+// values, zero without an httpsched handler. A full queue and a closed
+// scheduler are counted in cpusched_tasks_rejected_total (or canceled, for
+// a queued task Close removed) as well.
 //
 // The four outcomes are one metric with an outcome label, as Prometheus'
 // naming guide advises for parts of one total: sum(cpusched_tasks_ended_total)
@@ -99,6 +111,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/httpsched"
 	"github.com/cpusched/cpusched/internal/loadreport"
 )
 
@@ -126,6 +139,8 @@ type collector struct {
 	groupWeight, groupSubmitted, groupEnded, groupRunTime, groupQueueWaits, groupRunTimes *prometheus.Desc
 
 	appUtilization, cpuUtilization *prometheus.Desc
+
+	httpShed *prometheus.Desc
 
 	// bounds are the histogram buckets' upper bounds in seconds, without the
 	// last (+Inf) one.
@@ -178,6 +193,8 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 
 		appUtilization: desc("application_utilization", "The replica's load as grpcsched reports it (ORCA application_utilization): Realtime and Normal slot time and waits over the slot capacity, or the CPU's saturation net of Batch and Idle, the larger, over the last second; in an overload, at least the Realtime and Normal tasks in per slot, up to 10."),
 		cpuUtilization: desc("cpu_utilization", "The process's CPU time over its CPU budget (GOMAXPROCS, the cgroup limit), over the last second (ORCA cpu_utilization)."),
+
+		httpShed: desc("http_shed_total", "Requests httpsched answered without running their handler, by reason: queue_full, wait_limit (WithMaxQueueWait), closed (503), bad_options (400).", "reason"),
 	}
 	for i := range c.bounds {
 		c.bounds[i] = cpusched.BucketBound(i).Seconds()
@@ -193,7 +210,7 @@ func (c *collector) descs() []*prometheus.Desc {
 		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime,
 		c.classSubmitted, c.classRunTime, c.classQueueWaits, c.classRunTimes,
 		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes,
-		c.appUtilization, c.cpuUtilization,
+		c.appUtilization, c.cpuUtilization, c.httpShed,
 	}
 }
 
@@ -261,6 +278,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if r.CPU >= 0 {
 		gauge(c.cpuUtilization, r.CPU)
 	}
+
+	sheds := httpsched.Sheds(c.sched)
+	counter(c.httpShed, float64(sheds.QueueFull), "queue_full")
+	counter(c.httpShed, float64(sheds.WaitLimit), "wait_limit")
+	counter(c.httpShed, float64(sheds.Closed), "closed")
+	counter(c.httpShed, float64(sheds.BadOptions), "bad_options")
 }
 
 // OtherGroups is the group label value of the series that count the tasks

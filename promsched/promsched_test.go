@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/httpsched"
 	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
@@ -204,6 +208,63 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 	}
 }
 
+// TestHTTPShed sheds one request of each reason through httpsched
+// handlers of one scheduler, and finds each counted once
+// (regression: cpusched_tasks_rejected_total stayed 0 through 577
+// requests that WithMaxQueueWait's limit shed, and nothing counted them).
+func TestHTTPShed(t *testing.T) {
+	s := schedtest.NewScheduler(t, cpusched.WithQueueLimit(4))
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})
+	limited := httpsched.Handler(s, ok, httpsched.WithMaxQueueWait(time.Second)) // admits 4 on 1 slot until a first request ends
+	plain := httpsched.Handler(s, ok, httpsched.WithRequestTaskOptions(func(r *http.Request) ([]cpusched.TaskOption, error) {
+		return []cpusched.TaskOption{cpusched.WithNice(99)}, nil // out of range
+	}))
+	serve := func(h http.Handler) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		return rec.Code
+	}
+	release := schedtest.HoldSlot(t, s)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { serve(limited) })
+	}
+	schedtest.WaitQueued(t, s, 4)
+	steps := []struct {
+		what string
+		h    http.Handler
+		want int
+	}{
+		{"wait limit", limited, http.StatusServiceUnavailable},
+		{"queue full", httpsched.Handler(s, ok), http.StatusServiceUnavailable},
+		{"bad options", plain, http.StatusBadRequest},
+	}
+	for _, st := range steps {
+		if got := serve(st.h); got != st.want {
+			t.Errorf("%s: got %d, want %d", st.what, got, st.want)
+		}
+	}
+	release()
+	wg.Wait()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := serve(limited); got != http.StatusServiceUnavailable {
+		t.Errorf("closed: got %d, want 503", got)
+	}
+	const want = `
+# HELP cpusched_http_shed_total Requests httpsched answered without running their handler, by reason: queue_full, wait_limit (WithMaxQueueWait), closed (503), bad_options (400).
+# TYPE cpusched_http_shed_total counter
+cpusched_http_shed_total{reason="bad_options"} 1
+cpusched_http_shed_total{reason="closed"} 1
+cpusched_http_shed_total{reason="queue_full"} 1
+cpusched_http_shed_total{reason="wait_limit"} 1
+`
+	if err := testutil.CollectAndCompare(NewCollector(s), strings.NewReader(want), "cpusched_http_shed_total"); err != nil {
+		t.Error(err)
+	}
+}
+
 // TestHistogramsCumulative runs tasks in two groups and checks every
 // histogram: bucket bounds rise, counts are cumulative (never fall), and the
 // sample count is the number of tasks.
@@ -314,9 +375,10 @@ func TestCollectAndCount(t *testing.T) {
 		names []string
 		want  int
 	}{
-		{nil, 22 + 4*4 + 3*6}, // scheduler-wide, 4 per class, 6 per group ("", a, (other))
+		{nil, 26 + 4*4 + 3*6}, // scheduler-wide (4 of them http_shed_total's), 4 per class, 6 per group ("", a, (other))
 		{[]string{"cpusched_tasks_ended_total"}, 4},
 		{[]string{"cpusched_isolation_info"}, 1},
+		{[]string{"cpusched_http_shed_total"}, 4},
 		{[]string{"cpusched_class_queue_wait_seconds", "cpusched_class_task_run_seconds"}, 8},
 		{[]string{"cpusched_group_weight"}, 3},
 		{[]string{"cpusched_group_task_run_seconds"}, 3},
