@@ -26,8 +26,14 @@ package cpusched
 //	               task's slot
 //	lend.go        fewer tasks at once while the rest of the program keeps
 //	               busy every P the tasks leave it
-//	contention.go  the guard: while other processes keep the CPUs busy, no
-//	               task thread is lowered, and lowered ones are raised back
+//	contention.go  the guard: whether other processes keep the CPUs the
+//	               task threads may use busy (contended) or not (quiet)
+//	raise.go       its orders carried out: contended, no task thread is
+//	               lowered, and lowered ones are raised back
+//	retire.go      where a lowered thread cannot be raised back: hand-off
+//	               threads at nice 10, then SCHED_IDLE for tasks that
+//	               yield, and contended, tasks leave their lowered threads,
+//	               which end
 //	pin.go         a Checkpoint's hand-off wakes the next task's thread on
 //	               the CPU the yielding thread leaves, and slice pins
 //

@@ -30,15 +30,17 @@ import (
 //	           close.go     Close and the release of what New started
 //	           groups.go    SetGroupWeight and the group counters
 //	mode       ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go,
-//	           hold.go, lend.go, contention.go, pin.go
+//	           hold.go, lend.go, contention.go, raise.go, retire.go, pin.go
 //	                        IsolationOSPriority: its state (Scheduler.os,
 //	                        Task.thread), the CPU budget and GOMAXPROCS,
 //	                        which tasks are handed off, lowering a task's own
 //	                        thread, the hand-off threads, Blocking calls
 //	                        that keep their slots, lending slots to the rest
 //	                        of the program, the guard against outside
-//	                        contention, pins (ospriority.go maps them, and
-//	                        lists the points where the core calls the mode)
+//	                        contention and what it orders, threads that
+//	                        cannot be raised back, pins (ospriority.go maps
+//	                        them, and lists the points where the core calls
+//	                        the mode)
 //	API        options.go, isolation.go, class.go, taskoptions.go,
 //	           task.go (Task, Handle), stats.go, observe.go, errors.go
 //	tests      testhooks.go the test seams New reads (nil in production)
