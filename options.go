@@ -110,12 +110,16 @@ func WithQueueLimit(n int) Option {
 	})
 }
 
-// WithLogger sets the logger of the scheduler's own events, which are few
-// and come only from New and Close: the mode in effect and its worker count
-// and slice (Info), GOMAXPROCS raised and restored (Info), the fallback from
-// IsolationOSPriority to IsolationReserve and a hand-off thread whose priority
-// could not be lowered (Warn). Tasks are never logged. The default, and nil,
-// is silence.
+// WithLogger sets the logger of the scheduler's own events, which are few.
+// From New and Close: the mode in effect and its worker count and slice,
+// a cgroup CPU limit that sets the worker count, GOMAXPROCS raised and
+// restored (Info); the fallback from IsolationOSPriority to
+// IsolationReserve, a cgroup limit that could not be read (Warn). While it
+// runs, in IsolationOSPriority: each switch into and out of the contended
+// state, when other processes keep the CPUs busy and when they have gone
+// quiet, with GOMAXPROCS raised or lowered for it (Info); a thread whose
+// priority or CPU mask could not be changed (Warn). Tasks are never
+// logged. The default, and nil, is silence.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) error {
 		c.logger = l
