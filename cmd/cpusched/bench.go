@@ -15,6 +15,7 @@ import (
 	"github.com/cpusched/cpusched/cmd/internal/demo"
 	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/report"
+	"github.com/cpusched/cpusched/cmd/internal/unpriv"
 )
 
 // benchRun is bench.Run; tests replace it.
@@ -48,6 +49,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 60 s")
 	workers := fs.Int("workers", 0, "pass -workers to every server; 0 lets each mode choose")
 	slice := fs.Duration("slice", 0, "pass -slice to every server; 0 lets each mode choose")
+	privileged := fs.Bool("privileged", false, "keep the servers, the floor's hog and the neighbour running as root (bench must be root); by default a bench run as root runs them as a container runs a service: uid 65534, no CAP_SYS_NICE, RLIMIT_NICE 0 (Linux)")
 	cpuQuota := fs.Float64("cpu-quota", 0, fmt.Sprintf("run every server in its own cgroup limited to this many CPUs (%g..%d; Linux, root); 0: no limit", bench.MinCPUQuota, runtime.NumCPU()))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched bench [flags]")
@@ -80,6 +82,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Quick = *quick
 	cfg.Workers, cfg.Slice = *workers, *slice
 	cfg.CPUQuota = *cpuQuota
+	cfg.Privileged = *privileged
 	cfg.TraceDir, cfg.TraceAbove = *traceDir, *traceAbove
 	cfg.Step = *step
 	if *quick {
@@ -100,6 +103,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if errors.Is(runErr, bench.ErrCgroups) {
 		return cli.Usagef("-cgroups: %s", strings.TrimPrefix(runErr.Error(), "bench: "))
+	}
+	if errors.Is(runErr, bench.ErrPrivileged) {
+		return cli.Usagef("-privileged: %s", strings.TrimPrefix(runErr.Error(), "bench: "))
 	}
 	if runErr != nil {
 		// main already says "cpusched bench:".
@@ -132,6 +138,13 @@ func runIdleHog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // N`, CPU-bound at normal priority, talking as the idle hog does.
 func runNeighbor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return hogproc.NeighborMain(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// runUnprivileged is the hidden command through which bench, run as root,
+// starts its servers, the floor's hog and the neighbour: `cpusched
+// unprivileged -- PROG ARGS...` execs PROG as a container runs a service.
+func runUnprivileged(_ context.Context, args []string, _, stderr io.Writer) error {
+	return unpriv.Main(args, stderr)
 }
 
 // writeBenchOutputs prints the table (unless the JSON goes to stdout) and

@@ -92,6 +92,16 @@ func TestBenchCgroupsUnavailable(t *testing.T) {
 	}
 }
 
+// TestBenchPrivilegedNotRoot: -privileged in a bench that is not root is
+// a usage error that says so.
+func TestBenchPrivilegedNotRoot(t *testing.T) {
+	defer func(run func(context.Context, bench.Config) (*bench.Report, error)) { benchRun = run }(benchRun)
+	benchRun = func(context.Context, bench.Config) (*bench.Report, error) {
+		return nil, fmt.Errorf("bench: %w (uid 1000)", bench.ErrPrivileged)
+	}
+	checkUsageError(t, []string{"bench", "-privileged"}, "cpusched bench: -privileged: cannot run the servers privileged: the bench is not root (uid 1000)\n")
+}
+
 // TestBenchConfig: the flags reach bench.Run's Config: the garbage of
 // -clean, -gc and neither, -steps, -neighbor-c, and -quick's step over the
 // steps asked for.
@@ -111,7 +121,8 @@ func TestBenchConfig(t *testing.T) {
 		}},
 		{[]string{"-clean"}, func(c bench.Config) bool { return c.Garbage == 0 }},
 		{[]string{"-gc"}, func(c bench.Config) bool { return c.Garbage == demo.HeavyGarbage }},
-		{[]string{"-neighbor-c", "3", "-cgroups"}, func(c bench.Config) bool { return c.NeighborConcurrency == 3 && c.Cgroups }},
+		{[]string{"-neighbor-c", "3", "-cgroups"}, func(c bench.Config) bool { return c.NeighborConcurrency == 3 && c.Cgroups && !c.Privileged }},
+		{[]string{"-privileged"}, func(c bench.Config) bool { return c.Privileged }},
 		{[]string{"-quick", "-modes", "floor,ospriority,reserve", "-steps", "neighbor"}, func(c bench.Config) bool {
 			return slices.Equal(c.Steps, []string{"neighbor"}) && c.Step == 2*time.Second && c.Quick
 		}},

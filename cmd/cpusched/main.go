@@ -20,12 +20,13 @@
 //	frontier  plot the p99-against-throughput trade-off of settings measured
 //	          in separate bench runs
 //
-// Four more are child processes that the commands above start, not for
+// Five more are child processes that the commands above start, not for
 // people to run (cpusched help leaves them out): lab-child, one measured
 // workload of a lab experiment; idle-hog, the CPU load of bench's floor
 // mode, in a SCHED_IDLE process; neighbor, a CPU-bound process at normal
-// priority, bench's and fleet's neighbour; and fleet-replica, one replica of
-// fleet's gRPC demo service.
+// priority, bench's and fleet's neighbour; fleet-replica, one replica of
+// fleet's gRPC demo service; and unprivileged, through which bench, run
+// as root, starts its other children as a container runs a service.
 //
 // Run 'cpusched <command> -h' for a command's flags.
 package main
@@ -50,6 +51,7 @@ import (
 	"github.com/cpusched/cpusched/cmd/internal/fleet"
 	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/lab"
+	"github.com/cpusched/cpusched/cmd/internal/unpriv"
 )
 
 // command is one row of the command table.
@@ -72,6 +74,7 @@ var commands = []command{
 	{hogproc.Command, "(internal) the CPU load of bench's floor mode, in a SCHED_IDLE process", runIdleHog},
 	{hogproc.NeighborCommand, "(internal) a CPU-bound process at normal priority, bench's and fleet's neighbour", runNeighbor},
 	{fleet.ReplicaCommand, "(internal) one replica of fleet's gRPC demo service", runFleetReplica},
+	{unpriv.Command, "(internal) runs a command as a container runs a service: uid 65534, no capabilities, RLIMIT_NICE 0", runUnprivileged},
 }
 
 func main() {

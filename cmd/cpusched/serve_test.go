@@ -61,7 +61,7 @@ func TestServeListenFailure(t *testing.T) {
 }
 
 // listeningLine is the line the benchmark parses.
-var listeningLine = regexp.MustCompile(`^cpusched serve: listening on (http://127\.0\.0\.1:[1-9][0-9]*) \(isolation=(\S+) workers=([1-9][0-9]*) gomaxprocs=([1-9][0-9]*)\)$`)
+var listeningLine = regexp.MustCompile(`^cpusched serve: listening on (http://127\.0\.0\.1:[1-9][0-9]*) \(isolation=(\S+) workers=([1-9][0-9]*) gomaxprocs=([1-9][0-9]*)( raisable=(true|false))?\)$`)
 
 func TestServeRunsUntilCancelled(t *testing.T) {
 	verifyNoLeaks(t)

@@ -74,16 +74,28 @@ import (
 // (nil, error) and starts nothing. On every return the processes it
 // started (servers, the floor's hog, the neighbours) have exited (SIGTERM
 // or a closed stdin, then SIGKILL after a grace period), and the cgroups
-// it made are removed. With CPUQuota or Cgroups set, Run first checks that
-// cgroups can be made and entered; if they cannot, it returns (nil, an
-// error wrapping ErrCPUQuota or ErrCgroups) and starts nothing.
-func Run(ctx context.Context, cfg Config) (*Report, error) {
+// it made are removed, and so is the copy of the server's binary it made
+// for uid 65534 (launch.go). With CPUQuota or Cgroups set, Run first
+// checks that cgroups can be made and entered; if they cannot, it returns
+// (nil, an error wrapping ErrCPUQuota or ErrCgroups) and starts nothing.
+// With Privileged set in a bench that is not root, it returns (nil, an
+// error wrapping ErrPrivileged) and starts nothing.
+func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Machine: machineInfo(), Config: reportConfig(cfg)}
+	l, err := newLauncher(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer func() {
+		if rmErr := l.close(); rmErr != nil {
+			err = errors.Join(err, fmt.Errorf("bench: %w", rmErr))
+		}
+	}()
+	rep = &Report{Machine: machineInfo(), Config: reportConfig(cfg)}
+	rep.Config.Server, rep.Config.Privileged, rep.Config.ServerNote = l.server, l.privileged, l.note
 	var cgroups *cgroupFS
-	var err error
 	switch {
 	case cfg.CPUQuota > 0: // a check for -cgroups too
 		cgroups, err = openCPUQuota(cfg.CPUQuota)
@@ -122,7 +134,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			continue // -steps names none of its steps
 		}
 		prog.set("%s (mode %d/%d): starting the server", mode, mi+1, len(modes))
-		rows, srvInfo, err := runMode(ctx, cfg, cgroups, mode, floorIOP99, func(step string, si int, phase string) {
+		rows, srvInfo, err := runMode(ctx, cfg, l, cgroups, mode, floorIOP99, func(step string, si int, phase string) {
 			prog.set("%s (mode %d/%d) %s (step %d/%d): %s", mode, mi+1, len(modes), step, si+1, len(steps), phase)
 		}, prog.stepDone)
 		var skip *skipError
@@ -198,13 +210,14 @@ func ioHeavyP99(rows []Result) float64 {
 }
 
 // runMode measures every step of one mode (a Config.Modes item) on a fresh
-// server, in cgroups of cgroups unless that is nil (see modeCgroups);
-// floorIOP99 is the floor's io-heavy p99 measured before it, or 0. It
+// server started by l, in cgroups of cgroups unless that is nil (see
+// modeCgroups); floorIOP99 is the floor's io-heavy p99 measured before
+// it, or 0. It
 // returns the rows measured, the server's description ("mode: ...") and
 // the first error; a *skipError if the mode cannot be measured here. The
 // processes it started have exited, and the cgroups it made are removed,
 // whatever it returns.
-func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, floorIOP99 float64, phase func(step string, i int, what string), stepDone func()) (rows []Result, info string, err error) {
+func runMode(ctx context.Context, cfg Config, l *launcher, cgroups *cgroupFS, spec string, floorIOP99 float64, phase func(step string, i int, what string), stepDone func()) (rows []Result, info string, err error) {
 	mode, workers, _ := parseModeSpec(spec) // Validate has checked it
 	steps := cfg.stepsOf(mode)
 	// The deferred calls run in reverse: the processes are stopped and
@@ -220,7 +233,7 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, fl
 	}
 	var hog *hogproc.Process
 	if mode == ModeFloor {
-		if hog, err = startIdleHog(ctx, cfg, cgs.server); err != nil {
+		if hog, err = startIdleHog(ctx, cfg, l, cgs.server); err != nil {
 			if errors.Is(err, hogproc.ErrNoSchedIdle) {
 				return nil, "", &skipError{err}
 			}
@@ -230,16 +243,23 @@ func runMode(ctx context.Context, cfg Config, cgroups *cgroupFS, spec string, fl
 	}
 	var neighbor *hogproc.Process
 	if slices.ContainsFunc(steps, withNeighbor) {
-		if neighbor, err = startNeighbor(ctx, cfg, cgs.neighbor); err != nil {
+		if neighbor, err = startNeighbor(ctx, cfg, l, cgs.neighbor); err != nil {
 			return nil, "", fmt.Errorf("bench: mode %s: the neighbour: %w", spec, err)
 		}
 		defer neighbor.Stop()
 	}
-	srv, err := startServer(ctx, cgs.server, cfg.ServerCmd[0], serverArgs(cfg, mode, workers))
+	name, args, err := l.command(serverArgs(cfg, mode, workers))
+	if err != nil {
+		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
+	}
+	srv, err := startServer(ctx, cgs.server, name, args)
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
 	}
 	defer srv.stop()
+	if err := l.check(srv.cmd.Process.Pid, "the server"); err != nil {
+		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
+	}
 	info = spec + ": " + srv.banner
 
 	var quota *cpuCgroup // the cgroup whose throttling the rows record

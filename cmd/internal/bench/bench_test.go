@@ -81,11 +81,13 @@ func TestRunEndToEnd(t *testing.T) {
 	cfg.Step, cfg.Warmup, cfg.Settle = 300*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
 	cfg.ProbeRate, cfg.HogConcurrency, cfg.SmallRate, cfg.IOConcurrency = 100, 4, 50, 4
 	cfg.NeighborConcurrency = 1
-	defer func(start func(context.Context, Config, *cpuCgroup) (*hogproc.Process, error)) { startNeighbor = start }(startNeighbor)
+	defer func(start func(context.Context, Config, *launcher, *cpuCgroup) (*hogproc.Process, error)) {
+		startNeighbor = start
+	}(startNeighbor)
 	starts, start := 0, startNeighbor
-	startNeighbor = func(ctx context.Context, cfg Config, cg *cpuCgroup) (*hogproc.Process, error) {
+	startNeighbor = func(ctx context.Context, cfg Config, l *launcher, cg *cpuCgroup) (*hogproc.Process, error) {
 		starts++
-		return start(ctx, cfg, cg)
+		return start(ctx, cfg, l, cg)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -173,8 +175,13 @@ func checkRow(t *testing.T, row Result) {
 	if row.Small != nil && (row.Small.WaitedP99Ms == nil || row.Small.RPS <= 0 || row.SmallDirect.RPS <= 0) {
 		t.Errorf("%s: small %+v, small_direct %+v: want both answered and the scheduled ones' Task.Waited read", name, row.Small, row.SmallDirect)
 	}
-	if g := row.GC; g == nil || g.Pauses > 0 && !(g.PauseMaxMs > 0 && g.PauseMaxMs >= g.PauseP99Ms && g.PauseMaxMs >= g.StoppingMaxMs) {
-		t.Errorf("%s: got gc %+v, want the window's pauses, max >= p99 and >= stopping", name, g)
+	// Not max >= stopping: the runtime records a pause's stopping time
+	// before the world restarts and its total after (startTheWorldWithSema),
+	// so where the thread that stopped it is slow to run on (a lowered task
+	// thread, a busy machine: seen unprivileged, 67 ms of stopping beside a
+	// 2.6 ms longest total), the total can land in the next window.
+	if g := row.GC; g == nil || g.Pauses > 0 && !(g.PauseMaxMs > 0 && g.PauseMaxMs >= g.PauseP99Ms) {
+		t.Errorf("%s: got gc %+v, want the window's pauses, max >= p99", name, g)
 	}
 }
 
@@ -245,8 +252,10 @@ func checkFloorJSON(t *testing.T, rep *Report, mode string) {
 // made SCHED_IDLE, Run skips the floor, says why, and starts no server
 // for it.
 func TestRunSkipsFloorWithoutSchedIdle(t *testing.T) {
-	defer func(start func(context.Context, Config, *cpuCgroup) (*hogproc.Process, error)) { startIdleHog = start }(startIdleHog)
-	startIdleHog = func(context.Context, Config, *cpuCgroup) (*hogproc.Process, error) {
+	defer func(start func(context.Context, Config, *launcher, *cpuCgroup) (*hogproc.Process, error)) {
+		startIdleHog = start
+	}(startIdleHog)
+	startIdleHog = func(context.Context, Config, *launcher, *cpuCgroup) (*hogproc.Process, error) {
 		return nil, fmt.Errorf("%w: thread 42: sched_setattr(SCHED_IDLE): operation not permitted", hogproc.ErrNoSchedIdle)
 	}
 	cfg := DefaultConfig(filepath.Join(t.TempDir(), "no-such-cpusched"), "serve")
@@ -310,8 +319,8 @@ func TestRunWithDoneContextStartsNothing(t *testing.T) {
 	}
 }
 
-// childrenRunning returns the pids of this process's children whose
-// command line starts with exe.
+// childrenRunning returns the pids of this process's children that run a
+// program of exe's name: exe, or its copy for uid 65534 (launch.go).
 func childrenRunning(t *testing.T, exe string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
@@ -324,8 +333,15 @@ func childrenRunning(t *testing.T, exe string) []int {
 		if err != nil {
 			continue
 		}
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if err != nil || !bytes.HasPrefix(cmdline, []byte(exe+"\x00")) {
+		cmdline, err1 := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		stat, err2 := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		argv0, _, _ := bytes.Cut(cmdline, []byte{0})
+		// "pid (comm) state ppid ...": the fields after the last ')'.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if filepath.Base(string(argv0)) != filepath.Base(exe) || len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
 			continue
 		}
 		if alive(pid) {

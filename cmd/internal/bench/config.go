@@ -142,7 +142,9 @@ type Config struct {
 	// "-addr 127.0.0.1:0 -isolation MODE -garbage BYTES"; the server must
 	// print "listening on http://HOST:PORT" on stdout. The floor's hog
 	// runs as `ServerCmd[0] idle-hog -c HogConcurrency`, the neighbour as
-	// `ServerCmd[0] neighbor -c NeighborConcurrency`.
+	// `ServerCmd[0] neighbor -c NeighborConcurrency`; unless Privileged,
+	// a bench run as root starts each of them through `ServerCmd[0]
+	// unprivileged --` (package unpriv).
 	ServerCmd []string
 	// Modes are the modes to measure, by name, in order; nil means every
 	// mode of AllModes: the floor (ModeFloor), then every isolation mode of
@@ -218,6 +220,13 @@ type Config struct {
 	// of TraceDir (MinTraceAbove..MaxTraceAbove): to look at the band just
 	// above a target, say 1.5x idle. It needs TraceDir.
 	TraceAbove time.Duration
+	// Privileged keeps the servers, the floor's hog and the neighbour
+	// running as root when the bench runs as root. Without it, there (on
+	// Linux) they run as a container runs a service: uid and gid 65534, no
+	// supplementary groups, no capabilities, RLIMIT_NICE 0 (launch.go). A
+	// bench that is not root runs them as itself, and Privileged makes Run
+	// fail with ErrPrivileged.
+	Privileged bool
 	// Progress shows what runs now; nil shows nothing.
 	Progress *report.Progress
 }

@@ -13,13 +13,14 @@ import (
 )
 
 // startIdleHog starts the floor's hog, `ServerCmd[0] idle-hog -c
-// HogConcurrency`, paused, in cgroup cg unless that is nil (under a CPU
+// HogConcurrency`, paused, as l starts the servers, in cgroup cg unless
+// that is nil (under a CPU
 // quota the hog shares the server's, as the other modes' CPU-heavy work
 // does). Its error wraps hogproc.ErrNoSchedIdle where the hog's threads
 // cannot be made SCHED_IDLE. A variable, so that a test can take that path
 // on any machine.
-var startIdleHog = func(ctx context.Context, cfg Config, cg *cpuCgroup) (*hogproc.Process, error) {
-	return startHogProcess(ctx, cfg.ServerCmd[0], []string{hogproc.Command, "-c", strconv.Itoa(cfg.HogConcurrency)}, cg)
+var startIdleHog = func(ctx context.Context, cfg Config, l *launcher, cg *cpuCgroup) (*hogproc.Process, error) {
+	return startHogProcess(ctx, l, []string{hogproc.Command, "-c", strconv.Itoa(cfg.HogConcurrency)}, cg)
 }
 
 // skipError is a mode that cannot be measured on this machine, and why.

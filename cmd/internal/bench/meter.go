@@ -302,6 +302,7 @@ func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
 	res.GC = gcWindow(w.before.stats, w.after.stats)
 	res.Lends, res.LentSlots = lending(w.before.stats, w.after.stats)
 	res.ContendedPct = contention(w.before.stats, w.after.stats)
+	res.ThreadsRaisable, res.RetiredThreads, res.LooseThreads = retirement(w.before.stats, w.after.stats)
 	if m.cgroup != nil {
 		res.CgroupCPU = w.after.cgroup.since(w.before.cgroup, w.after.when.Sub(w.before.when))
 	}

@@ -23,24 +23,37 @@ import (
 func withNeighbor(step string) bool { return step == StepNeighbor || step == StepNeighborAlone }
 
 // startNeighbor starts the neighbour, `ServerCmd[0] neighbor -c
-// NeighborConcurrency`, paused, in cgroup cg unless that is nil. A
-// variable, so that a test can count the starts.
-var startNeighbor = func(ctx context.Context, cfg Config, cg *cpuCgroup) (*hogproc.Process, error) {
-	return startHogProcess(ctx, cfg.ServerCmd[0], []string{hogproc.NeighborCommand, "-c", strconv.Itoa(cfg.NeighborConcurrency)}, cg)
+// NeighborConcurrency`, paused, as l starts the servers, in cgroup cg
+// unless that is nil. A variable, so that a test can count the starts.
+var startNeighbor = func(ctx context.Context, cfg Config, l *launcher, cg *cpuCgroup) (*hogproc.Process, error) {
+	return startHogProcess(ctx, l, []string{hogproc.NeighborCommand, "-c", strconv.Itoa(cfg.NeighborConcurrency)}, cg)
 }
 
-// startHogProcess starts name with args, a hogproc child, in cgroup cg
-// unless that is nil, in a process group of its own (a Ctrl-C reaches only
-// bench, which then stops it) and killed if bench dies, and waits for its
-// Hello (hogproc.Start).
-func startHogProcess(ctx context.Context, name string, args []string, cg *cpuCgroup) (*hogproc.Process, error) {
-	if cg != nil {
-		name, args = cg.inCgroup(name, args)
+// startHogProcess starts l's program with args, a hogproc child, as l
+// starts the servers, in cgroup cg unless that is nil, in a process group
+// of its own (a Ctrl-C reaches only bench, which then stops it) and
+// killed if bench dies, and waits for its Hello (hogproc.Start). On
+// failure the child has been stopped.
+func startHogProcess(ctx context.Context, l *launcher, args []string, cg *cpuCgroup) (*hogproc.Process, error) {
+	name, line, err := l.command(args)
+	if err != nil {
+		return nil, err
 	}
-	cmd := exec.Command(name, args...)
+	if cg != nil {
+		name, line = cg.inCgroup(name, line)
+	}
+	cmd := exec.Command(name, line...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	childproc.DieWithParent(cmd)
-	return hogproc.Start(ctx, cmd)
+	p, err := hogproc.Start(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.check(p.PID(), "the "+args[0]+" process"); err != nil {
+		_ = p.Stop()
+		return nil, err
+	}
+	return p, nil
 }
 
 // neighborInfo describes the neighbour for the servers line.

@@ -60,6 +60,15 @@ type ReportConfig struct {
 	// Cgroups), e.g. "cgroup v1 /sys/fs/cgroup/cpu".
 	CPUQuota float64 `json:"cpu_quota,omitempty"`
 	Cgroup   string  `json:"cgroup,omitempty"`
+	// Server says how the servers, the floor's hog and the neighbour ran:
+	// "unprivileged (uid 65534, no CAP_SYS_NICE, RLIMIT_NICE 0)", as a
+	// container runs a service (the default as root), "privileged (root)"
+	// (-privileged), or unprivileged as the bench itself when it is not
+	// root; Privileged is whether as root, and ServerNote says why, for
+	// the table's header.
+	Server     string `json:"server"`
+	Privileged bool   `json:"privileged"`
+	ServerNote string `json:"-"`
 
 	Warmup time.Duration `json:"-"` // unmeasured lead-in of every step
 }
@@ -134,6 +143,16 @@ type Result struct {
 	// its task threads at normal priority because other processes kept
 	// the CPUs busy (Stats.ContendedTime); nil in the other modes.
 	ContendedPct *float64 `json:"contended_pct,omitempty"`
+	// ThreadsRaisable is whether the ospriority server's scheduler can
+	// raise a lowered thread back (Stats.ThreadsRaisable: false without
+	// CAP_SYS_NICE and with RLIMIT_NICE 0, ReportConfig.Server);
+	// RetiredThreads how many lowered threads it ended instead during the
+	// step (Stats.RetiredThreads), and LooseThreads how many went back to
+	// the runtime's pool lowered (Stats.LooseThreads); nil in the other
+	// modes.
+	ThreadsRaisable *bool   `json:"threads_raisable,omitempty"`
+	RetiredThreads  *uint64 `json:"retired_threads,omitempty"`
+	LooseThreads    *uint64 `json:"loose_threads,omitempty"`
 	// CgroupCPU is the server cgroup's throttling over the measured window;
 	// absent without a CPU quota.
 	CgroupCPU *CgroupCPUStat `json:"cgroup_cpu_stat,omitempty"`
@@ -256,7 +275,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	t := report.NewTable("mode", "step", "p50", "p99", "p99.9", "max", "probe/s", "p99 x floor",
 		"hog passes/s", "% of direct", "% of floor", "small p99", "direct p99", "waited p99", "nbr passes/s",
-		"cpu busy", "gc p99", "gc max", "stop max", "lent", "contended")
+		"cpu busy", "gc p99", "gc max", "stop max", "lent", "contended", "retired")
 	var probeErrors int64
 	for _, row := range r.Results {
 		t.Row(tableRow(row)...)
@@ -302,13 +321,16 @@ func (r *Report) writeHeader(ew *report.ErrWriter) {
 		ew.Printf("quota:   every server in its own cgroup limited to %g CPUs (%d us per %d us period; %s), the floor's hog in its server's, and so is the neighbour unless -cgroups gives it its own; the load generator outside\n",
 			c.CPUQuota, quotaUs(c.CPUQuota), cfsPeriodUs, c.Cgroup)
 	}
+	if c.Server != "" {
+		ew.Printf("server:  %s: %s\n", c.Server, c.ServerNote)
+	}
 	if len(r.Servers) > 0 {
 		ew.Printf("servers: %s\n", strings.Join(r.Servers, "; "))
 	}
 	for _, s := range r.Skipped {
 		ew.Printf("skipped: %s: %s\n", s.Mode, s.Reason)
 	}
-	ew.Printf("latencies in ms, open loop from each request's due time, closed loop (io-heavy) from its send; small: scheduled, direct (sched=0, their reference), and the scheduler's own wait (Task.Waited); nbr: the neighbour's own passes; gc p99, gc max: the server's GC pauses in the window, stop max: the longest time to stop the world in it, ms; lent: the slots ospriority lent to the rest of the server, on average over the step\n")
+	ew.Printf("latencies in ms, open loop from each request's due time, closed loop (io-heavy) from its send; small: scheduled, direct (sched=0, their reference), and the scheduler's own wait (Task.Waited); nbr: the neighbour's own passes; gc p99, gc max: the server's GC pauses in the window, stop max: the longest time to stop the world in it, ms; lent: the slots ospriority lent to the rest of the server, on average over the step; retired: the lowered threads ospriority ended in the step, where it cannot raise them back (raisable=false)\n")
 	if r.hasFloor() {
 		ew.Printf("%s: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor and %% of floor: the p99 and the hog's passes/s over the floor's same step (hog-nockpt: its hog-sched)%s\n",
 			ModeFloor, r.floorDirectNote())
@@ -393,7 +415,11 @@ func tableRow(row Result) []string {
 	} else {
 		cells = append(cells, "-")
 	}
-	return append(cells, pctOrDash(row.ContendedPct))
+	cells = append(cells, pctOrDash(row.ContendedPct))
+	if row.RetiredThreads != nil {
+		return append(cells, report.Num(float64(*row.RetiredThreads)))
+	}
+	return append(cells, "-")
 }
 
 // smallCell is a small load's p99, or "-" for none.

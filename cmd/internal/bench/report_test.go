@@ -73,6 +73,7 @@ func handMadeReport() *Report {
 				CPUBusyPct: ptr(100), GC: gc(2, 3, 0.5)},
 		},
 	}
+	rep.Config.Server, rep.Config.ServerNote = "unprivileged (uid 65534, no CAP_SYS_NICE, RLIMIT_NICE 0)", "as a container runs a service"
 	rep.fill()
 	return rep
 }
@@ -101,7 +102,7 @@ func TestWriteJSONShape(t *testing.T) {
 		"":        {"config", "machine", "results", "skipped"},
 		"machine": {"cpu", "cpus", "go", "gomaxprocs", "kernel", "os"},
 		"config": {"garbage", "garbage_bytes", "gc_note", "hog_concurrency", "io_concurrency", "io_path", "modes", "neighbor_concurrency",
-			"probe_rate", "quick", "small_rate", "step_s", "task_garbage_bytes"},
+			"privileged", "probe_rate", "quick", "server", "small_rate", "step_s", "task_garbage_bytes"},
 		"row":          {"cpu_busy_pct", "gc", "hog", "mode", "neighbor", "probe", "small", "small_direct", "step", "vs_floor"},
 		"gc":           {"pause_max_ms", "pause_p99_ms", "pauses", "stopping_max_ms", "stopping_p99_ms"},
 		"neighbor":     {"finished_after_pause", "passes_per_s", "tail_after_pause", "threads"},
@@ -258,7 +259,9 @@ func TestPctOfDirectWithoutDirectStep(t *testing.T) {
 
 func TestWriteTable(t *testing.T) {
 	var buf bytes.Buffer
-	if err := handMadeReport().WriteTable(&buf); err != nil {
+	rep, retired := handMadeReport(), uint64(3)
+	rep.find("reserve", StepNeighbor).RetiredThreads = &retired // as if reserve retired threads: the column's format
+	if err := rep.WriteTable(&buf); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -267,7 +270,7 @@ func TestWriteTable(t *testing.T) {
 		"steps of 7s after 500ms warm-up;",
 		"io-heavy /delay?d=500us closed loop c=32; neighbour 2 threads\n",
 		"garbage: every fast request builds a 32 KiB response buffer, and the CRC32 work allocates 8 KiB every 64 passes (the default; -clean: none, -gc: 256 KiB per request)\n",
-		"servers: floor: isolation=none workers=2 gomaxprocs=2; hog: 10 goroutines in a separate process, its 5 threads SCHED_IDLE; none: isolation=none",
+		"server:  unprivileged (uid 65534, no CAP_SYS_NICE, RLIMIT_NICE 0): as a container runs a service\nservers: floor: isolation=none workers=2 gomaxprocs=2; hog: 10 goroutines in a separate process, its 5 threads SCHED_IDLE; none: isolation=none",
 		"gc p99, gc max: the server's GC pauses in the window, stop max: the longest time to stop the world in it, ms;",
 		"floor: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor and % of floor: the p99 and the hog's passes/s over the floor's same step (hog-nockpt: its hog-sched); its % of direct is of none/hog-direct\n",
 		"probe errors (failed or non-2xx responses): 2 in all",
@@ -292,24 +295,24 @@ func TestWriteTable(t *testing.T) {
 	}
 	// The rows, by their fields ("-" where a step has no such load).
 	wantRows := [][]string{
-		{"floor", "idle", "1.10", "1.25", "2.00", "3.00", "200", "-", "-", "-", "-", "-", "-", "-", "-", "4.0%", "0", "0", "0", "-", "-"},
-		{"floor", "hog-sched", "1.20", "2.00", "3.00", "4.00", "200", "-", "240,000", "80%", "-", "-", "-", "-", "-", "100%", "0.500", "0.750", "0.0500", "-", "-"},
-		{"floor", "io-heavy", "0.900", "2.50", "4.00", "5.00", "5,000", "-", "150,000", "50%", "-", "-", "-", "-", "-", "100%", "0.500", "0.750", "0.0500", "-", "-"},
-		{"floor", "neighbor-alone", "1.50", "4.00", "6.00", "8.00", "200", "-", "-", "-", "-", "-", "-", "-", "200,000", "100%", "1.00", "1.50", "0.100", "-", "-"},
-		{"floor", "neighbor", "1.60", "5.00", "7.00", "9.00", "200", "-", "1,000", "0.3%", "-", "-", "6.00", "-", "190,000", "100%", "1.00", "2.00", "0.200", "-", "-"},
-		{"none", "idle", "1.20", "1.50", "2.00", "3.00", "200", "1.20", "-", "-", "-", "-", "-", "-", "-", "5.0%", "0", "0", "0", "-", "-"},
-		{"none", "hog-direct", "100", "150", "200", "250", "190", "-", "300,000", "100%", "-", "-", "-", "-", "-", "100%", "0.500", "0.500", "0.250", "-", "-"},
-		{"none", "hog-sched", "1.30", "3.00", "4.00", "5.00", "200", "1.50", "150,000", "50%", "62%", "-", "-", "-", "-", "60%", "0.500", "0.500", "0.250", "-", "-"},
-		{"none", "hog-nockpt", "1.30", "5.00", "6.00", "7.00", "200", "2.50", "270,000", "90%", "112%", "-", "-", "-", "-", "100%", "0.500", "0.500", "0.250", "-", "-"},
-		{"none", "hog-sched+small", "1.40", "4.00", "5.00", "6.00", "200", "-", "120,000", "40%", "-", "11.0", "8.00", "1.25", "-", "-", "0.900", "0.900", "0.300", "-", "-"},
-		{"none", "io-heavy", "1.50", "5.00", "8.00", "9.00", "4,000", "2.00", "210,000", "70%", "140%", "-", "-", "-", "-", "100%", "0.900", "0.900", "0.300", "-", "-"},
-		{"none", "neighbor", "2.00", "10.0", "12.0", "14.0", "200", "2.00", "50,000", "17%", "5000%", "20.0", "8.00", "5.00", "150,000", "100%", "2.00", "4.00", "1.00", "-", "-"},
-		{"reserve", "neighbor", "2.00", "7.50", "9.00", "10.0", "200", "1.50", "40,000", "-", "4000%", "16.0", "8.00", "4.00", "160,000", "100%", "2.00", "3.00", "0.500", "-", "-"},
+		{"floor", "idle", "1.10", "1.25", "2.00", "3.00", "200", "-", "-", "-", "-", "-", "-", "-", "-", "4.0%", "0", "0", "0", "-", "-", "-"},
+		{"floor", "hog-sched", "1.20", "2.00", "3.00", "4.00", "200", "-", "240,000", "80%", "-", "-", "-", "-", "-", "100%", "0.500", "0.750", "0.0500", "-", "-", "-"},
+		{"floor", "io-heavy", "0.900", "2.50", "4.00", "5.00", "5,000", "-", "150,000", "50%", "-", "-", "-", "-", "-", "100%", "0.500", "0.750", "0.0500", "-", "-", "-"},
+		{"floor", "neighbor-alone", "1.50", "4.00", "6.00", "8.00", "200", "-", "-", "-", "-", "-", "-", "-", "200,000", "100%", "1.00", "1.50", "0.100", "-", "-", "-"},
+		{"floor", "neighbor", "1.60", "5.00", "7.00", "9.00", "200", "-", "1,000", "0.3%", "-", "-", "6.00", "-", "190,000", "100%", "1.00", "2.00", "0.200", "-", "-", "-"},
+		{"none", "idle", "1.20", "1.50", "2.00", "3.00", "200", "1.20", "-", "-", "-", "-", "-", "-", "-", "5.0%", "0", "0", "0", "-", "-", "-"},
+		{"none", "hog-direct", "100", "150", "200", "250", "190", "-", "300,000", "100%", "-", "-", "-", "-", "-", "100%", "0.500", "0.500", "0.250", "-", "-", "-"},
+		{"none", "hog-sched", "1.30", "3.00", "4.00", "5.00", "200", "1.50", "150,000", "50%", "62%", "-", "-", "-", "-", "60%", "0.500", "0.500", "0.250", "-", "-", "-"},
+		{"none", "hog-nockpt", "1.30", "5.00", "6.00", "7.00", "200", "2.50", "270,000", "90%", "112%", "-", "-", "-", "-", "100%", "0.500", "0.500", "0.250", "-", "-", "-"},
+		{"none", "hog-sched+small", "1.40", "4.00", "5.00", "6.00", "200", "-", "120,000", "40%", "-", "11.0", "8.00", "1.25", "-", "-", "0.900", "0.900", "0.300", "-", "-", "-"},
+		{"none", "io-heavy", "1.50", "5.00", "8.00", "9.00", "4,000", "2.00", "210,000", "70%", "140%", "-", "-", "-", "-", "100%", "0.900", "0.900", "0.300", "-", "-", "-"},
+		{"none", "neighbor", "2.00", "10.0", "12.0", "14.0", "200", "2.00", "50,000", "17%", "5000%", "20.0", "8.00", "5.00", "150,000", "100%", "2.00", "4.00", "1.00", "-", "-", "-"},
+		{"reserve", "neighbor", "2.00", "7.50", "9.00", "10.0", "200", "1.50", "40,000", "-", "4000%", "16.0", "8.00", "4.00", "160,000", "100%", "2.00", "3.00", "0.500", "-", "-", "3"},
 	}
 	var gotRows [][]string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 21 && slices.Contains(handMadeReport().Config.Modes, f[0]) {
+		if len(f) == 22 && slices.Contains(handMadeReport().Config.Modes, f[0]) {
 			gotRows = append(gotRows, f)
 		}
 	}

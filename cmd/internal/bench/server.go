@@ -256,6 +256,9 @@ type serverStats struct {
 		Lends           uint64  `json:"lends"`
 		LentTimeMS      float64 `json:"lent_time_ms"`
 		ContendedTimeMS float64 `json:"contended_time_ms"`
+		ThreadsRaisable bool    `json:"threads_raisable"`
+		RetiredThreads  uint64  `json:"retired_threads"`
+		LooseThreads    uint64  `json:"loose_threads"`
 	} `json:"scheduler"`
 	GC struct {
 		Total    demo.Histogram `json:"pauses_total"`
@@ -315,4 +318,19 @@ func contention(before, after serverStats) *float64 {
 	}
 	pct := min(max(a.ContendedTimeMS-b.ContendedTimeMS, 0)/1e3/sec*100, 100)
 	return &pct
+}
+
+// retirement is what an ospriority server's scheduler said of its lowered
+// threads over the time between two /stats reads: whether it can raise
+// one back (Stats.ThreadsRaisable, at the later read), how many it ended
+// instead (Stats.RetiredThreads) and how many went back to the runtime's
+// pool lowered (Stats.LooseThreads); nil for the other modes.
+func retirement(before, after serverStats) (raisable *bool, retired, loose *uint64) {
+	b, a := before.Scheduler, after.Scheduler
+	if a.Isolation != "ospriority" {
+		return nil, nil, nil
+	}
+	r := a.ThreadsRaisable
+	n, l := a.RetiredThreads-min(b.RetiredThreads, a.RetiredThreads), a.LooseThreads-min(b.LooseThreads, a.LooseThreads)
+	return &r, &n, &l
 }

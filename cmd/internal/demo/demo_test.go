@@ -311,6 +311,26 @@ func TestStats(t *testing.T) {
 	}
 }
 
+// TestListeningString: the banner says whether threads are raisable only
+// in ospriority, the one mode where it matters.
+func TestListeningString(t *testing.T) {
+	for _, tt := range []struct {
+		l    Listening
+		want string
+	}{
+		{Listening{Addr: "127.0.0.1:1", Isolation: cpusched.IsolationNone, Workers: 2, GOMAXPROCS: 2, Raisable: false},
+			"listening on http://127.0.0.1:1 (isolation=none workers=2 gomaxprocs=2)"},
+		{Listening{Addr: "127.0.0.1:1", Isolation: cpusched.IsolationOSPriority, Workers: 2, GOMAXPROCS: 3, Raisable: false},
+			"listening on http://127.0.0.1:1 (isolation=ospriority workers=2 gomaxprocs=3 raisable=false)"},
+		{Listening{Addr: "127.0.0.1:1", Isolation: cpusched.IsolationOSPriority, Workers: 2, GOMAXPROCS: 3, Raisable: true},
+			"listening on http://127.0.0.1:1 (isolation=ospriority workers=2 gomaxprocs=3 raisable=true)"},
+	} {
+		if got := tt.l.String(); got != tt.want {
+			t.Errorf("%+v: got %q, want %q", tt.l, got, tt.want)
+		}
+	}
+}
+
 func TestStatsCoversEveryField(t *testing.T) {
 	// SchedulerStats mirrors cpusched.Stats field by field: a field added to
 	// the library must be added here too.

@@ -31,6 +31,9 @@ type Listening struct {
 	Isolation  cpusched.Isolation // the mode in effect
 	Workers    int                // worker slots in effect
 	GOMAXPROCS int
+	// Raisable is cpusched.Stats.ThreadsRaisable: in IsolationOSPriority,
+	// whether a lowered thread can be raised back here.
+	Raisable bool
 }
 
 // String returns the fixed, machine-readable form
@@ -38,10 +41,15 @@ type Listening struct {
 //	listening on http://127.0.0.1:PORT (isolation=reserve workers=1 gomaxprocs=2)
 //
 // that `cpusched serve` prints after "cpusched serve: " and that programs
-// starting it parse to find the port.
+// starting it parse to find the port. In IsolationOSPriority, where it
+// matters, " raisable=true" or " raisable=false" follows gomaxprocs.
 func (l Listening) String() string {
-	return fmt.Sprintf("listening on http://%s (isolation=%s workers=%d gomaxprocs=%d)",
-		l.Addr, l.Isolation, l.Workers, l.GOMAXPROCS)
+	raisable := ""
+	if l.Isolation == cpusched.IsolationOSPriority {
+		raisable = fmt.Sprintf(" raisable=%t", l.Raisable)
+	}
+	return fmt.Sprintf("listening on http://%s (isolation=%s workers=%d gomaxprocs=%d%s)",
+		l.Addr, l.Isolation, l.Workers, l.GOMAXPROCS, raisable)
 }
 
 // Serve builds a Server from cfg, listens on addr (port 0 picks a free
@@ -86,7 +94,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, ready func(Listenin
 
 	if ready != nil {
 		st := s.sched.Stats()
-		ready(Listening{Addr: ln.Addr().String(), Isolation: st.Isolation, Workers: st.Workers, GOMAXPROCS: gomaxprocs()})
+		ready(Listening{Addr: ln.Addr().String(), Isolation: st.Isolation, Workers: st.Workers, GOMAXPROCS: gomaxprocs(), Raisable: st.ThreadsRaisable})
 	}
 
 	var errs []error

@@ -62,6 +62,9 @@ type SchedulerStats struct {
 	Contended       bool                  `json:"contended"`         // other processes keep the CPUs busy: task threads at normal priority
 	Contentions     uint64                `json:"contentions"`       // times that began
 	ContendedTimeMS float64               `json:"contended_time_ms"` // its length so far
+	ThreadsRaisable bool                  `json:"threads_raisable"`  // a lowered thread can be raised back here (ospriority)
+	RetiredThreads  uint64                `json:"retired_threads"`   // lowered threads ended instead of raised, where they cannot be
+	LooseThreads    uint64                `json:"loose_threads"`     // such threads that went back to the runtime's pool lowered instead
 	Classes         map[string]ClassStats `json:"classes"`           // by class name
 	Groups          map[string]GroupStats `json:"groups"`            // tracked groups by name ("" for none): see cpusched.Stats.Groups
 	OtherGroups     GroupStats            `json:"other_groups"`      // every other group's tasks together
@@ -202,6 +205,9 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 		Contended:       c.Contended,
 		Contentions:     c.Contentions,
 		ContendedTimeMS: ms(c.ContendedTime),
+		ThreadsRaisable: c.ThreadsRaisable,
+		RetiredThreads:  c.RetiredThreads,
+		LooseThreads:    c.LooseThreads,
 		Classes:         make(map[string]ClassStats, len(c.Classes)),
 		Groups:          make(map[string]GroupStats, len(c.Groups)),
 	}
