@@ -1,0 +1,23 @@
+module github.com/cpusched/cpusched/echosched
+
+go 1.26.0
+
+replace github.com/cpusched/cpusched => ../
+
+require (
+	github.com/cpusched/cpusched v0.0.0-00010101000000-000000000000
+	github.com/labstack/echo/v4 v4.16.5
+)
+
+require (
+	github.com/labstack/gommon v0.5.0 // indirect
+	github.com/mattn/go-colorable v0.1.15 // indirect
+	github.com/mattn/go-isatty v0.0.22 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/fasttemplate v1.2.2 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
+)
