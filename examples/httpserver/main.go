@@ -92,16 +92,18 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 	select {
 	case err = <-served:
+		return errors.Join(err, sched.Close(context.Background()))
 	case <-ctx.Done():
-		// Wait up to 5s for requests in flight, then for their tasks.
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		err = srv.Shutdown(shutdownCtx)
-		if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
-			err = errors.Join(err, serveErr)
-		}
 	}
-	return errors.Join(err, sched.Close(context.Background()))
+	// Up to 5s for the requests in flight; those still queued or running
+	// at 4s are answered 503 (httpsched.Shutdown says how).
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = httpsched.Shutdown(shutdownCtx, srv, sched)
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	return err
 }
 
 // hash answers the hex SHA-256 hash chain of n rounds (default 100,000)
