@@ -51,6 +51,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	slice := fs.Duration("slice", 0, "pass -slice to every server; 0 lets each mode choose")
 	privileged := fs.Bool("privileged", false, "keep the servers, the floor's hog and the neighbour running as root (bench must be root); by default a bench run as root runs them as a container runs a service: uid 65534, no CAP_SYS_NICE, RLIMIT_NICE 0 (Linux)")
 	cpuQuota := fs.Float64("cpu-quota", 0, fmt.Sprintf("run every server in its own cgroup limited to this many CPUs (%g..%d; Linux, root); 0: no limit", bench.MinCPUQuota, runtime.NumCPU()))
+	cpuset := fs.Bool("cpuset", false, "run the servers and the floor's hog on half the CPUs, bench (the load generator) and the neighbour on the other half"+cpusetHalves()+", by sched_setaffinity (Linux, 2 CPUs or more); the neighbour's threads default to one per CPU of its half")
+	serverProcs := fs.Int("server-procs", 0, fmt.Sprintf("give every server and the floor's hog GOMAXPROCS=N (1..%d, with -cpuset 1..its half), a service on a node with CPUs left idle; 0: the runtime's default", runtime.NumCPU()))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched bench [flags]")
 		fs.PrintDefaults()
@@ -82,6 +84,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cfg.Quick = *quick
 	cfg.Workers, cfg.Slice = *workers, *slice
 	cfg.CPUQuota = *cpuQuota
+	cfg.CPUSet, cfg.ServerProcs = *cpuset, *serverProcs
+	if _, others, err := bench.CPUSetHalves(); *cpuset && err == nil && !cli.Given(fs, "neighbor-c") {
+		cfg.NeighborConcurrency = len(others) // one per CPU it may run on
+	}
 	cfg.Privileged = *privileged
 	cfg.TraceDir, cfg.TraceAbove = *traceDir, *traceAbove
 	cfg.Step = *step
@@ -124,6 +130,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	return runErr
+}
+
+// cpusetHalves returns " (here CPU 0 and CPU 1)" for -cpuset's help, or
+// "" where the CPUs cannot be split.
+func cpusetHalves() string {
+	server, others, err := bench.CPUSetHalves()
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf(" (here CPU %s and CPU %s)", bench.FormatCPUs(server), bench.FormatCPUs(others))
 }
 
 // runIdleHog is the hidden command that bench's floor mode starts for its

@@ -47,6 +47,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"trace-above without -trace", []string{"-trace-above", "3ms"}, "TraceAbove (-trace-above) 3ms needs TraceDir (-trace DIR)"},
 		{"trace-above negative", []string{"-trace", "t", "-trace-above", "-1ms"}, "TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in 1µs..1m0s, got -1ms"},
 		{"clean and gc", []string{"-clean", "-gc"}, "-clean and -gc: give one of them (default: 32 KiB of garbage per fast request)"},
+		{"server-procs negative", []string{"-server-procs", "-1"}, "ServerProcs (-server-procs) must be 0 (the runtime's default) or in 1.." + strconv.Itoa(runtime.NumCPU()) + ", got -1"},
+		{"server-procs above the CPUs", []string{"-server-procs", strconv.Itoa(runtime.NumCPU() + 1)}, "ServerProcs (-server-procs) must be 0 (the runtime's default) or in 1.." + strconv.Itoa(runtime.NumCPU()) + ", got " + strconv.Itoa(runtime.NumCPU()+1)},
+		{"server-procs not a number", []string{"-server-procs", "one"}, `invalid value "one" for flag -server-procs`},
+		{"cpuset is a switch", []string{"-cpuset=0,1"}, `invalid boolean value "0,1" for -cpuset`},
 		{"neighbor-c zero", []string{"-neighbor-c", "0"}, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 0"},
 		{"neighbor-c too many", []string{"-neighbor-c", "1000"}, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 1000"},
 		{"unknown step", []string{"-steps", "neighbor,hog"}, `Steps (-steps): unknown step "hog" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor)`},
@@ -103,8 +107,8 @@ func TestBenchPrivilegedNotRoot(t *testing.T) {
 }
 
 // TestBenchConfig: the flags reach bench.Run's Config: the garbage of
-// -clean, -gc and neither, -steps, -neighbor-c, and -quick's step over the
-// steps asked for.
+// -clean, -gc and neither, -steps, -neighbor-c (and its default under
+// -cpuset), -server-procs, and -quick's step over the steps asked for.
 func TestBenchConfig(t *testing.T) {
 	defer func(run func(context.Context, bench.Config) (*bench.Report, error)) { benchRun = run }(benchRun)
 	var got bench.Config
@@ -112,10 +116,11 @@ func TestBenchConfig(t *testing.T) {
 		got = cfg
 		return nil, errors.New("bench: not run in this test")
 	}
-	tests := []struct {
+	type configCase struct {
 		args  []string
 		check func(bench.Config) bool
-	}{
+	}
+	tests := []configCase{
 		{nil, func(c bench.Config) bool {
 			return c.Garbage == demo.DefaultGarbage && c.NeighborConcurrency == runtime.NumCPU() && c.Steps == nil && !c.Cgroups
 		}},
@@ -123,9 +128,19 @@ func TestBenchConfig(t *testing.T) {
 		{[]string{"-gc"}, func(c bench.Config) bool { return c.Garbage == demo.HeavyGarbage }},
 		{[]string{"-neighbor-c", "3", "-cgroups"}, func(c bench.Config) bool { return c.NeighborConcurrency == 3 && c.Cgroups && !c.Privileged }},
 		{[]string{"-privileged"}, func(c bench.Config) bool { return c.Privileged }},
+		{[]string{"-server-procs", "1", "-neighbor-c", "1"}, func(c bench.Config) bool {
+			return c.ServerProcs == 1 && c.NeighborConcurrency == 1 && !c.CPUSet
+		}},
 		{[]string{"-quick", "-modes", "floor,ospriority,reserve", "-steps", "neighbor"}, func(c bench.Config) bool {
 			return slices.Equal(c.Steps, []string{"neighbor"}) && c.Step == 2*time.Second && c.Quick
 		}},
+	}
+	if _, others, err := bench.CPUSetHalves(); err == nil {
+		// -cpuset: the neighbour's threads default to one per CPU of its
+		// half; -neighbor-c still sets them.
+		tests = append(tests,
+			configCase{[]string{"-cpuset"}, func(c bench.Config) bool { return c.CPUSet && c.NeighborConcurrency == len(others) }},
+			configCase{[]string{"-cpuset", "-neighbor-c", "3"}, func(c bench.Config) bool { return c.CPUSet && c.NeighborConcurrency == 3 }})
 	}
 	for _, tt := range tests {
 		got = bench.Config{}
@@ -180,5 +195,56 @@ func TestBenchOutputs(t *testing.T) {
 	}
 	if !json.Valid(stdout.Bytes()) {
 		t.Errorf("-json -: got %q, want only JSON on stdout", stdout.String())
+	}
+}
+
+// TestBenchCPUSetEndToEnd runs `bench -quick -cpuset -modes
+// floor,ospriority -steps idle` for real, its servers this test binary
+// (TestMain), with shorter steps: the header and the JSON say the shape,
+// with the CPUs of each half, and ospriority's row has its contended
+// share.
+func TestBenchCPUSetEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the demo server; skipped with -short")
+	}
+	server, others, err := bench.CPUSetHalves()
+	if err != nil {
+		t.Skipf("no CPUs to split: %v", err)
+	}
+	verifyNoLeaks(t)
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	args := []string{"bench", "-quick", "-cpuset", "-modes", "floor,ospriority", "-steps", "idle", "-step", "600ms", "-out", dir}
+	if code := dispatch(context.Background(), args, &stdout, &stderr); code != 0 {
+		t.Fatalf("cpusched %q: exit %d, stderr %s", args, code, stderr.String())
+	}
+	want := fmt.Sprintf("shape:   cpuset: the servers and the floor's hog on CPU %s, bench (the load generator) and the neighbour on CPU %s", bench.FormatCPUs(server), bench.FormatCPUs(others))
+	if !strings.Contains(stdout.String(), want) {
+		t.Errorf("the header lacks %q:\n%s", want, stdout.String())
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "bench.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatal(err)
+	}
+	wantShape := bench.ReportShape{Name: bench.ShapeCPUSet, ServerCPUs: bench.FormatCPUs(server), OtherCPUs: bench.FormatCPUs(others)}
+	if rep.Config.Shape != wantShape || rep.Config.NeighborConcurrency != len(others) {
+		t.Errorf("config: got shape %+v, neighbour %d threads; want %+v, %d", rep.Config.Shape, rep.Config.NeighborConcurrency, wantShape, len(others))
+	}
+	var rows []string
+	for _, r := range rep.Results {
+		rows = append(rows, r.Mode+"/"+r.Step)
+		if r.Mode == "ospriority" && r.ContendedPct == nil {
+			t.Errorf("%s/%s: no contended share", r.Mode, r.Step)
+		}
+	}
+	if !slices.Equal(rows, []string{"floor/idle", "ospriority/idle"}) {
+		t.Errorf("got rows %v, want floor/idle and ospriority/idle", rows)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bench.png")); err != nil {
+		t.Error(err)
 	}
 }

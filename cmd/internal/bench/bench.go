@@ -49,7 +49,10 @@
 // With CPUQuota set, each server runs in a cgroup of its own with that CPU
 // bandwidth limit (see cgroup.go), and each row records the cgroup's
 // throttling over the measured window. With Cgroups set, the server and
-// the neighbour each run in a cgroup of its own (neighbor.go).
+// the neighbour each run in a cgroup of its own (neighbor.go). With CPUSet
+// or ServerProcs set, the servers and the floor's hog run on part of the
+// machine: half the CPUs, the load generator and the neighbour on the
+// other half, or fewer Ps than CPUs (shape.go).
 package bench
 
 import (
@@ -75,9 +78,11 @@ import (
 // started (servers, the floor's hog, the neighbours) have exited (SIGTERM
 // or a closed stdin, then SIGKILL after a grace period), and the cgroups
 // it made are removed, and so is the copy of the server's binary it made
-// for uid 65534 (launch.go). With CPUQuota or Cgroups set, Run first
-// checks that cgroups can be made and entered; if they cannot, it returns
-// (nil, an error wrapping ErrCPUQuota or ErrCgroups) and starts nothing.
+// for uid 65534 (launch.go), and with CPUSet this process's threads,
+// moved to the load generator's CPUs for the run, are back on the CPUs
+// they had. With CPUQuota or Cgroups set, Run first checks that cgroups
+// can be made and entered; if they cannot, it returns (nil, an error
+// wrapping ErrCPUQuota or ErrCgroups) and starts nothing.
 // With Privileged set in a bench that is not root, it returns (nil, an
 // error wrapping ErrPrivileged) and starts nothing.
 func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
@@ -95,6 +100,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	}()
 	rep = &Report{Machine: machineInfo(), Config: reportConfig(cfg)}
 	rep.Config.Server, rep.Config.Privileged, rep.Config.ServerNote = l.server, l.privileged, l.note
+	rep.Config.Shape = l.shape.report(cfg)
 	var cgroups *cgroupFS
 	switch {
 	case cfg.CPUQuota > 0: // a check for -cgroups too
@@ -114,6 +120,19 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		if err := os.MkdirAll(cfg.TraceDir, 0o755); err != nil {
 			return nil, fmt.Errorf("bench: TraceDir (-trace): %w", err)
 		}
+	}
+	if others := l.shape.otherCPUs; others != nil {
+		// bench is the load generator: on the CPUs the servers never run
+		// on, for the run (shape.go).
+		restore, err := pinProcess(others)
+		if err != nil {
+			return nil, fmt.Errorf("bench: CPUSet (-cpuset): %w", err)
+		}
+		defer func() {
+			if rerr := restore(); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("bench: %w", rerr))
+			}
+		}()
 	}
 	modes := cfg.modes()
 	total := 0
@@ -252,12 +271,13 @@ func runMode(ctx context.Context, cfg Config, l *launcher, cgroups *cgroupFS, sp
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
 	}
-	srv, err := startServer(ctx, cgs.server, name, args)
+	place := l.place(serverRole, cgs.server)
+	srv, err := startServer(ctx, place, name, args)
 	if err != nil {
 		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
 	}
 	defer srv.stop()
-	if err := l.check(srv.cmd.Process.Pid, "the server"); err != nil {
+	if err := l.check(srv.cmd.Process.Pid, "the server", place); err != nil {
 		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
 	}
 	info = spec + ": " + srv.banner
@@ -288,7 +308,7 @@ func runMode(ctx context.Context, cfg Config, l *launcher, cgroups *cgroupFS, sp
 		info += hogInfo
 	}
 	if neighbor != nil {
-		info += neighborInfo(cfg, cgs)
+		info += neighborInfo(cfg, cgs, l.shape.otherCPUs)
 	}
 	// Close the clients' idle connections before the SIGTERM: a connection
 	// dialed for a request that was then cancelled sits unused in a

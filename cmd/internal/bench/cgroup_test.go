@@ -276,7 +276,7 @@ func TestInCgroupStartsTheCommandThere(t *testing.T) {
 
 func TestStartServerInCgroupThatCannotBeEntered(t *testing.T) {
 	g := &cpuCgroup{dir: filepath.Join(t.TempDir(), "missing")}
-	srv, err := startServer(t.Context(), g, "sh", []string{"-c", "sleep 60"})
+	srv, err := startServer(t.Context(), childPlace{cgroup: g}, "sh", []string{"-c", "sleep 60"})
 	if err == nil {
 		srv.stop()
 		t.Fatal("got nil error, want one")

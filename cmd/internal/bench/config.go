@@ -197,11 +197,21 @@ type Config struct {
 	Workers int
 	Slice   time.Duration
 	// CPUQuota, when non-zero, runs every server in a cgroup of its own
-	// limited to this many CPUs (MinCPUQuota..runtime.NumCPU()), with a
-	// 100 ms period: cpu.max on cgroup v2, cpu.cfs_quota_us on v1. Linux
-	// only, and it needs the right to make cgroups (root); Run reports
-	// ErrCPUQuota otherwise. The load generator stays outside.
+	// limited to this many CPUs (MinCPUQuota..runtime.NumCPU(), or the
+	// servers' half with CPUSet), with a 100 ms period: cpu.max on cgroup
+	// v2, cpu.cfs_quota_us on v1; the floor's hog runs in its server's.
+	// Linux only, and it needs the right to make cgroups (root); Run
+	// reports ErrCPUQuota otherwise. The load generator stays outside.
 	CPUQuota float64
+	// CPUSet confines the servers and the floor's hog to the first half of
+	// the CPUs this process may use, and bench itself (the load generator)
+	// and the neighbour to the rest, for the whole run (CPUSetHalves;
+	// shape.go says how). Linux only, with at least 2 CPUs.
+	CPUSet bool
+	// ServerProcs, when non-zero, is given to every server and the
+	// floor's hog as GOMAXPROCS (1..the servers' CPUs: every CPU, or
+	// their half with CPUSet), a node's service with CPUs left idle.
+	ServerProcs int
 	// Quick is recorded in the report's config; the caller sets Step,
 	// Warmup and Settle for a quick run (QuickStep, QuickWarmup,
 	// QuickSettle).
@@ -267,6 +277,9 @@ func (c Config) Validate() error {
 	if err := c.validateSteps(); err != nil {
 		return err
 	}
+	if err := c.validateShape(); err != nil {
+		return err
+	}
 	switch {
 	case c.Step < MinStep || c.Step > MaxStep:
 		return fmt.Errorf("bench: Step (-step) must be in %v..%v, got %v", MinStep, MaxStep, c.Step)
@@ -282,8 +295,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("bench: IOConcurrency (-io-c) must be in 1..%d connections, got %d", MaxConcurrency, c.IOConcurrency)
 	case math.IsNaN(c.SmallRate) || c.SmallRate < 1 || c.SmallRate > MaxSmallRate:
 		return fmt.Errorf("bench: SmallRate (-small-rate) must be in 1..%d requests/s, got %v", MaxSmallRate, c.SmallRate)
-	case c.CPUQuota != 0 && !(c.CPUQuota >= MinCPUQuota && c.CPUQuota <= float64(runtime.NumCPU())):
-		return fmt.Errorf("bench: CPUQuota (-cpu-quota) must be 0 (no quota) or in %g..%d CPUs, got %g", MinCPUQuota, runtime.NumCPU(), c.CPUQuota)
+	case c.CPUQuota != 0 && !(c.CPUQuota >= MinCPUQuota && c.CPUQuota <= float64(c.serverCPUCount())):
+		return fmt.Errorf("bench: CPUQuota (-cpu-quota) must be 0 (no quota) or in %g..%d CPUs%s, got %g", MinCPUQuota, c.serverCPUCount(), underCPUSet(c), c.CPUQuota)
 	case c.TraceAbove != 0 && (c.TraceAbove < MinTraceAbove || c.TraceAbove > MaxTraceAbove):
 		return fmt.Errorf("bench: TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in %v..%v, got %v", MinTraceAbove, MaxTraceAbove, c.TraceAbove)
 	case c.TraceAbove != 0 && c.TraceDir == "":

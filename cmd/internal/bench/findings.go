@@ -93,6 +93,9 @@ func (r *Report) modeFindings(mode string) []string {
 	if l := r.neighborFindings(mode); l != "" {
 		lines = append(lines, l)
 	}
+	if l := r.contendedFindings(mode); l != "" {
+		lines = append(lines, l)
+	}
 	return lines
 }
 

@@ -13,14 +13,15 @@ import (
 )
 
 // startIdleHog starts the floor's hog, `ServerCmd[0] idle-hog -c
-// HogConcurrency`, paused, as l starts the servers, in cgroup cg unless
-// that is nil (under a CPU
-// quota the hog shares the server's, as the other modes' CPU-heavy work
-// does). Its error wraps hogproc.ErrNoSchedIdle where the hog's threads
-// cannot be made SCHED_IDLE. A variable, so that a test can take that path
-// on any machine.
+// HogConcurrency`, paused, as l starts the servers and where it starts
+// them (the run's shape: -cpuset's CPUs, -server-procs' GOMAXPROCS), in
+// cgroup cg unless that is nil (under a CPU quota the hog shares the
+// server's, as the other modes' CPU-heavy work does). Its error wraps
+// hogproc.ErrNoSchedIdle where the hog's threads cannot be made
+// SCHED_IDLE. A variable, so that a test can take that path on any
+// machine.
 var startIdleHog = func(ctx context.Context, cfg Config, l *launcher, cg *cpuCgroup) (*hogproc.Process, error) {
-	return startHogProcess(ctx, l, []string{hogproc.Command, "-c", strconv.Itoa(cfg.HogConcurrency)}, cg)
+	return startHogProcess(ctx, l, []string{hogproc.Command, "-c", strconv.Itoa(cfg.HogConcurrency)}, l.place(serverRole, cg))
 }
 
 // skipError is a mode that cannot be measured on this machine, and why.

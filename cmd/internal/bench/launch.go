@@ -43,6 +43,8 @@ type launcher struct {
 	// (ReportConfig.Server, ServerNote); privileged is whether as root.
 	server, note string
 	privileged   bool
+	// shape is where the children run (shape.go).
+	shape shape
 
 	copied string
 	remove func() error
@@ -52,6 +54,10 @@ type launcher struct {
 // ErrPrivileged where cfg asks for what this process cannot give.
 func newLauncher(cfg Config) (*launcher, error) {
 	l := &launcher{exe: cfg.ServerCmd[0]}
+	var err error
+	if l.shape, err = newShape(cfg); err != nil {
+		return nil, err
+	}
 	euid := geteuid()
 	const asService = "as a container runs a service (Docker's and Kubernetes' defaults)"
 	switch {
@@ -96,9 +102,16 @@ func (l *launcher) command(args []string) (string, []string, error) {
 	return l.copied, unpriv.Wrap(l.copied, args), nil
 }
 
+// place returns where a child of role runs, in cgroup cg (nil: bench's).
+func (l *launcher) place(role childRole, cg *cpuCgroup) childPlace { return l.shape.place(role, cg) }
+
 // check returns an error naming what differs if process pid (what it is,
-// for the message), once it runs its program, does not run as l says.
-func (l *launcher) check(pid int, what string) error {
+// for the message), once it runs its program, does not run as l says, or
+// not on the CPUs of place.
+func (l *launcher) check(pid int, what string, place childPlace) error {
+	if err := place.check(pid, what); err != nil {
+		return err
+	}
 	if !l.asService {
 		return nil
 	}

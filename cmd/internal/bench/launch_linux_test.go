@@ -52,7 +52,7 @@ func TestChildrenRunAsAService(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv, err := startServer(ctx, g, name, args)
+		srv, err := startServer(ctx, childPlace{cgroup: g}, name, args)
 		if err != nil {
 			t.Fatal(err)
 		}

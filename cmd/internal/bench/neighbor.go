@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,40 +23,47 @@ func withNeighbor(step string) bool { return step == StepNeighbor || step == Ste
 
 // startNeighbor starts the neighbour, `ServerCmd[0] neighbor -c
 // NeighborConcurrency`, paused, as l starts the servers, in cgroup cg
-// unless that is nil. A variable, so that a test can count the starts.
+// unless that is nil, on the CPUs of the run's shape for it (-cpuset:
+// those of bench, not the servers'). A variable, so that a test can count
+// the starts.
 var startNeighbor = func(ctx context.Context, cfg Config, l *launcher, cg *cpuCgroup) (*hogproc.Process, error) {
-	return startHogProcess(ctx, l, []string{hogproc.NeighborCommand, "-c", strconv.Itoa(cfg.NeighborConcurrency)}, cg)
+	return startHogProcess(ctx, l, []string{hogproc.NeighborCommand, "-c", strconv.Itoa(cfg.NeighborConcurrency)}, l.place(neighborRole, cg))
 }
 
 // startHogProcess starts l's program with args, a hogproc child, as l
-// starts the servers, in cgroup cg unless that is nil, in a process group
-// of its own (a Ctrl-C reaches only bench, which then stops it) and
-// killed if bench dies, and waits for its Hello (hogproc.Start). On
-// failure the child has been stopped.
-func startHogProcess(ctx context.Context, l *launcher, args []string, cg *cpuCgroup) (*hogproc.Process, error) {
+// starts the servers, where place says, in a process group of its own (a
+// Ctrl-C reaches only bench, which then stops it) and killed if bench
+// dies, and waits for its Hello (hogproc.Start). On failure the child has
+// been stopped.
+func startHogProcess(ctx context.Context, l *launcher, args []string, place childPlace) (*hogproc.Process, error) {
 	name, line, err := l.command(args)
 	if err != nil {
 		return nil, err
 	}
-	if cg != nil {
-		name, line = cg.inCgroup(name, line)
-	}
-	cmd := exec.Command(name, line...)
+	cmd := place.command(name, line)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	childproc.DieWithParent(cmd)
-	p, err := hogproc.Start(ctx, cmd)
+	var p *hogproc.Process
+	err = place.start(func() (err error) {
+		p, err = hogproc.Start(ctx, cmd)
+		return err
+	})
 	if err != nil {
+		if p != nil {
+			_ = p.Stop()
+		}
 		return nil, err
 	}
-	if err := l.check(p.PID(), "the "+args[0]+" process"); err != nil {
+	if err := l.check(p.PID(), "the "+args[0]+" process", place); err != nil {
 		_ = p.Stop()
 		return nil, err
 	}
 	return p, nil
 }
 
-// neighborInfo describes the neighbour for the servers line.
-func neighborInfo(cfg Config, cgs modeCgroups) string {
+// neighborInfo describes the neighbour, on cpus (nil: bench's), for the
+// servers line.
+func neighborInfo(cfg Config, cgs modeCgroups, cpus []int) string {
 	where := "in bench's cgroup"
 	switch {
 	case cgs.neighbor == nil:
@@ -65,6 +71,9 @@ func neighborInfo(cfg Config, cgs modeCgroups) string {
 		where = "in the server's cgroup " + cgs.server.dir
 	default:
 		where = "in a cgroup of its own " + cgs.neighbor.dir + ", the server in " + cgs.server.dir
+	}
+	if cpus != nil {
+		where += ", on CPU " + FormatCPUs(cpus)
 	}
 	return fmt.Sprintf("; neighbour: %d CPU-bound goroutines at normal priority, %s", cfg.NeighborConcurrency, where)
 }

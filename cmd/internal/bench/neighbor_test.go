@@ -222,7 +222,7 @@ func TestModeCgroups(t *testing.T) {
 					t.Errorf("the neighbour's cpu.cfs_quota_us: got %q, want no limit", q)
 				}
 			}
-			if info := neighborInfo(cfg, cgs); !strings.Contains(info, cgs.neighbor.dir) {
+			if info := neighborInfo(cfg, cgs, nil); !strings.Contains(info, cgs.neighbor.dir) {
 				t.Errorf("neighborInfo: got %q, want the neighbour's cgroup named", info)
 			}
 			if err := cgs.remove(); err != nil {
@@ -238,8 +238,11 @@ func TestModeCgroups(t *testing.T) {
 	if err != nil || cgs.server != nil || cgs.neighbor != nil || cgs.remove() != nil {
 		t.Errorf("no cgroups: got %+v, %v", cgs, err)
 	}
-	if info := neighborInfo(DefaultConfig("cpusched"), cgs); !strings.Contains(info, "in bench's cgroup") {
+	if info := neighborInfo(DefaultConfig("cpusched"), cgs, nil); !strings.Contains(info, "in bench's cgroup") || strings.Contains(info, ", on CPU") {
 		t.Errorf("neighborInfo without cgroups: got %q", info)
+	}
+	if info := neighborInfo(DefaultConfig("cpusched"), cgs, []int{1}); !strings.HasSuffix(info, "in bench's cgroup, on CPU 1") {
+		t.Errorf("neighborInfo under -cpuset: got %q, want its CPUs named", info)
 	}
 }
 

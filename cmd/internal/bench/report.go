@@ -60,6 +60,8 @@ type ReportConfig struct {
 	// Cgroups), e.g. "cgroup v1 /sys/fs/cgroup/cpu".
 	CPUQuota float64 `json:"cpu_quota,omitempty"`
 	Cgroup   string  `json:"cgroup,omitempty"`
+	// Shape is the shape of machine the servers ran in (shape.go).
+	Shape ReportShape `json:"shape"`
 	// Server says how the servers, the floor's hog and the neighbour ran:
 	// "unprivileged (uid 65534, no CAP_SYS_NICE, RLIMIT_NICE 0)", as a
 	// container runs a service (the default as root), "privileged (root)"
@@ -90,6 +92,7 @@ func reportConfig(c Config) ReportConfig {
 		Workers:        c.Workers,
 		SliceMs:        float64(c.Slice) / 1e6,
 		CPUQuota:       c.CPUQuota,
+		Shape:          ReportShape{Name: shapeName(c), ServerProcs: c.ServerProcs},
 		Warmup:         c.Warmup,
 
 		NeighborConcurrency: c.NeighborConcurrency,
@@ -314,6 +317,7 @@ func (r *Report) writeHeader(ew *report.ErrWriter) {
 	ew.Printf("config:  steps of %v after %v warm-up%s%s; probe %s open loop %g/s; hog %s c=%d; small /checksum?n=10&sched=1 and sched=0 open loop %g/s each; io-heavy %s closed loop c=%d; neighbour %d threads\n",
 		seconds(c.StepS), c.Warmup, quick, steps, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, c.SmallRate, c.IOPath, c.IOConcurrency, c.NeighborConcurrency)
 	ew.Printf("garbage: %s\n", garbageLine(c))
+	ew.Printf("shape:   %s\n", r.shapeLine())
 	if c.Cgroups {
 		ew.Printf("cgroups: the server (with the floor's hog) and the neighbour each in a cgroup of its own, equal weights (-cgroups; %s); the load generator outside\n", c.Cgroup)
 	}

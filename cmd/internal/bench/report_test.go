@@ -102,7 +102,8 @@ func TestWriteJSONShape(t *testing.T) {
 		"":        {"config", "machine", "results", "skipped"},
 		"machine": {"cpu", "cpus", "go", "gomaxprocs", "kernel", "os"},
 		"config": {"garbage", "garbage_bytes", "gc_note", "hog_concurrency", "io_concurrency", "io_path", "modes", "neighbor_concurrency",
-			"privileged", "probe_rate", "quick", "server", "small_rate", "step_s", "task_garbage_bytes"},
+			"privileged", "probe_rate", "quick", "server", "shape", "small_rate", "step_s", "task_garbage_bytes"},
+		"shape":        {"name"},
 		"row":          {"cpu_busy_pct", "gc", "hog", "mode", "neighbor", "probe", "small", "small_direct", "step", "vs_floor"},
 		"gc":           {"pause_max_ms", "pause_p99_ms", "pauses", "stopping_max_ms", "stopping_p99_ms"},
 		"neighbor":     {"finished_after_pause", "passes_per_s", "tail_after_pause", "threads"},
@@ -125,6 +126,7 @@ func TestWriteJSONShape(t *testing.T) {
 	check("", doc)
 	check("machine", doc["machine"].(map[string]any))
 	check("config", doc["config"].(map[string]any))
+	check("shape", doc["config"].(map[string]any)["shape"].(map[string]any))
 	check("skipped", doc["skipped"].([]any)[0].(map[string]any))
 	rows := doc["results"].([]any)
 	if len(rows) != 13 {

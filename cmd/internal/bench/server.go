@@ -149,18 +149,20 @@ type server struct {
 	banner string // what the server said about itself: "isolation=none workers=2 gomaxprocs=2"
 }
 
-// startServer runs name with args, inside cgroup g unless g is nil, reads
-// its "listening on URL" line and waits until GET URL/stats answers 200,
-// within startTimeout. On failure the process is stopped and the error
-// includes its stderr.
-func startServer(ctx context.Context, g *cpuCgroup, name string, args []string) (*server, error) {
-	cmd := exec.Command(name, args...)
-	if g != nil {
-		sh, shArgs := g.inCgroup(name, args)
-		cmd = exec.Command(sh, shArgs...)
-	}
-	c, err := startCmd(cmd)
+// startServer runs name with args where place says (its cgroup, CPUs and
+// environment; childPlace{}: as bench runs), reads its "listening on URL"
+// line and waits until GET URL/stats answers 200, within startTimeout. On
+// failure the process is stopped and the error includes its stderr.
+func startServer(ctx context.Context, place childPlace, name string, args []string) (*server, error) {
+	var c *child
+	err := place.start(func() (err error) {
+		c, err = startCmd(place.command(name, args))
+		return err
+	})
 	if err != nil {
+		if c != nil {
+			_ = c.stop()
+		}
 		return nil, fmt.Errorf("starting the server %s: %w", name, err)
 	}
 	s := &server{child: c}

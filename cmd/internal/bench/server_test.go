@@ -117,7 +117,7 @@ func TestStartServerFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv, err := startServer(context.Background(), nil, "sh", []string{"-c", tt.script})
+			srv, err := startServer(context.Background(), childPlace{}, "sh", []string{"-c", tt.script})
 			if err == nil {
 				srv.stop()
 				t.Fatal("got nil error, want one")

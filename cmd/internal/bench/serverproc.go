@@ -14,7 +14,7 @@ type ServerProcess struct{ srv *server }
 // stopped and the error includes its stderr. On Linux the child gets SIGKILL
 // if this process dies first.
 func StartServer(ctx context.Context, name string, args ...string) (*ServerProcess, error) {
-	srv, err := startServer(ctx, nil, name, args)
+	srv, err := startServer(ctx, childPlace{}, name, args)
 	if err != nil {
 		return nil, err
 	}
