@@ -27,9 +27,26 @@ package cpusched
 // An entity is active while it is waiting or running; only waiting entities
 // are in the heaps. When it stops being active (it finished, or went into
 // Blocking) its lag is kept, clamped, and it is placed back so that it has
-// that lag again once it is counted in V (place). A task that slept cannot
-// bank unlimited credit, and one that ran ahead cannot be punished for
-// longer than the clamp.
+// that lag again once it is counted in V (place): a task that slept cannot
+// bank unlimited credit.
+//
+// Debt is not clamped away. Run time reaches the policy when a task comes
+// to the scheduler, so a task that runs 40 ms without a Checkpoint is
+// charged 40 ms at once, as it ends, and its entity and its group's leave
+// deep in debt. Clamped to two slices as they left, that debt was
+// forgiven: a group whose queue emptied between such tasks got 2-3x its
+// share. So a tracked group that leaves in debt stays counted in V until
+// V has caught up with it, delayed (leave), as the kernel's delayed
+// dequeue. The debt is paid by the others running, whether the group is
+// away or back, and never beyond maxGroupDebt. Others do the same: the kernel's EEVDF found that
+// lag "should not be carried around indefinitely" nor "instantly
+// discarded", which lets a task game the system by sleeping at the end of
+// its quantum, hence DELAY_DEQUEUE (Linux 6.12); CockroachDB's tenant
+// token buckets charge CPU after the fact, which "can put the bucket in
+// debt, which will need to be paid" before more work is admitted, while
+// unused tokens stop accumulating at a limit; TiKV's resource groups keep
+// a virtual time each, which stays ahead for a group that used more, while
+// a group left behind is pulled halfway up to the others at each update.
 //
 // Why V must be the average. An earlier version kept V as a clock that only
 // moved with run time: an entity joining with credit (a new task starts a
@@ -44,6 +61,8 @@ package cpusched
 // later's top to ready while it is; then ready's top is the eligible entity
 // with the earliest deadline (the heaps may hold others in the wrong heap
 // below their tops, which does not change the answer).
+
+import "time"
 
 const nice0Weight = 1024
 
@@ -67,11 +86,23 @@ func niceWeight(nice int) int64 { return niceWeights[nice+20] }
 // scale of task weights, so that the default group weighs as a nice-0 task.
 func groupWeight(w int) int64 { return int64(w) * nice0Weight / DefaultGroupWeight }
 
-// lagClampSlices bounds an entity's lag to this many of its slices either
-// way. Two slices: a task back from a long Blocking call
-// gets at most two slices of credit, enough to run first but not to shut the
-// others out.
+// lagClampSlices bounds the lag an inactive entity keeps to this many of
+// its slices. Two slices: a task back from a long Blocking call gets at
+// most two slices of credit, enough to run first but not to shut the
+// others out. It bounds debt too, but an entity leaves in debt only when
+// nobody else competes: otherwise a tracked group stays in V until it has
+// paid (leave).
 const lagClampSlices = 2
+
+// maxGroupDebt bounds how far a group may run ahead of its share, in its
+// own run time: the debt it owes the others (its negative lag) is forgiven
+// past it. Work that does not come to a Checkpoint is charged when it
+// does, all at once, and a group with tasks of 40-100 ms on several slots
+// owes a few hundred ms of run time by then; 2 s pays that back in full,
+// with a margin for groups holding many slots. The bound is for the task
+// that runs for minutes without a Checkpoint: its group would otherwise be
+// shut out for minutes times the total weight over its own.
+const maxGroupDebt = int64(2 * time.Second)
 
 // entity is the EEVDF state of a task or a group.
 type entity struct {
@@ -80,8 +111,9 @@ type entity struct {
 	deadline int64
 	vrequest int64 // the current request, scaled: deadline - vruntime when it was set
 	lag      int64 // kept while inactive
-	heapIdx  int32 // index in ready or later; -1 when in neither
+	heapIdx  int32 // index in ready, later or delayed; -1 when in none
 	inReady  bool
+	delayed  bool       // in V with nothing to run, until its debt is paid (leave)
 	task     *Task      // the owner, when a task
 	group    *groupNode // the owner, when a group
 }
@@ -107,6 +139,11 @@ type eevdfQueue struct {
 	idleV       int64 // V when the last active entity left
 	ready       entityHeap
 	later       entityHeap
+	// delayed holds the entities that left in debt and stay counted in V
+	// until they have paid it (leave), by vruntime; delayedWeight is
+	// their weight, part of weightSum.
+	delayed       entityHeap
+	delayedWeight int64
 }
 
 func newEEVDFQueue() eevdfQueue {
@@ -182,6 +219,82 @@ func (q *eevdfQueue) deactivate(e *entity) {
 	q.sub(e)
 }
 
+// competing returns the weight of the active entities that can run: not
+// delayed.
+func (q *eevdfQueue) competing() int64 {
+	return q.weightSum - q.delayedWeight
+}
+
+// leave is deactivate for an entity whose state is kept while it is away
+// (a tracked group): with debt (negative lag) while others compete, e
+// stays counted in V, delayed, with nothing to run, until V has caught up
+// with its vruntime (settle), as the kernel's delayed dequeue
+// (DELAY_DEQUEUE, Linux 6.12). e must not be in a heap.
+//
+// Why not keep the debt as lag and place e with it when it comes back:
+// lag is owed against the others' progress, and e's idle time is part of
+// how the others get ahead. Kept as lag, the debt would wait unpaid
+// through any pause and be charged again on return. Clamped as credit is
+// (lagClampSlices), it would be forgiven: a group whose tasks end in debt
+// and that pauses between them would leave its debt behind each time
+// (2-3x its share, pausing 0-200 ms between 40 ms tasks). Delayed, the
+// debt is paid by the others running while e is away, and a task that
+// arrives meanwhile finds its entity still in V, debt and all (undelay).
+func (q *eevdfQueue) leave(e *entity) {
+	if e.vruntime <= q.V() || q.competing() <= e.weight {
+		q.deactivate(e)
+		return
+	}
+	e.delayed = true
+	q.delayedWeight += e.weight
+	q.delayed.push(e)
+}
+
+// undelay makes delayed entity e active again, where it is: its debt is
+// still owed.
+func (q *eevdfQueue) undelay(e *entity) {
+	q.delayed.remove(e)
+	e.delayed = false
+	q.delayedWeight -= e.weight
+}
+
+// settle takes out of V the delayed entities whose vruntime V has reached
+// (their debt is paid: they leave with a lag >= 0); once no entity that
+// can run is left, all of them, level: there is nobody left to owe.
+func (q *eevdfQueue) settle() {
+	alone := q.competing() == 0
+	for len(q.delayed.items) > 0 && (alone || q.delayed.items[0].vruntime <= q.V()) {
+		e := q.delayed.items[0]
+		q.undelay(e)
+		q.deactivate(e)
+		if alone {
+			e.lag = 0
+		}
+	}
+}
+
+// boundDebt caps how far active entity e may run ahead of V: at most
+// limit (virtual), by forgiving the rest (maxGroupDebt says why).
+func (q *eevdfQueue) boundDebt(e *entity, limit int64) {
+	others := q.weightSum - e.weight
+	if others <= 0 {
+		return // alone: V is its vruntime
+	}
+	over := e.vruntime - q.V() - limit
+	if over <= 0 {
+		return
+	}
+	// Moving e back by x moves V back by x*w/W: x = over*W/others leaves
+	// e exactly limit ahead.
+	x := over * q.weightSum / others
+	e.vruntime -= x
+	e.deadline -= x
+	q.weightedSum -= e.weight * x
+	if e.heapIdx >= 0 {
+		q.fix(e)
+	}
+}
+
 // reweight changes active entity e's weight, keeping its lag and the
 // virtual time left to its deadline in wall-clock terms, as the kernel's
 // reweight_entity. e must not be in a heap.
@@ -190,11 +303,17 @@ func (q *eevdfQueue) reweight(e *entity, weight int64) {
 	lag := (v - e.vruntime) * e.weight / weight
 	left := (e.deadline - e.vruntime) * e.weight / weight
 	q.sub(e)
+	if e.delayed {
+		q.delayedWeight += weight - e.weight
+	}
 	e.vrequest = e.vrequest * e.weight / weight
 	e.weight = weight
 	e.vruntime = v - lag
 	e.deadline = e.vruntime + left
 	q.add(e)
+	if e.delayed {
+		q.delayed.fix(e)
+	}
 }
 
 // account charges delta nanoseconds of run time to active entity e. It
@@ -227,7 +346,9 @@ func (q *eevdfQueue) renew(e *entity, vrequest int64) {
 
 // fix restores the heap order after e's vruntime or deadline changed.
 func (q *eevdfQueue) fix(e *entity) {
-	if e.inReady {
+	if e.delayed {
+		q.delayed.fix(e)
+	} else if e.inReady {
 		q.ready.fix(e)
 	} else {
 		q.later.fix(e)
@@ -253,9 +374,6 @@ func (q *eevdfQueue) remove(e *entity) {
 		q.later.remove(e)
 	}
 }
-
-// hasWaiting reports whether any entity is in the heaps.
-func (q *eevdfQueue) hasWaiting() bool { return len(q.ready.items)+len(q.later.items) > 0 }
 
 // peek returns the entity EEVDF would run next, or nil: the eligible one with
 // the earliest deadline, or, if none is eligible, the one with the least

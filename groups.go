@@ -26,8 +26,11 @@ type groupCounters struct {
 //
 // It also makes the group tracked: its weight, its place in the run queue
 // (its lag) and its own entry in Stats.Groups are kept while it has no
-// task. A group that SetGroupWeight never named is freed when its last
-// task ends, and its tasks are counted with the other such groups in
+// task, and a debt (run time it got past its share, as when a task ran
+// long without a Checkpoint) is paid before it runs again, also if it had
+// no task meanwhile. A group that SetGroupWeight never named is freed,
+// with its lag and debt, when its last task ends, and its tasks are
+// counted with the other such groups in
 // Stats.OtherGroups, so a program may name a group per tenant or per user
 // without its memory or its metrics growing with the number of names. Name
 // the groups you want to see apart (bounded label values, as Prometheus'

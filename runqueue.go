@@ -28,13 +28,21 @@ package cpusched
 //     it goes first once.
 //  3. Inside a class, groups are EEVDF entities weighted by their group weight;
 //     inside the chosen group, tasks are EEVDF entities weighted by nice.
+//     What a group owes, it pays. A task's run time reaches the policy
+//     when the task comes to the scheduler (a Checkpoint, a Blocking call,
+//     its end), all at once for a task that ran 40 ms without one; a
+//     tracked group whose last task then leaves in debt stays counted in
+//     V until the others have run enough to repay it (eevdf.go: leave),
+//     so that its next task does not start level. The debt is bounded by
+//     maxGroupDebt; credit, as before, by the lag clamp: a group that was
+//     idle banks none.
 //  4. A task's request (slice) sets its deadline: new tasks start with no
 //     lag, as the kernel's, and ask for a quarter slice first; tasks whose
 //     bursts are short against their Blocking waits ask for
 //     proportionally shorter slices; Batch asks for four slices.
 //  5. Before EEVDF picks in the fair class, small tasks (Normal tasks that
-//     have used less than one slice, at most 1 ms) are served first come, first served
-//     from a lane, within a budget (lane.go).
+//     have used less than one slice, at most 1 ms) are served first come,
+//     first served from a lane, within a budget (lane.go).
 //
 // The policy is the runQueue type: a data structure with no goroutines,
 // channels or clock of its own (the mechanism passes the time in), no
@@ -88,7 +96,8 @@ type groupNode struct {
 	name    string
 	class   *classQueue
 	tasks   eevdfQueue
-	inHeaps int // its waiting tasks in tasks' heaps (the others wait in the lane)
+	waiting int // its waiting tasks: in tasks' heaps and in the lane
+	inHeaps int // of waiting, those in tasks' heaps (the others wait in the lane)
 	active  int // tasks active (waiting or holding a slot)
 	// lane is the group's small-task lane, two FIFOs through
 	// Task.laneLink: laneRan for the tasks that have had a slot (back from
@@ -148,8 +157,8 @@ func (q *runQueue) setGroupWeight(name string, weight int) {
 		g := cq.byName[name]
 		switch {
 		case g == nil || g.weight == w:
-		case g.active > 0:
-			inHeap := g.heapIdx >= 0
+		case g.active > 0 || g.delayed:
+			inHeap := g.heapIdx >= 0 && !g.delayed
 			if inHeap {
 				cq.groups.remove(&g.entity)
 			}
@@ -218,7 +227,10 @@ func (q *runQueue) activate(t *Task, first bool) {
 		g.entity = entity{weight: groupWeight(q.groupWeight(t.groupName)), heapIdx: -1, group: g}
 		cq.byName[t.groupName] = g
 	}
-	if g.active == 0 {
+	switch {
+	case g.delayed:
+		cq.groups.undelay(&g.entity) // back before its debt was paid: it still owes it
+	case g.active == 0:
 		cq.groups.activate(&g.entity, q.slice, scaleVirtual(q.slice, g.weight))
 	}
 	g.active++
@@ -243,15 +255,20 @@ func (q *runQueue) deactivate(t *Task) {
 	g.tasks.deactivate(&t.ent)
 	g.active--
 	if g.active == 0 {
-		g.class.groups.deactivate(&g.entity)
+		cq := g.class
 		if _, tracked := q.tracked[g.name]; !tracked {
 			// Not tracked (see SetGroupWeight): free the node, and with it
-			// the group's lag, so that memory does not grow with the
-			// number of group names. A tracked group's node stays, so a
+			// the group's lag and debt, so that memory does not grow with
+			// the number of group names. A tracked group's node stays, so a
 			// group that comes and goes with each task costs no
-			// allocation and keeps its lag.
-			delete(g.class.byName, g.name)
+			// allocation, keeps its lag, and stays in V while it owes
+			// (leave).
+			cq.groups.deactivate(&g.entity)
+			delete(cq.byName, g.name)
+		} else {
+			cq.groups.leave(&g.entity)
 		}
+		cq.groups.settle()
 	}
 	t.group = nil
 }
@@ -265,9 +282,9 @@ func (q *runQueue) add(t *Task) {
 	} else {
 		g.tasks.push(&t.ent)
 		g.inHeaps++
-		if g.heapIdx < 0 {
-			g.class.groups.push(&g.entity)
-		}
+	}
+	if g.waiting++; g.waiting == 1 {
+		g.class.groups.push(&g.entity)
 	}
 	g.class.nwaiting++
 	q.nwaiting++
@@ -282,9 +299,9 @@ func (q *runQueue) remove(t *Task) {
 	} else {
 		g.tasks.remove(&t.ent)
 		g.inHeaps--
-		if g.inHeaps == 0 {
-			g.class.groups.remove(&g.entity)
-		}
+	}
+	if g.waiting--; g.waiting == 0 {
+		g.class.groups.remove(&g.entity)
 	}
 	g.class.nwaiting--
 	q.nwaiting--
@@ -300,9 +317,12 @@ func (q *runQueue) charge(t *Task, delta, now int64) (lane bool) {
 		// preemptions: ask for a new one (a new deadline).
 		g.tasks.renew(&t.ent, scaleVirtual(requestSlice(t, false), t.ent.weight))
 	}
-	if g.class.groups.account(&g.entity, delta) {
-		g.class.groups.renew(&g.entity, scaleVirtual(q.slice, g.weight))
+	cq := g.class
+	if cq.groups.account(&g.entity, delta) {
+		cq.groups.renew(&g.entity, scaleVirtual(q.slice, g.weight))
 	}
+	cq.groups.boundDebt(&g.entity, scaleVirtual(maxGroupDebt, g.weight))
+	cq.groups.settle()
 	lane = t.laneRun
 	if lane {
 		q.rollLane(now)
@@ -365,19 +385,19 @@ func (q *runQueue) pick(now int64) *Task {
 	}
 	cq := &q.queues[qi]
 	if qi == qFair {
-		t := q.lanePeek(now)
-		if t == nil && !cq.groups.hasWaiting() {
-			t = cq.laneOldest(false) // only lane tasks wait
-		}
-		if t != nil {
+		if t := q.lanePeek(now); t != nil {
 			q.remove(t)
 			t.laneRun = true
 			return t
 		}
 	}
-	ge := cq.groups.peek()
-	g := ge.group
-	t := g.tasks.peek().task
+	g := cq.groups.peek().group
+	var t *Task
+	if g.inHeaps > 0 {
+		t = g.tasks.peek().task
+	} else {
+		t = g.laneHead() // only lane tasks wait in g
+	}
 	q.remove(t)
 	t.laneRun = false
 	return t
