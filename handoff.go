@@ -204,9 +204,6 @@ func (s *Scheduler) handoffBegin(t *Task) (start time.Time) {
 		s.mu.Lock()
 		t.thread.raised = true
 		s.mu.Unlock()
-	} else if !s.os.raisable {
-		t.thread.cpuStart = osprio.ThreadCPU()
-		t.thread.lowerCheck = lowerCheckMark // lowerSelf: idleSelf (retire.go)
 	}
 	t.thread.tid.Store(int32(osprio.ThreadID()))
 	if s.os.pins != nil {
@@ -239,10 +236,8 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 	}
 	for t != stopThread {
 		start := time.Now()
-		if s.runGo(t) || s.idleSpent() {
-			// The goroutine left its lowered thread, which ended, or the
-			// thread is at SCHED_IDLE for good and ends now (retire.go).
-			return
+		if s.runGo(t) {
+			return // the goroutine left its lowered thread, which ended (retire.go)
 		}
 		// Spin only after tasks that ended within callerSpin (handoffThread).
 		spin := time.Since(start) < callerSpin

@@ -234,10 +234,6 @@ const lowerCheckMark = -1
 // task with very frequent Checkpoints measurably slower, more so in
 // parallel (docs/measurements/ospriority-settings.md#the-ab-checks-max).
 func (s *Scheduler) lowerSelf(t *Task, mark bool) {
-	if t.handoff {
-		s.idleSelf(t, mark) // a hand-off thread that cannot be raised (retire.go)
-		return
-	}
 	now := s.clock.Now()
 	if mark {
 		t.thread.lowerSeen++

@@ -31,9 +31,8 @@ package cpusched
 //	raise.go       its orders carried out: contended, no task thread is
 //	               lowered, and lowered ones are raised back
 //	retire.go      where a lowered thread cannot be raised back: hand-off
-//	               threads at nice 10, then SCHED_IDLE for tasks that
-//	               yield, and contended, tasks leave their lowered threads,
-//	               which end
+//	               threads at nice 10, not SCHED_IDLE, and contended, tasks
+//	               leave their lowered threads, which end
 //	pin.go         a Checkpoint's hand-off wakes the next task's thread on
 //	               the CPU the yielding thread leaves, and slice pins
 //

@@ -1,24 +1,32 @@
 package cpusched
 
-// Retiring lowered threads: where a lowered thread cannot be raised back
-// (no CAP_SYS_NICE and RLIMIT_NICE 0, as in Docker's and Kubernetes'
-// containers), a task on one leaves it once the scheduler is contended,
-// and the thread is ended.
+// Where a lowered thread cannot be raised back (no CAP_SYS_NICE and
+// RLIMIT_NICE 0, as in Docker's and Kubernetes' containers): hand-off
+// threads are lowered to a nice value, never to SCHED_IDLE, and once the
+// scheduler is contended a task on one leaves it and the thread is ended.
 //
 // Why. Contended (contention.go), the scheduler raises every lowered task
 // thread back to normal priority, because a SCHED_IDLE thread beside
 // another busy process gets a few milliseconds a second and holds its P
 // meanwhile: every stop-the-world waits for it. Without the privilege to
-// raise, a task handed off to a lowered thread kept it until it ended, so
-// a long task begun before the other process came stalled the program for
-// as long as the kernel took to give it the CPU it needed, at 0.3% of a
-// CPU: measured beside a busy process, the probe's p99 41-63x the floor,
-// collections stopping the world for 336-537 ms
-// (docs/design.md#without-the-privilege-to-raise).
+// raise, a task on a SCHED_IDLE thread kept it until it ended: the
+// bench's neighbor step read 41x the floor, collections stopping the world
+// for 336 ms. Leaving the thread (below) does not save a SCHED_IDLE one:
+// to reach its next Checkpoint, and then to end, the starved thread needs
+// the CPU it does not get, with its P held all the while. Measured, the
+// neighbor step with the leave but SCHED_IDLE threads: 237-311x the
+// floor, stop-the-world pauses of 0.4-1.3 s; with nice 10 threads and the
+// leave, 1.8-2.9x, pauses of 10-29 ms, on a machine busy with other work
+// (docs/design.md#without-the-privilege-to-raise). A thread at nice 10
+// (weight 110 against 1024) gets about a tenth of a CPU beside a busy
+// process, so it reaches its Checkpoint, leaves, or, never yielding,
+// finishes its task within a few of its kernel slices. The price is the
+// isolation on a quiet machine: the kernel does not preempt a nice-10
+// thread the instant a server thread wakes, as it does a SCHED_IDLE one.
 //
 // How. A goroutine cannot be moved off the thread it is locked to without
 // unlocking it, and an unlocked lowered thread would go back to the
-// runtime's pool and run any goroutine at SCHED_IDLE. So the task's
+// runtime's pool and run any goroutine at its low priority. So the task's
 // goroutine starts a few goroutines (the runtime queues them on its own
 // P, which the thread runs next), unlocks, and waits: the first of them
 // that the lowered thread runs locks it, sees by its id that it is the
@@ -38,12 +46,10 @@ package cpusched
 //
 // When. A task leaves at its next Checkpoint once the guard turned
 // contended (preemptLeave, set by the guard), before it parks for its
-// slot, when it is given its slot back, and before a Blocking call waits.
+// slot, when it is given its slot back, before a Blocking call waits, and
+// before fn begins if it was handed off just before the guard turned.
 // Work that makes no Checkpoint and no Blocking call cannot leave: a task
-// that never yields keeps its thread until it returns. So a hand-off
-// thread goes first to unraisableNice, and only a task that has yielded
-// takes it on to SCHED_IDLE (idleSelf); a thread at SCHED_IDLE then ends
-// with its task (idleSpent).
+// that never yields keeps its nice-10 thread until it returns.
 
 import (
 	"runtime"
@@ -159,15 +165,11 @@ func (s *Scheduler) leaveLocked(t *Task) {
 	}
 }
 
-// unraisableNice is where a hand-off thread that cannot be raised back
-// goes first: a nice value, not SCHED_IDLE. A task that never yields
-// (a bcrypt or gzip call) cannot leave its thread when another process
-// takes the CPUs, and at SCHED_IDLE it would get 0.3% of a CPU beside it,
-// with its P held and every collection waiting for it; at nice 10
-// (weight 110 against 1024) it gets about a tenth of a CPU, and the
-// kernel runs it within a few of its slices. A task that does yield goes
-// on to SCHED_IDLE once it has computed for osLowerAfter (idleSelf): it
-// can leave. Raising a nice value needs no privilege; lowering it does.
+// unraisableNice is the setting of a hand-off thread that cannot be raised
+// back (see the file comment): a nice value, not SCHED_IDLE. Raising a
+// nice value needs no privilege; lowering it back does. 10 against 5 was
+// within the noise of the one busy machine it was measured on; 10 keeps
+// more of the quiet machine's isolation.
 const unraisableNice = 10
 
 // fitUnraisable is fitHandoffThread where a lowered thread cannot be
@@ -190,47 +192,4 @@ func (s *Scheduler) fitUnraisable(cur osprio.Attr) (raised bool) {
 		return true
 	}
 	return false
-}
-
-// idleSelf is lowerSelf for a task handed off to a thread at
-// unraisableNice (handoffBegin sets its Checkpoint countdown), and
-// Blocking's check for it: once it has computed for osLowerAfter by its
-// thread's CPU clock, and while the machine is quiet, it lowers its thread
-// to SCHED_IDLE, the isolation the mode is for: having made a Checkpoint
-// or a Blocking call, it can leave the thread should another process take
-// the CPUs. The checks are paced by its Checkpoints so far, as
-// lowerSelf's. The thread ends with the task (idleSpent).
-func (s *Scheduler) idleSelf(t *Task, mark bool) {
-	if mark {
-		t.thread.lowerSeen++
-	}
-	if s.os.keepNormal.Load() || t.left() {
-		t.countDown(4 * lowerCheckEvery) // contended: it stays, and leaves if asked
-		return
-	}
-	used := osprio.ThreadCPU() - t.thread.cpuStart
-	if used < int64(osLowerAfter) {
-		n := int64(lowerCheckEvery)
-		if used > 0 && t.thread.lowerSeen > 0 {
-			n = (int64(osLowerAfter) - used) * int64(t.thread.lowerSeen) / used
-		}
-		t.countDown(n)
-		return
-	}
-	t.thread.lowerCheck = 0
-	if err := osprio.Lower(); err != nil {
-		s.log.Warn("cpusched: lowering a hand-off thread to SCHED_IDLE failed; it stays at its nice value", "err", err)
-	}
-}
-
-// idleSpent reports, on a hand-off thread whose task has ended, whether
-// the thread is at SCHED_IDLE where it cannot be raised back: it then ends
-// (its goroutine exits locked) rather than run a next task that may
-// never yield.
-func (s *Scheduler) idleSpent() bool {
-	if s.os.raisable {
-		return false
-	}
-	cur, err := osprio.Current()
-	return err == nil && cur.Idle()
 }

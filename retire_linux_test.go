@@ -99,8 +99,8 @@ func TestUnraisableThreadIsLeftWhenContended(t *testing.T) {
 			m := newFakeMachine(false)
 			s := unraisableScheduler(t, m, WithWorkers(1))
 			w := startWatched(t, s, tc.blocking)
-			if !within(5*time.Second, func() bool { return w.policy.Load() == unix.SCHED_IDLE }) {
-				t.Fatalf("the task's thread never ran lowered (policy %d)", w.policy.Load())
+			if !within(5*time.Second, func() bool { return w.nice.Load() == unraisableNice }) {
+				t.Fatalf("the task's thread never ran lowered (policy %d nice %d)", w.policy.Load(), w.nice.Load())
 			}
 			lowered := int(w.tid.Load())
 			m.busy.Store(true)
@@ -108,9 +108,9 @@ func TestUnraisableThreadIsLeftWhenContended(t *testing.T) {
 				t.Fatal("the guard never turned contended")
 			}
 			if !within(5*time.Second, func() bool {
-				return int(w.tid.Load()) != lowered && w.policy.Load() == unix.SCHED_NORMAL
+				return int(w.tid.Load()) != lowered && w.policy.Load() == unix.SCHED_NORMAL && w.nice.Load() == 0
 			}) {
-				t.Fatalf("the task stayed on thread %d (now %d, policy %d)", lowered, w.tid.Load(), w.policy.Load())
+				t.Fatalf("the task stayed on thread %d (now %d, policy %d nice %d)", lowered, w.tid.Load(), w.policy.Load(), w.nice.Load())
 			}
 			if !within(5*time.Second, func() bool { return !threadAlive(lowered) }) {
 				t.Errorf("the lowered thread %d still exists", lowered)
@@ -140,8 +140,8 @@ func TestUnraisableParkedTasksLeaveOnWake(t *testing.T) {
 		t.Fatal("the guard never turned contended")
 	}
 	for _, w := range []*watchedTask{a, b} {
-		if !within(5*time.Second, func() bool { return w.policy.Load() == unix.SCHED_NORMAL }) {
-			t.Errorf("a task stayed lowered (thread %d)", w.tid.Load())
+		if !within(5*time.Second, func() bool { return w.policy.Load() == unix.SCHED_NORMAL && w.nice.Load() == 0 }) {
+			t.Errorf("a task stayed lowered (thread %d, nice %d)", w.tid.Load(), w.nice.Load())
 		}
 	}
 	for _, w := range []*watchedTask{a, b} {
@@ -185,12 +185,11 @@ func TestRetireThread(t *testing.T) {
 	}
 }
 
-// TestUnraisableThreadsStepDown: where a lowered thread cannot be raised,
-// a hand-off thread goes to unraisableNice before its task; a task that
-// computes without a Checkpoint or a Blocking call stays there, and its
-// thread goes back to the pool; one that yields goes on to SCHED_IDLE
-// once it has computed for osLowerAfter, and its thread ends with it.
-func TestUnraisableThreadsStepDown(t *testing.T) {
+// TestUnraisableThreadsAtNice: where a lowered thread cannot be raised, a
+// hand-off thread goes to unraisableNice before its task, never to
+// SCHED_IDLE, whether its task yields or not, and goes back to the pool
+// after it.
+func TestUnraisableThreadsAtNice(t *testing.T) {
 	m := newFakeMachine(false)
 	s := unraisableScheduler(t, m, WithWorkers(1), withoutSlicePins())
 	var tid int
@@ -210,23 +209,15 @@ func TestUnraisableThreadsStepDown(t *testing.T) {
 			return err
 		}
 	}
-	ctx := context.Background()
-	if err := s.Run(ctx, compute(false)); err != nil {
-		t.Fatal(err)
-	}
-	if attr.Policy != unix.SCHED_NORMAL || attr.Nice != unraisableNice {
-		t.Errorf("a task that never yields ran at policy %d nice %d, want %d nice %d", attr.Policy, attr.Nice, unix.SCHED_NORMAL, unraisableNice)
-	}
-	if !within(time.Second, func() bool { return threadAlive(tid) }) {
-		t.Errorf("its thread %d ended; want it back in the pool", tid)
-	}
-	if err := s.Run(ctx, compute(true)); err != nil {
-		t.Fatal(err)
-	}
-	if attr.Policy != unix.SCHED_IDLE {
-		t.Errorf("a task that yields ran at policy %d nice %d, want SCHED_IDLE (%d)", attr.Policy, attr.Nice, unix.SCHED_IDLE)
-	}
-	if !within(5*time.Second, func() bool { return !threadAlive(tid) }) {
-		t.Errorf("its thread %d still exists; want it ended with the task", tid)
+	for _, yield := range []bool{false, true} {
+		if err := s.Run(context.Background(), compute(yield)); err != nil {
+			t.Fatal(err)
+		}
+		if attr.Policy != unix.SCHED_NORMAL || attr.Nice != unraisableNice {
+			t.Errorf("yield %v: the task ran at policy %d nice %d, want %d nice %d", yield, attr.Policy, attr.Nice, unix.SCHED_NORMAL, unraisableNice)
+		}
+		if !threadAlive(tid) {
+			t.Errorf("yield %v: its thread %d ended; want it back in the pool", yield, tid)
+		}
 	}
 }

@@ -268,8 +268,6 @@ func (t *Task) Blocking(fn func()) {
 	// leaves it first while contended (retire.go).
 	if t.s.mustLeave(t) {
 		t.s.leaveThread(t)
-	} else if t.handoff && t.thread.lowerCheck != 0 {
-		t.s.idleSelf(t, false) // it can leave at a Blocking call too
 	}
 	unlocked := t.s.unlockThreadToWait(t)
 	t.traceRegion(traceBlocking)
