@@ -36,7 +36,12 @@ package cpusched
 //     the EEVDF heaps. It stays active, so its vruntime counts in V as any
 //     other's. The fair class keeps the groups with a non-empty lane in a
 //     list. The lane is two FIFOs: tasks that have had a slot (back from
-//     Blocking or a Checkpoint), then new ones.
+//     Blocking or a Checkpoint), then new ones. Not the tasks of a group
+//     whose tasks run past their slices (overruns, the group's estimate
+//     in runqueue.go): a task that does not come to a Checkpoint holds
+//     the slot the lane gave it for all its length, not the first slice
+//     the lane serves, and spends the lane's budget, so those wait in
+//     the heaps from the start, as the long tasks they likely are.
 //  2. When a fair task is to be picked and the lane is open, the lane task
 //     that has waited longest, among the heads of the lanes of the groups
 //     eligible at group level (vruntime <= the class's V), runs: the
@@ -64,7 +69,7 @@ package cpusched
 //     (charge), so nice and group shares hold: a lane task takes its
 //     slot time early, from its own credit, not on top of its share; one
 //     that goes on past its slice has negative lag, which EEVDF makes it
-//     repay, or its group if it ends first (eevdf.go: leave).
+//     repay, or its group if it ends first (eevdf.go: depart, leave).
 //  4. A task the lane picked runs to the end of its first slice of run
 //     time (sliceLeft), unless it ends or blocks first; later lane tasks
 //     do not preempt it (first come, first served). Past it, it is an
@@ -104,10 +109,11 @@ func taskLaneLink(t *Task) *link[Task]            { return &t.laneLink }
 func groupLaneLink(g *groupNode) *link[groupNode] { return &g.laneLink }
 
 // small reports whether t may use the lane: a Normal task in the fair
-// queue that has used less than its lane slice. Batch is left out: it is
-// throughput work that nobody waits on.
+// queue that has used less than its lane slice, of a group whose tasks
+// come to the scheduler near their slices' ends (not overruns). Batch is
+// left out: it is throughput work that nobody waits on.
 func (q *runQueue) small(t *Task) bool {
-	return t.qidx == qFair && t.class() == ClassNormal && q.used(t) < q.laneSlice(t)
+	return t.qidx == qFair && t.class() == ClassNormal && q.used(t) < q.laneSlice(t) && !q.overruns(t)
 }
 
 // used is how much of its first slice t has used, as the lane counts:

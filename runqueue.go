@@ -33,13 +33,18 @@ package cpusched
 //     its end), all at once for a task that ran 40 ms without one; a
 //     tracked group whose last task then leaves in debt stays counted in
 //     V until the others have run enough to repay it (eevdf.go: leave),
-//     so that its next task does not start level. The debt is bounded by
-//     maxGroupDebt; credit, as before, by the lag clamp: a group that was
-//     idle banks none.
+//     and a task that ends in debt leaves it in its group's V (depart),
+//     so that neither its group's next task nor its client's starts level.
+//     The debt is bounded by maxGroupDebt; credit, as before, by the lag
+//     clamp: a group that was idle banks none.
 //  4. A task's request (slice) sets its deadline: new tasks start with no
 //     lag, as the kernel's, and ask for a quarter slice first; tasks whose
 //     bursts are short against their Blocking waits ask for
-//     proportionally shorter slices; Batch asks for four slices.
+//     proportionally shorter slices; Batch asks for four slices. A new
+//     task of a group whose tasks run past their slices before they come
+//     to the scheduler (the group's overrun estimate, noteOverrun) asks
+//     for its slice plus that overrun, as long as it likely runs, and is
+//     not small.
 //  5. Before EEVDF picks in the fair class, small tasks (Normal tasks that
 //     have used less than one slice, at most 1 ms) are served first come,
 //     first served from a lane, within a budget (lane.go).
@@ -49,6 +54,8 @@ package cpusched
 // lock of its own (every method is called with Scheduler.mu held) and no
 // statistics (the mechanism counts). Nothing here runs on Checkpoint's
 // fast path.
+
+import "time"
 
 const (
 	qExit = iota
@@ -106,6 +113,10 @@ type groupNode struct {
 	// (classQueue.laneGroups).
 	lane, laneRan list[Task]
 	laneLink      link[groupNode]
+	// overrun is the policy's estimate of how far past the end of its
+	// slice a task of the group runs before it comes to the scheduler
+	// (noteOverrun).
+	overrun int64
 }
 
 // classQueue holds the groups with active tasks of one class.
@@ -129,6 +140,7 @@ type runQueue struct {
 	periodStart, laneStart int64
 	periodUsed             [numQueues]int64
 	laneUsed               int64 // slot time the lane's tasks used in the lane's period
+	waitingSince           int64 // when nwaiting last became non-zero
 	// tracked has the weights SetGroupWeight set (and the default group's).
 	// A tracked group's nodes stay while it is idle, keeping its lag;
 	// other groups weigh DefaultGroupWeight and their nodes are freed when
@@ -245,6 +257,11 @@ func (q *runQueue) activate(t *Task, first bool) {
 	// for seconds, until the stream stopped
 	// (docs/measurements/small-task-lane.md#starvation-under-a-stream-of-new-tasks).
 	req := requestSlice(t, first)
+	if first && q.overruns(t) {
+		// Its group's tasks run past their slices: ask for as long as
+		// they do, so that the deadline says what the task likely is.
+		req = int64(t.slice) + g.overrun
+	}
 	g.tasks.activate(&t.ent, int64(t.slice), scaleVirtual(req, t.ent.weight))
 }
 
@@ -252,7 +269,8 @@ func (q *runQueue) activate(t *Task, first bool) {
 // when its last active task does. t must not be waiting.
 func (q *runQueue) deactivate(t *Task) {
 	g := t.group
-	g.tasks.deactivate(&t.ent)
+	g.tasks.depart(&t.ent)
+	g.tasks.settle()
 	g.active--
 	if g.active == 0 {
 		cq := g.class
@@ -287,6 +305,9 @@ func (q *runQueue) add(t *Task) {
 		g.class.groups.push(&g.entity)
 	}
 	g.class.nwaiting++
+	if q.nwaiting == 0 {
+		q.waitingSince = t.since // when t began to wait
+	}
 	q.nwaiting++
 }
 
@@ -312,11 +333,15 @@ func (q *runQueue) remove(t *Task) {
 // it did.
 func (q *runQueue) charge(t *Task, delta, now int64) (lane bool) {
 	g := t.group
+	if q.nwaiting > 0 {
+		q.noteOverrun(t, delta, now)
+	}
 	if g.tasks.account(&t.ent, delta) {
 		// The request is used up, in one stretch or in pieces between
 		// preemptions: ask for a new one (a new deadline).
 		g.tasks.renew(&t.ent, scaleVirtual(requestSlice(t, false), t.ent.weight))
 	}
+	g.tasks.settle()
 	cq := g.class
 	if cq.groups.account(&g.entity, delta) {
 		cq.groups.renew(&g.entity, scaleVirtual(q.slice, g.weight))
@@ -412,8 +437,57 @@ func (q *runQueue) sliceLeft(t *Task) int64 {
 	if left <= 0 {
 		left = requestSlice(t, false)
 	}
+	left = min(left, int64(t.slice)) // a long first request (overruns) is no longer a slice
 	if t.laneRun {
 		left = q.laneSlice(t) - q.used(t) // the lane serves the first slice
 	}
 	return max(left, int64(minSlice))
+}
+
+// overrunWindow is the run time a group's overrun estimate averages
+// over: long enough that one task of a few ms does not swing it, short
+// enough that a group whose tasks change (a new handler, a fixed loop)
+// is seen as it is within a few of its long tasks.
+const overrunWindow = int64(100 * time.Millisecond)
+
+// noteOverrun folds into t's group's overrun estimate how far past its
+// slice t ran before it came to the scheduler now, having run delta
+// since it last did: at a Checkpoint, a Blocking call or its end. Only
+// the part of the stretch while others waited counts: a task that nobody
+// waits for is not asked to stop at its slice's end, so running on tells
+// nothing. A task was asked at its slice's end, or when others began to
+// wait if later; the estimate is a moving average weighted by that
+// contended run time, so that a 40 ms task that never yields weighs as
+// much as the forty 1 ms slices of the tasks that do.
+func (q *runQueue) noteOverrun(t *Task, delta, now int64) {
+	from := max(now-delta, q.waitingSince)
+	if from >= now {
+		return
+	}
+	over := min(max(now-max(t.sliceEnd, q.waitingSince), 0), maxGroupDebt)
+	g := t.group
+	g.overrun += (over - g.overrun) * min(now-from, overrunWindow) / overrunWindow
+}
+
+// overruns reports whether t's group's tasks run past their slices by
+// more than the lane serves (laneSlice): t is then placed as what it
+// likely is, a long task, not a small one (small, activate).
+func (q *runQueue) overruns(t *Task) bool {
+	return t.group != nil && t.group.overrun >= q.laneSlice(t)
+}
+
+// groupOverrun returns the overrun estimate of the named group: how far
+// past the end of its slice a task of the group ran before it came to
+// the scheduler (at a Checkpoint, a Blocking call or its end), averaged
+// over the group's last overrunWindow of run time while other tasks
+// waited; the largest of its classes'. It is 0 for a group with no run
+// queue node (an untracked group with no task).
+func (q *runQueue) groupOverrun(name string) time.Duration {
+	var over int64
+	for i := range q.queues {
+		if g := q.queues[i].byName[name]; g != nil {
+			over = max(over, g.overrun)
+		}
+	}
+	return time.Duration(over)
 }

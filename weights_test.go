@@ -1,6 +1,7 @@
 package cpusched
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -135,6 +136,90 @@ func TestBurstyGroupPaysItsDebt(t *testing.T) {
 	}
 }
 
+// TestGroupOverrunEstimate: the policy's estimate of how far past its
+// slice a group's task runs before it comes to the scheduler, read as
+// Stats will (groupOverrun). Tasks that never yield: about their length
+// less the slice; half of them: still past the lane's slice, so that
+// the group's tasks are placed as long ones; tasks that yield every
+// 250us: less than that; a task that nobody waited for: nothing, however
+// long it ran, since it was never asked to stop.
+func TestGroupOverrunEstimate(t *testing.T) {
+	overruns := func(clients []simClient, weights map[string]int) map[string]time.Duration {
+		out := map[string]time.Duration{}
+		simRun(t, simSpec{workers: 2, weights: weights, clients: clients, total: 2 * time.Second, seed: 1,
+			atEnd: func(s *Scheduler) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				for g := range weights {
+					out[g] = s.rq.groupOverrun(g)
+				}
+			}})
+		return out
+	}
+	long := overruns(closedLoad{longs: 2, long: 40 * time.Millisecond, dClients: 4}.clients(), fourGroups)
+	t.Logf("half 40 ms tasks: %v", long)
+	if d := long["d"]; d < 35*time.Millisecond || d > 40*time.Millisecond {
+		t.Errorf("group d (40 ms tasks, no Checkpoint): overrun %v, want 35-40 ms", d)
+	}
+	if a := long["a"]; a < DefaultSlice {
+		t.Errorf("group a (half its tasks 40 ms without a Checkpoint): overrun %v, want at least the lane's slice %v", a, DefaultSlice)
+	}
+	yield := overruns(closedLoad{dClients: 4}.clients(), fourGroups)
+	t.Logf("all yield: %v", yield)
+	for g, d := range yield {
+		if d > simStep {
+			t.Errorf("group %s (a Checkpoint every %v): overrun %v, want at most %v", g, simStep, d, simStep)
+		}
+	}
+	alone := overruns([]simClient{{group: "d", run: 40 * time.Millisecond}}, map[string]int{"d": 25})
+	if d := alone["d"]; d != 0 {
+		t.Errorf("a lone group's 40 ms tasks, nobody waiting: overrun %v, want 0", d)
+	}
+}
+
+// TestOverrunningGroupPlacedAsLong: a new task of a group whose tasks run
+// past their slices is not small (no head start in the lane) and asks for
+// its slice plus the group's overrun, so that its deadline is as far as
+// it is long; a new task of any other group is small and asks for a
+// quarter slice. Neither runs longer than its slice before it is asked
+// to yield.
+func TestOverrunningGroupPlacedAsLong(t *testing.T) {
+	s := newTestScheduler(t, WithWorkers(1), withClock(newFakeClock()), withoutMonitor())
+	for _, g := range []string{"long", "short"} {
+		if err := s.SetGroupWeight(g, DefaultGroupWeight); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		group     string
+		overrun   time.Duration
+		wantSmall bool
+		wantReq   time.Duration
+	}{
+		{"long", 39 * time.Millisecond, false, DefaultSlice + 39*time.Millisecond},
+		{"short", 3 * time.Microsecond, true, DefaultSlice / firstSliceDivisor},
+	} {
+		task, _, err := s.newTask(context.Background(), emptyTask, []TaskOption{WithGroup(tc.group)}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.mu.Lock()
+		s.rq.activate(task, true) // makes the group's node
+		s.rq.deactivate(task)
+		s.rq.queues[qFair].byName[tc.group].overrun = int64(tc.overrun)
+		s.rq.activate(task, true)
+		small := s.rq.small(task)
+		req := time.Duration((task.ent.deadline - task.ent.vruntime) * task.ent.weight / nice0Weight)
+		left := time.Duration(s.rq.sliceLeft(task))
+		s.rq.deactivate(task)
+		s.mu.Unlock()
+		if small != tc.wantSmall || req != tc.wantReq || left > DefaultSlice {
+			t.Errorf("group overrun %v: small %v, request %v, slice %v; want small %v, request %v, slice at most %v",
+				tc.overrun, small, req, left, tc.wantSmall, tc.wantReq, DefaultSlice)
+		}
+	}
+}
+
 // TestDelayedEntityKeepsItsDebt: an entity that leaves in debt stays in V
 // until the others have run enough to repay it; back before that, it
 // still owes the rest; and one that leaves with credit keeps no more
@@ -191,5 +276,32 @@ func TestGroupDebtBounded(t *testing.T) {
 	q.boundDebt(d, scaleVirtual(maxGroupDebt, d.weight))
 	if got, limit := d.vruntime-q.V(), scaleVirtual(maxGroupDebt, d.weight); got > limit || got < limit-2 {
 		t.Errorf("after 10 minutes at once: %d ahead of V, want the bound %d", got, limit)
+	}
+}
+
+// TestDepartedDebtStaysInV: a task that ends in debt leaves its weight
+// and vruntime in V until V reaches them, so the tasks that waited are
+// owed and a task placed at V after it starts behind them.
+func TestDepartedDebtStaysInV(t *testing.T) {
+	const slice = int64(time.Millisecond)
+	q := newEEVDFQueue()
+	long, waited := &entity{weight: nice0Weight, heapIdx: -1}, &entity{weight: nice0Weight, heapIdx: -1}
+	q.activate(long, slice, slice)
+	q.activate(waited, slice, slice)
+	q.account(long, 40*slice)
+	v := q.V()
+	q.depart(long)
+	q.settle()
+	next := &entity{weight: nice0Weight, heapIdx: -1}
+	q.activate(next, slice, slice)
+	if q.V() < v || waited.vruntime >= next.vruntime {
+		t.Errorf("after the long task ended: V %d (was %d), waiting task at %d, new one at %d; want V kept and the waiting task first", q.V(), v, waited.vruntime, next.vruntime)
+	}
+	for i := 0; q.departedWeight > 0 && i < 100; i++ {
+		q.account(waited, slice)
+		q.settle()
+	}
+	if q.departedWeight != 0 || q.weightSum != waited.weight+next.weight {
+		t.Errorf("after the waiting task ran 40 ms: departed weight %d, weight in V %d; want 0 and the two tasks'", q.departedWeight, q.weightSum)
 	}
 }
