@@ -248,7 +248,7 @@ func (q *eevdfQueue) competing() int64 {
 // debt is paid by the others running while e is away, and a task that
 // arrives meanwhile finds its entity still in V, debt and all (undelay).
 func (q *eevdfQueue) leave(e *entity) {
-	if e.vruntime <= q.V() || q.competing() <= e.weight {
+	if q.competing() <= e.weight || e.vruntime <= q.V() { // alone, or no debt
 		q.deactivate(e)
 		return
 	}
@@ -281,7 +281,7 @@ func (q *eevdfQueue) undelay(e *entity) {
 // Merged, the debt is no longer its entity's: that is why groups, whose
 // debt must stay theirs when they come back (leave), are delayed instead.
 func (q *eevdfQueue) depart(e *entity) {
-	if e.vruntime <= q.V() || q.competing() <= e.weight {
+	if q.competing() <= e.weight || e.vruntime <= q.V() { // alone, or no debt
 		q.deactivate(e)
 		return
 	}
