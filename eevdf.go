@@ -39,9 +39,9 @@ package cpusched
 // caught up with it: a tracked group, delayed (leave), as the kernel's
 // delayed dequeue; a task, merged into one departed entity (depart),
 // since its Task may be reused. Either way the debt is paid by the others
-// running, whether the entity is away or back, and never beyond
-// maxGroupDebt. Others do the same: the kernel's EEVDF found that
-// lag "should not be carried around indefinitely" nor "instantly
+// running, whether the entity is away or back; a group's, never beyond
+// maxGroupDebt. Others do the same: the kernel's EEVDF found that lag
+// "should not be carried around indefinitely" nor "instantly
 // discarded", which lets a task game the system by sleeping at the end of
 // its quantum, hence DELAY_DEQUEUE (Linux 6.12); CockroachDB's tenant
 // token buckets charge CPU after the fact, which "can put the bucket in
