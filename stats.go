@@ -96,6 +96,14 @@ type GroupStats struct {
 	RunTime    time.Duration // as Stats.RunTime, for the group's tasks
 	QueueWaits Histogram     // as ClassStats.QueueWaits, for the group's tasks
 	RunTimes   Histogram     // as ClassStats.RunTimes, for the group's tasks
+	// Overrun is the scheduler's running estimate of how far past the end
+	// of their slice the group's tasks run before they come to it (at a
+	// Checkpoint, a Blocking call or their end), over the group's last
+	// 100 ms of run time while other tasks waited: near 0 for work that
+	// yields, about a task's length for work that cannot (a bcrypt or
+	// gzip call). The policy places such a group's new tasks as long
+	// ones; 0 in Stats.OtherGroups.
+	Overrun time.Duration
 }
 
 // HistogramBuckets is the number of buckets of a Histogram.
@@ -192,7 +200,9 @@ func (s *Scheduler) Stats() Stats {
 			QueueTime: time.Duration(c.classQueueDone[i] + c.classQueued[i]*now - c.classQueuedSince[i])}
 	}
 	for name, g := range s.groups {
-		st.Groups[name] = addRun(g.snapshot(), groupRun[g])
+		gs := addRun(g.snapshot(), groupRun[g])
+		gs.Overrun = s.rq.groupOverrun(name)
+		st.Groups[name] = gs
 	}
 	st.OtherGroups = addRun(s.otherGroups.snapshot(), groupRun[&s.otherGroups])
 	st.OtherGroups.Weight = DefaultGroupWeight
