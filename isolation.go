@@ -54,9 +54,15 @@ const (
 	// goroutines locked to lowered threads for good, which protect the rest
 	// of the program better under long tasks; once that function's tasks are
 	// short again they run on their own goroutines again. Where a thread
-	// cannot be raised back, every task is handed off, which costs a thread
+	// cannot be raised back (a container's default: no CAP_SYS_NICE,
+	// RLIMIT_NICE 0), every task is handed off, which costs a thread
 	// wake-up each way unless the hand-off thread is still spinning after a
-	// short task (docs/measurements/ospriority-settings.md#hand-off).
+	// short task (docs/measurements/ospriority-settings.md#hand-off); the
+	// hand-off threads are then lowered to nice 10, not SCHED_IDLE, and
+	// while other processes keep the CPUs busy a task leaves its thread at
+	// its next Checkpoint and the thread is ended
+	// (docs/design.md#without-the-privilege-to-raise). Stats says which
+	// path is in effect (ThreadsRaisable).
 	//
 	// With every slot taken the rest of the program has one P. While it
 	// keeps that P busy with goroutines waiting for more, the scheduler
