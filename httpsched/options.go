@@ -115,6 +115,15 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // 1.5 s against 87 and 89 without the option). A d of a few r lets
 // requests queue behind each other instead; a d below r means "shed what
 // the workers cannot start at once".
+//
+// Where the route shares the Scheduler with work that cannot yield (a
+// bcrypt or gzip call on another route, which keeps its slot until it
+// returns), a request's wait includes the rest of such a call when every
+// slot holds one, and the limit learns that wait as the route's own: d
+// must then cover the longest such call as well as a few r, or the route
+// sheds for waits it cannot shorten. GroupStats.Overrun estimates how far
+// past its slice a group's work runs; putting such work in a group of its
+// own shows it.
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
