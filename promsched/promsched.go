@@ -45,6 +45,7 @@
 //	cpusched_group_run_seconds_total       counter    group    slot time used (Groups[g].RunTime)
 //	cpusched_group_queue_wait_seconds      histogram  group    as the class histogram, for the group's tasks (Groups[g].QueueWaits)
 //	cpusched_group_task_run_seconds        histogram  group    as the class histogram, for the group's tasks (Groups[g].RunTimes)
+//	cpusched_group_overrun_seconds         gauge      group    how far past their slice the group's tasks run before they yield (Groups[g].Overrun)
 //	cpusched_application_utilization       gauge               the load grpcsched reports as ORCA's application_utilization
 //	cpusched_cpu_utilization               gauge               the process's CPU over its CPU budget (ORCA's cpu_utilization)
 //	cpusched_http_shed_total               counter    reason   requests httpsched answered without running their handler
@@ -137,6 +138,7 @@ type collector struct {
 	classSubmitted, classRunTime, classQueueWaits, classRunTimes *prometheus.Desc
 
 	groupWeight, groupSubmitted, groupEnded, groupRunTime, groupQueueWaits, groupRunTimes *prometheus.Desc
+	groupOverrun                                                                          *prometheus.Desc
 
 	appUtilization, cpuUtilization *prometheus.Desc
 
@@ -190,6 +192,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		groupRunTime:    desc("group_run_seconds_total", "Slot time used by tasks, by group.", "group"),
 		groupQueueWaits: desc("group_queue_wait_seconds", "Each started task's wait for its first slot, by group.", "group"),
 		groupRunTimes:   desc("group_task_run_seconds", "Each ended task's total slot time, by group.", "group"),
+		groupOverrun:    desc("group_overrun_seconds", "The scheduler's estimate of how far past the end of their slice the group's tasks run before they come to it (near 0 for work that yields at Checkpoint, about a task's length for work that cannot).", "group"),
 
 		appUtilization: desc("application_utilization", "The replica's load as grpcsched reports it (ORCA application_utilization): Realtime and Normal slot time and waits over the slot capacity, or the CPU's saturation net of Batch and Idle, the larger, over the last second; in an overload, at least the Realtime and Normal tasks in per slot, up to 10."),
 		cpuUtilization: desc("cpu_utilization", "The process's CPU time over its CPU budget (GOMAXPROCS, the cgroup limit), over the last second (ORCA cpu_utilization)."),
@@ -209,7 +212,7 @@ func (c *collector) descs() []*prometheus.Desc {
 		c.queued, c.started, c.running, c.blocked, c.workers, c.lent, c.lends, c.lentTime,
 		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime,
 		c.classSubmitted, c.classRunTime, c.classQueueWaits, c.classRunTimes,
-		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes,
+		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes, c.groupOverrun,
 		c.appUtilization, c.cpuUtilization, c.httpShed,
 	}
 }
@@ -271,6 +274,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.groupRunTime, gs.RunTime.Seconds(), group)
 		ch <- c.histogram(c.groupQueueWaits, &gs.QueueWaits, group)
 		ch <- c.histogram(c.groupRunTimes, &gs.RunTimes, group)
+		gauge(c.groupOverrun, gs.Overrun.Seconds(), group)
 	}
 
 	r := c.meter.Report()
@@ -296,6 +300,7 @@ func mergeGroups(a, b cpusched.GroupStats) cpusched.GroupStats {
 	a.Submitted += b.Submitted
 	a.Ended += b.Ended
 	a.RunTime += b.RunTime
+	a.Overrun = max(a.Overrun, b.Overrun)
 	for _, h := range []struct{ dst, src *cpusched.Histogram }{{&a.QueueWaits, &b.QueueWaits}, {&a.RunTimes, &b.RunTimes}} {
 		for i := range h.dst.Counts {
 			h.dst.Counts[i] += h.src.Counts[i]

@@ -375,13 +375,14 @@ func TestCollectAndCount(t *testing.T) {
 		names []string
 		want  int
 	}{
-		{nil, 26 + 4*4 + 3*6}, // scheduler-wide (4 of them http_shed_total's), 4 per class, 6 per group ("", a, (other))
+		{nil, 26 + 4*4 + 3*7}, // scheduler-wide (4 of them http_shed_total's), 4 per class, 7 per group ("", a, (other))
 		{[]string{"cpusched_tasks_ended_total"}, 4},
 		{[]string{"cpusched_isolation_info"}, 1},
 		{[]string{"cpusched_http_shed_total"}, 4},
 		{[]string{"cpusched_class_queue_wait_seconds", "cpusched_class_task_run_seconds"}, 8},
 		{[]string{"cpusched_group_weight"}, 3},
 		{[]string{"cpusched_group_task_run_seconds"}, 3},
+		{[]string{"cpusched_group_overrun_seconds"}, 3},
 	}
 	for _, tc := range tests {
 		if got := testutil.CollectAndCount(c, tc.names...); got != tc.want {
