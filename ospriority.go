@@ -101,13 +101,16 @@ package cpusched
 // again, back to their own goroutines. Where a thread cannot be raised
 // back, every task is handed off.
 //
-// The setting. A lowered thread is SCHED_IDLE (osprio.Lower), the one
-// setting the mode has: it gave the lowest tail under a CPU hog in the
-// prototype measured before this project started and in this project's
-// quiet-machine runs, with garbage collection busy as good as the others
-// (nice 19 and 10, SCHED_BATCH at nice 10); a comparison on a machine
-// shared with other builds was too noisy to overrule it
-// (docs/measurements/ospriority-settings.md#thread-setting).
+// The setting. Where a lowered thread can be raised back, it is
+// SCHED_IDLE (osprio.Lower): it gave the lowest tail under a CPU hog in
+// the prototype measured before this project started and in this
+// project's quiet-machine runs, with garbage collection busy as good as
+// the others (nice 19 and 10, SCHED_BATCH at nice 10); a comparison on a
+// machine shared with other builds was too noisy to overrule it
+// (docs/measurements/ospriority-settings.md#thread-setting). Where it
+// cannot, a hand-off thread is at nice 10 instead (unraisableNice,
+// retire.go): a SCHED_IDLE thread that cannot be raised stalls the
+// program beside a busy process.
 //
 // The runtime does not pass a locked thread's setting on to the threads it
 // starts meanwhile (newm hands that to its template thread); a child
