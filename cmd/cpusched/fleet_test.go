@@ -172,8 +172,11 @@ func TestFleetEndToEnd(t *testing.T) {
 			t.Errorf("%s: methods %+v", r.Policy, r.Methods)
 		}
 	}
-	if rr := rep.Results[0].Replicas; rr[0].Calls != 20 || rr[1].Calls != 20 {
-		t.Errorf("round_robin's calls %d and %d, want 20 each", rr[0].Calls, rr[1].Calls)
+	// round_robin picks among the connections that are ready: on a loaded
+	// machine the second may be ready only after the 300 ms warm-up, and
+	// a call or two of the window goes to the first.
+	if rr := rep.Results[0].Replicas; rr[0].Calls+rr[1].Calls != 40 || rr[0].Calls < 17 || rr[1].Calls < 17 {
+		t.Errorf("round_robin's calls %d and %d, want 40 split 20:20 within 3", rr[0].Calls, rr[1].Calls)
 	}
 	if len(rep.Targets) != 2 {
 		t.Errorf("targets %+v: want batch's two that compare round_robin and weighted_round_robin", rep.Targets)
