@@ -29,6 +29,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	workers := fs.Int("workers", 0, "worker slots; 0 lets the isolation mode choose")
 	slice := fs.Duration("slice", 0, fmt.Sprintf("scheduler time slice; 0 lets the isolation mode choose (%v, or 10ms for ospriority)", cpusched.DefaultSlice))
 	garbage := fs.Int("garbage", demo.DefaultGarbage, fmt.Sprintf("bytes of the response buffer every fast request (/delay, /delay1ms) builds and leaves to the collector, 0..%d; with any, the CRC32 work also allocates %d KiB every %d passes; 0: no garbage at all", demo.MaxGarbage, demo.TaskGarbage>>10, demo.TaskGarbageEvery))
+	groups := fs.String("groups", "", fmt.Sprintf("groups to track, NAME=WEIGHT,... (weights %d..%d): /checksum?group=NAME's tasks share the slots by them, and /stats counts each one's passes", demo.MinGroupWeight, demo.MaxGroupWeight))
 	heavy := fs.Bool("gc", false, fmt.Sprintf("heavy garbage: -garbage %d (%d KiB per fast request), to keep the collector always busy", demo.HeavyGarbage, demo.HeavyGarbage>>10))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched serve [flags]")
@@ -49,6 +50,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := demo.CheckGarbage(*garbage); err != nil {
 		return cli.Usagef("-garbage %v", err)
 	}
+	groupWeights, err := demo.ParseGroups(*groups)
+	if err != nil {
+		return cli.Usagef("-groups: %v", err)
+	}
 	mode, err := cpusched.ParseIsolation(*isolation)
 	if err != nil {
 		return cli.Usagef("-isolation: %v", err)
@@ -68,7 +73,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The scheduler's few events (mode, GOMAXPROCS raised and restored,
 	// fallback) go to stderr, as they did before WithLogger existed.
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, Garbage: *garbage, Logger: logger}
+	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, Garbage: *garbage, Logger: logger, Groups: groupWeights}
 	return demo.Serve(ctx, *addr, cfg, func(l demo.Listening) {
 		fmt.Fprintf(stdout, "cpusched serve: %s\n", l)
 	})

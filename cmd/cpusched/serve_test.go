@@ -32,6 +32,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{"garbage too big", []string{"-garbage", "4194305"}, "-garbage must be in 0..4194304 bytes (0: no garbage), got 4194305"},
 		{"garbage not a number", []string{"-garbage", "32KiB"}, `invalid value "32KiB" for flag -garbage`},
 		{"gc and garbage", []string{"-gc", "-garbage", "0"}, "-gc is -garbage 262144: give one of them, not both"},
+		{"groups weight out of range", []string{"-groups", "a=300,b=0"}, `-groups: group "b": the weight must be in 1..10000, got 0`},
+		{"groups without weight", []string{"-groups", "a"}, `-groups: "a": want NAME=WEIGHT`},
 		// FuzzServeArgs found these exiting 1 with net.Listen's error, which
 		// did not name the flag.
 		{"addr without port", []string{"-addr", "localhost"}, `-addr must be host:port (port 0 picks a free port), got "localhost"`},

@@ -21,7 +21,8 @@
 //	                 through with no Checkpoint, as a library call that
 //	                 cannot yield would (direct passes never checkpoint);
 //	                 the task options class, nice and group apply
-//	                 to sched=1; a sched=1 answer carries the task's
+//	                 to sched=1 (Config.Groups weights groups and counts
+//	                 their passes); a sched=1 answer carries the task's
 //	                 Task.Waited in its Cpusched-Waited-Ns header
 //	/checksumWithoutCpuWorker        = /checksum?sched=0 (cpuworker's path)
 //	/checksumWithCpuWorker           = /checksum?sched=1 (cpuworker's path)
@@ -96,6 +97,12 @@ type Config struct {
 	// Logger receives the scheduler's own events (cpusched.WithLogger);
 	// nil is silence.
 	Logger *slog.Logger
+	// Groups are groups to track, by name, with their weights
+	// (cpusched.SetGroupWeight, MinGroupWeight..MaxGroupWeight), set
+	// before the server serves: /checksum?group=NAME's tasks share the
+	// slots by them, and Stats.PassesByGroup counts each one's passes.
+	// nil tracks none.
+	Groups map[string]int
 }
 
 // Server holds the demo's scheduler, buffer and counters. Its handler is
@@ -118,6 +125,9 @@ type Server struct {
 	// requests counts requests per route; the map is filled in NewServer and
 	// only read afterwards.
 	requests map[string]*atomic.Uint64
+	// groupPasses counts the scheduled passes of each group of
+	// Config.Groups; filled in NewServer and only read afterwards.
+	groupPasses map[string]*atomic.Uint64
 }
 
 // NewServer returns a Server with a new scheduler configured by cfg. On an
@@ -145,6 +155,10 @@ func NewServer(cfg Config) (*Server, error) {
 		mux:      http.NewServeMux(),
 		started:  time.Now(),
 		requests: make(map[string]*atomic.Uint64),
+	}
+	if err := s.setGroups(cfg.Groups); err != nil {
+		sched.Close(context.Background()) // no task has run: returns at once
+		return nil, err
 	}
 	// Fixed seed: the same n gives the same CRC on every run.
 	rand.NewChaCha8([32]byte{}).Read(s.buf)
@@ -284,6 +298,7 @@ type checksumParams struct {
 	// checkpoint: a task's passes each end with a Checkpoint (checkpoint=1,
 	// the default).
 	checkpoint bool
+	group      string // the task's group, "" for none
 	opts       []cpusched.TaskOption
 }
 
@@ -343,7 +358,8 @@ func parseChecksum(r *http.Request, defaultPasses int, defaultSched bool) (p che
 		if g := q.Get("group"); len(g) > MaxGroupLen {
 			return p, "group", fmt.Sprintf("must be at most %d bytes, got %d", MaxGroupLen, len(g))
 		}
-		p.opts = append(p.opts, cpusched.WithGroup(q.Get("group")))
+		p.group = q.Get("group")
+		p.opts = append(p.opts, cpusched.WithGroup(p.group))
 	}
 	return p, "", ""
 }
@@ -381,7 +397,7 @@ func checksumParamsFrom(ctx context.Context) *checksumParams {
 func (s *Server) checksumScheduled(w http.ResponseWriter, r *http.Request) {
 	p := checksumParamsFrom(r.Context())
 	task := httpsched.TaskFrom(r.Context())
-	done, crc, err := s.checksumTask(task, p.passes, p.checkpoint)
+	done, crc, err := s.checksumTask(task, p.passes, p.checkpoint, s.groupCounter(p.group))
 	// The task ends right after this handler: its wait so far is all the
 	// queueing delay the scheduler added (cpusched bench reads it).
 	w.Header().Set(WaitedHeader, strconv.FormatInt(int64(task.Waited()), 10))
@@ -425,12 +441,16 @@ func (s *Server) checksumDirect(ctx context.Context, n int) (done int, crc uint3
 
 // checksumTask runs n passes as task t, with a Checkpoint between passes
 // if checkpoint is set, else straight through: such a task keeps its slot
-// (in IsolationOSPriority, its thread) until it ends.
-func (s *Server) checksumTask(t *cpusched.Task, n int, checkpoint bool) (done int, crc uint32, err error) {
+// (in IsolationOSPriority, its thread) until it ends. Each pass also
+// counts in group, the counter of the task's group (nil: none).
+func (s *Server) checksumTask(t *cpusched.Task, n int, checkpoint bool, group *atomic.Uint64) (done int, crc uint32, err error) {
 	for done < n {
 		crc = crc32.Update(crc, crc32.IEEETable, s.buf)
 		done++
 		s.passDone(&s.passesSched, done)
+		if group != nil {
+			group.Add(1)
+		}
 		if checkpoint && done < n {
 			if err := t.Checkpoint(); err != nil {
 				return done, crc, err

@@ -174,7 +174,7 @@ func TestChecksumTaskWithoutCheckpoint(t *testing.T) {
 			cancel()
 			// Checkpoint sees the cancellation shortly after it happens.
 			time.Sleep(50 * time.Millisecond)
-			done, _, passErr = s.checksumTask(task, 5, checkpoint)
+			done, _, passErr = s.checksumTask(task, 5, checkpoint, nil)
 			return nil
 		})
 		cancel()

@@ -25,6 +25,9 @@ type Stats struct {
 	Passes       uint64 `json:"passes"`
 	PassesDirect uint64 `json:"passes_direct"`
 	PassesSched  uint64 `json:"passes_sched"`
+	// PassesByGroup counts the passes of the tasks of each group of
+	// Config.Groups (part of PassesSched), by name; absent without them.
+	PassesByGroup map[string]uint64 `json:"passes_by_group,omitempty"`
 
 	// Requests counts the requests each route received (whatever their
 	// status), by path; every pprof path counts under "/debug/pprof/".
@@ -132,14 +135,15 @@ const (
 // runtime's.
 func (s *Server) Stats() Stats {
 	st := Stats{
-		GOMAXPROCS:   gomaxprocs(),
-		NumGoroutine: runtime.NumGoroutine(),
-		Uptime:       time.Since(s.started).Seconds(),
-		Garbage:      s.cfg.Garbage,
-		PassesDirect: s.passesDirect.Load(),
-		PassesSched:  s.passesSched.Load(),
-		Requests:     make(map[string]uint64, len(s.requests)),
-		Scheduler:    schedulerStats(s.sched.Stats()),
+		GOMAXPROCS:    gomaxprocs(),
+		NumGoroutine:  runtime.NumGoroutine(),
+		Uptime:        time.Since(s.started).Seconds(),
+		Garbage:       s.cfg.Garbage,
+		PassesDirect:  s.passesDirect.Load(),
+		PassesSched:   s.passesSched.Load(),
+		PassesByGroup: s.groupPassCounts(),
+		Requests:      make(map[string]uint64, len(s.requests)),
+		Scheduler:     schedulerStats(s.sched.Stats()),
 	}
 	st.Passes = st.PassesDirect + st.PassesSched
 	st.Isolation, st.Workers = st.Scheduler.Isolation, st.Scheduler.Workers
