@@ -14,6 +14,10 @@
 //     work at normal priority, as another service or a batch job sharing
 //     the machine would run it.
 //
+// Flags shape the jobs (Jobs): longer calls among them, and a rest after
+// each, as the tenants step's floor runs a tenant's work in a process of
+// its own (one per tenant).
+//
 // Either talks with its parent one JSON line at a time: its first line on
 // stdout is a Hello, and every command the parent writes on its stdin
 // ("run", "pause", "count") is answered by a Count. It exits when its
@@ -109,6 +113,8 @@ func serve(ctx context.Context, name string, args []string, stdin io.Reader, std
 	started := time.Now()
 	fs := cli.NewFlagSet(name, stderr)
 	c := fs.Int("c", 10, fmt.Sprintf("goroutines running the passes (1..%d)", MaxConcurrency))
+	jobs := DefaultJobs()
+	jobs.addFlags(fs)
 	if err := cli.Parse(fs, args); err != nil {
 		return err
 	}
@@ -117,6 +123,9 @@ func serve(ctx context.Context, name string, args []string, stdin io.Reader, std
 	}
 	if *c < 1 || *c > MaxConcurrency {
 		return cli.Usagef("-c must be in 1..%d, got %d", MaxConcurrency, *c)
+	}
+	if err := jobs.Validate(); err != nil {
+		return cli.Usagef("%v", err)
 	}
 	enc := json.NewEncoder(stdout)
 	threads, err := lower()
@@ -136,7 +145,7 @@ func serve(ctx context.Context, name string, args []string, stdin io.Reader, std
 		wg.Wait()
 	}()
 	for range *c {
-		wg.Go(func() { h.work(ctx) })
+		wg.Go(func() { h.work(ctx, jobs) })
 	}
 	return h.converse(ctx, stdin, enc, started)
 }
@@ -235,11 +244,12 @@ func (h *hog) currentGate() chan struct{} {
 	return h.gate
 }
 
-// work runs jobs of the demo's default size (a random count of passes in
-// demo.DefaultMinPasses..DefaultMaxPasses, as a /checksum request without
-// n) one after the other while the gate is open, until ctx ends. A job cut
-// short by a pause is not resumed: the next one is drawn afresh.
-func (h *hog) work(ctx context.Context) {
+// work runs jobs (by default of the demo's default size: a random count
+// of passes in demo.DefaultMinPasses..DefaultMaxPasses, as a /checksum
+// request without n) one after the other while the gate is open, resting
+// after each as jobs says, until ctx ends. A job cut short by a pause is
+// not resumed: the next one is drawn afresh.
+func (h *hog) work(ctx context.Context, jobs Jobs) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -249,12 +259,13 @@ func (h *hog) work(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		n := demo.DefaultMinPasses + rand.IntN(demo.DefaultMaxPasses-demo.DefaultMinPasses+1)
+		n := jobs.next()
 		var crc uint32
 		for i := 0; i < n && h.running.Load(); i++ {
 			crc = crc32.Update(crc, crc32.IEEETable, h.buf)
 			h.passes.Add(1)
 		}
 		h.sink.Store(crc)
+		jobs.rest(ctx)
 	}
 }

@@ -117,6 +117,13 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"-c", "0"}, "-c must be in 1..1000, got 0"},
 		{[]string{"-c", "1001"}, "-c must be in 1..1000, got 1001"},
 		{[]string{"now"}, `takes no arguments, got ["now"]`},
+		{[]string{"-passes", "10"}, `want MIN-MAX, two integers, got "10"`},
+		{[]string{"-passes", "20-10"}, "-passes must be MIN-MAX with 1 <= MIN <= MAX <= 1000000, got 20-10"},
+		{[]string{"-passes", "0-10"}, "got 0-10"},
+		{[]string{"-call-pct", "101"}, "-call-pct must be in 0..100, got 101"},
+		{[]string{"-call-pct", "50"}, "-call-passes must be MIN-MAX with 1 <= MIN <= MAX <= 1000000, got 0-0"},
+		{[]string{"-pause", "-1s"}, "-pause must be in 0..10s, got -1s"},
+		{[]string{"-pause", "11s"}, "-pause must be in 0..10s, got 11s"},
 	} {
 		var stdout, stderr bytes.Buffer
 		lower := func() (int, error) { t.Fatal("lowered the threads before checking the flags"); return 0, nil }
