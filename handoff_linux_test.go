@@ -101,16 +101,21 @@ func TestIdleOSWorkersPark(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, w := range s.os.idleThreads {
-			if w.state.Load() != threadWaiting {
-				return false
-			}
+	waitFor(t, func() bool { return sleepingIdleThreads(s) })
+}
+
+// sleepingIdleThreads reports whether s has an idle hand-off thread and
+// none of them spins (handoffThread.await): the next task given to one
+// wakes a sleeping thread.
+func sleepingIdleThreads(s *Scheduler) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.os.idleThreads {
+		if w.state.Load() != threadWaiting {
+			return false
 		}
-		return len(s.os.idleThreads) > 0
-	})
+	}
+	return len(s.os.idleThreads) > 0
 }
 
 // TestLaneCountsCPUTimeInOSPriority: a task that holds its slot for 5 ms

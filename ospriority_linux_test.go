@@ -225,7 +225,19 @@ func TestLoweredThreadsYieldOnWake(t *testing.T) {
 	ctx := context.Background()
 
 	// Two tasks that take turns on the one slot: each resume follows a park.
-	runConcurrently(t, s, 2, checkpointFor(20*time.Millisecond))
+	// They compute until they have taken turns twice, not for a fixed time:
+	// beside busy processes a SCHED_IDLE thread may get no CPU for all of a
+	// fixed time, and end it without a Checkpoint at which to park.
+	takeTurns := func(tk *Task) error {
+		deadline := time.Now().Add(10 * time.Second)
+		for i := 0; i%64 != 0 || s.Stats().Preempted < 2 && time.Now().Before(deadline); i++ {
+			if err := tk.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	runConcurrently(t, s, 2, takeTurns)
 	parks := s.Stats().Preempted
 	if parks == 0 {
 		t.Fatal("the two tasks never took turns at a Checkpoint")
@@ -246,7 +258,12 @@ func TestLoweredThreadsYieldOnWake(t *testing.T) {
 		if err := s.Run(ctx, long); err != nil {
 			t.Fatal(err)
 		}
+		// Past threadSpin, and until an idle thread waits and none spins,
+		// so that the next task wakes a sleeping thread: beside busy
+		// processes a SCHED_IDLE thread may take longer than any fixed
+		// sleep to go idle, or to see its spin end.
 		time.Sleep(10 * threadSpin)
+		waitFor(t, func() bool { return sleepingIdleThreads(s) })
 		if err := s.Run(ctx, long); err != nil {
 			t.Fatal(err)
 		}
