@@ -92,13 +92,16 @@ func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
 // TestFirstBlockingCallFollowsTheOthers: where IsolationOSPriority hands
 // tasks to hand-off threads, a task's first Blocking call keeps the slot
 // when the scheduler's recent calls were short, and gives it up when they
-// were long.
+// were long. The calls take their lengths on a fake clock: on the real one,
+// beside busy processes, a call that returns at once took longer than
+// blockHold on its SCHED_IDLE thread, and counted as long.
 func TestFirstBlockingCallFollowsTheOthers(t *testing.T) {
-	s := handoffScheduler(t, WithWorkers(1))
+	clk := newFakeClock()
+	s := handoffScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
 	firstKept := func(d time.Duration) bool {
 		for range 8 { // calls of d by other tasks
 			if err := s.Run(context.Background(), func(tk *Task) error {
-				tk.Blocking(func() { time.Sleep(d) })
+				tk.Blocking(func() { clk.Advance(int64(d)) })
 				return nil
 			}); err != nil {
 				t.Fatal(err)
