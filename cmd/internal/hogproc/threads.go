@@ -8,6 +8,13 @@ import (
 	"syscall"
 )
 
+// LowerAll makes every thread of this process SCHED_IDLE, as the floor's
+// hog does before its work, and returns how many it lowered; threads the
+// runtime starts later are cloned from lowered ones and inherit the
+// policy. Its error wraps ErrNoSchedIdle (not Linux, or sched_setattr
+// refused). `cpusched lab libcalls` lowers its floor's server with it.
+func LowerAll() (int, error) { return lowerAll() }
+
 // lowerThreads applies set to every thread that list returns, and lists
 // again until a listing holds no thread it has not set: a thread that the
 // runtime started meanwhile from one not yet lowered is found by the next
