@@ -140,6 +140,17 @@ func ServiceState() State {
 	return State{UIDs: [4]int{UID, UID, UID, UID}, GIDs: [4]int{GID, GID, GID, GID}}
 }
 
+// CheckService reads the State of process pid (0: this process) and
+// returns nil if it is what the wrapper makes (State.Service), else an
+// error saying what differs or why it could not be read.
+func CheckService(pid int) error {
+	st, err := Read(pid)
+	if err != nil {
+		return err
+	}
+	return st.Service()
+}
+
 // Read returns the State of process pid (0: this process) from /proc.
 func Read(pid int) (State, error) {
 	proc := "/proc/self"

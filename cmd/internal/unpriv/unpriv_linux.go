@@ -80,9 +80,5 @@ func becomeService() error {
 	if err := os.Chdir("/"); err != nil {
 		return err
 	}
-	st, err := Read(0)
-	if err != nil {
-		return err
-	}
-	return st.Service()
+	return CheckService(0)
 }

@@ -77,6 +77,14 @@ func TestReadSelf(t *testing.T) {
 	if s.UIDs[1] != os.Geteuid() || s.GIDs[1] != os.Getegid() {
 		t.Errorf("got uids %v gids %v, want the effective ones %d, %d", s.UIDs, s.GIDs, os.Geteuid(), os.Getegid())
 	}
+	// The test runs as itself, not as the wrapper makes a process (unless
+	// it was itself started through the wrapper).
+	if err, want := CheckService(0), s.Service(); (err == nil) != (want == nil) {
+		t.Errorf("CheckService(0): got %v, want %v", err, want)
+	}
+	if err := CheckService(-1); err == nil {
+		t.Error("CheckService(-1): got nil, want the error reading /proc/-1")
+	}
 }
 
 func TestParseArgs(t *testing.T) {
