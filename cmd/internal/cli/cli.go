@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -62,4 +63,25 @@ func SplitList(s string) []string {
 		}
 	}
 	return items
+}
+
+// CheckChoices checks the items of a list flag (SplitList's) against the
+// valid ones: it returns an error naming the flag and the valid items if
+// items is empty, holds one that is not valid ("-kinds: unknown kind
+// \"zstd\" (valid: gzip, bcrypt)", noun naming an item) or holds one
+// twice; nil if not.
+func CheckChoices(flag, noun string, items, valid []string) error {
+	choices := strings.Join(valid, ", ")
+	if len(items) == 0 {
+		return fmt.Errorf("-%s must not be empty (valid: %s)", flag, choices)
+	}
+	for i, item := range items {
+		if !slices.Contains(valid, item) {
+			return fmt.Errorf("-%s: unknown %s %q (valid: %s)", flag, noun, item, choices)
+		}
+		if slices.Contains(items[:i], item) {
+			return fmt.Errorf("-%s: %q is listed twice", flag, item)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"reflect"
 	"testing"
@@ -53,6 +54,25 @@ func TestSplitList(t *testing.T) {
 	for _, tt := range tests {
 		if got := SplitList(tt.in); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("SplitList(%q): got %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestCheckChoices(t *testing.T) {
+	valid := []string{"gzip", "bcrypt"}
+	for _, tt := range []struct {
+		items []string
+		want  string // "" for no error
+	}{
+		{[]string{"bcrypt"}, ""},
+		{[]string{"gzip", "bcrypt"}, ""},
+		{nil, "-kinds must not be empty (valid: gzip, bcrypt)"},
+		{[]string{"gzip", "zstd"}, `-kinds: unknown kind "zstd" (valid: gzip, bcrypt)`},
+		{[]string{"gzip", "bcrypt", "gzip"}, `-kinds: "gzip" is listed twice`},
+	} {
+		err := CheckChoices("kinds", "kind", tt.items, valid)
+		if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
+			t.Errorf("CheckChoices(%q): got %v, want %q", tt.items, err, tt.want)
 		}
 	}
 }
