@@ -37,14 +37,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hogC := fs.Int("hog-c", bench.DefaultHogConcurrency, fmt.Sprintf("concurrency of the CPU-heavy /checksum load (1..%d)", bench.MaxConcurrency))
 	ioC := fs.Int("io-c", bench.DefaultIOConcurrency, fmt.Sprintf("connections of io-heavy's closed loop on the fast route (1..%d)", bench.MaxConcurrency))
 	smallRate := fs.Float64("small-rate", bench.DefaultSmallRate, fmt.Sprintf("open-loop rate of the small requests, scheduled and direct each, requests/s (1..%d)", bench.MaxSmallRate))
-	steps := fs.String("steps", "", "comma-separated steps to measure (default every step of each mode): "+strings.Join(bench.StepNames(), ", ")+"; the floor also measures those the named steps compare with")
+	steps := fs.String("steps", "", "comma-separated steps to measure (default every step of each mode but "+strings.Join(bench.OptInSteps(), ", ")+", measured only when named): "+strings.Join(bench.StepNames(), ", ")+"; the floor also measures those the named steps compare with")
+	tenantWeights := fs.String("tenant-weights", bench.TenantWeights(bench.DefaultTenants()), fmt.Sprintf("the tenants step's group weights, W:W:W:W (%d..%d each), of groups t1..t4", demo.MinGroupWeight, demo.MaxGroupWeight))
 	clean := fs.Bool("clean", false, "the clean room: the servers make no garbage at all (serve -garbage 0)")
 	gc := fs.Bool("gc", false, fmt.Sprintf("heavy garbage: every fast request builds %d KiB (serve -gc), so the collector is always busy; default %d KiB", demo.HeavyGarbage>>10, demo.DefaultGarbage>>10))
 	neighborC := fs.Int("neighbor-c", runtime.NumCPU(), fmt.Sprintf("the neighbour's CPU-bound threads in the neighbor steps (1..%d; one per CPU by default)", bench.MaxNeighborConcurrency))
 	cgroups := fs.Bool("cgroups", false, "run each server (with the floor's hog) and its neighbour in a cgroup of its own, equal weights, as two containers on a node (Linux, root); with -cpu-quota, the server's has the quota")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json, DIR/bench.png (probe latency plot) and DIR/frontier.png (p99 x the floor against throughput)")
-	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone and neighbor into DIR and attribute every probe request slower than 2x the idle p99, and every io-heavy request slower than 2x the floor's io-heavy p99, to its causes (DIR/MODE-STEP.txt)")
+	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor and tenants into DIR and attribute every probe request slower than 2x the idle p99, and every io-heavy request slower than 2x the floor's io-heavy p99, to its causes (DIR/MODE-STEP.txt)")
 	traceAbove := fs.Duration("trace-above", 0, fmt.Sprintf("with -trace, attribute the requests slower than this (%v..%v) in every traced step instead", bench.MinTraceAbove, bench.MaxTraceAbove))
 	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 60 s")
 	workers := fs.Int("workers", 0, "pass -workers to every server; 0 lets each mode choose")
@@ -80,6 +81,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Garbage = demo.HeavyGarbage
 	}
 	cfg.Steps = cli.SplitList(*steps)
+	if err := bench.SetTenantWeights(cfg.Tenants, *tenantWeights); err != nil {
+		return cli.Usagef("-tenant-weights: %v", err)
+	}
 	cfg.NeighborConcurrency, cfg.Cgroups = *neighborC, *cgroups
 	cfg.Quick = *quick
 	cfg.Workers, cfg.Slice = *workers, *slice

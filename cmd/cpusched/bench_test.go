@@ -53,8 +53,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"cpuset is a switch", []string{"-cpuset=0,1"}, `invalid boolean value "0,1" for -cpuset`},
 		{"neighbor-c zero", []string{"-neighbor-c", "0"}, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 0"},
 		{"neighbor-c too many", []string{"-neighbor-c", "1000"}, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 1000"},
-		{"unknown step", []string{"-steps", "neighbor,hog"}, `Steps (-steps): unknown step "hog" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor)`},
+		{"unknown step", []string{"-steps", "neighbor,hog"}, `Steps (-steps): unknown step "hog" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor, tenants)`},
 		{"step twice", []string{"-steps", "idle,idle"}, `Steps (-steps): step "idle" given twice`},
+		{"tenant weights too few", []string{"-tenant-weights", "300:100"}, "-tenant-weights: want 4 weights joined by ':' (one per group: 300:100:100:25), got 2"},
+		{"tenant weight out of range", []string{"-tenant-weights", "300:100:100:0"}, `-tenant-weights: weight "0" of group t4: want an integer in 1..10000`},
 		{"floor's step without the floor", []string{"-modes", "reserve", "-steps", "neighbor-alone"}, "Steps (-steps) neighbor-alone: no mode of -modes (reserve) has any of them"},
 	}
 	for _, tt := range tests {
@@ -134,6 +136,10 @@ func TestBenchConfig(t *testing.T) {
 		{[]string{"-quick", "-modes", "floor,ospriority,reserve", "-steps", "neighbor"}, func(c bench.Config) bool {
 			return slices.Equal(c.Steps, []string{"neighbor"}) && c.Step == 2*time.Second && c.Quick
 		}},
+		{[]string{"-steps", "tenants", "-tenant-weights", "400:200:100:50"}, func(c bench.Config) bool {
+			return slices.Equal(c.Steps, []string{"tenants"}) && bench.TenantWeights(c.Tenants) == "400:200:100:50"
+		}},
+		{nil, func(c bench.Config) bool { return bench.TenantWeights(c.Tenants) == "300:100:100:25" }},
 	}
 	if _, others, err := bench.CPUSetHalves(); err == nil {
 		// -cpuset: the neighbour's threads default to one per CPU of its

@@ -66,6 +66,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/cmd/internal/demo"
 	"github.com/cpusched/cpusched/cmd/internal/hogproc"
 	"github.com/cpusched/cpusched/cmd/internal/report"
 )
@@ -116,6 +117,11 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if cgroups != nil {
 		rep.Config.Cgroup = cgroups.String()
 	}
+	var tenants *tenantPlan
+	if cfg.measuresTenants() {
+		tenants = newTenantPlan(cfg, cgroups)
+		rep.Config.Tenants = tenants.report()
+	}
 	if cfg.TraceDir != "" {
 		if err := os.MkdirAll(cfg.TraceDir, 0o755); err != nil {
 			return nil, fmt.Errorf("bench: TraceDir (-trace): %w", err)
@@ -153,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 			continue // -steps names none of its steps
 		}
 		prog.set("%s (mode %d/%d): starting the server", mode, mi+1, len(modes))
-		rows, srvInfo, err := runMode(ctx, cfg, l, cgroups, mode, floorIOP99, func(step string, si int, phase string) {
+		rows, srvInfo, err := runMode(ctx, cfg, l, cgroups, tenants, mode, floorIOP99, func(step string, si int, phase string) {
 			prog.set("%s (mode %d/%d) %s (step %d/%d): %s", mode, mi+1, len(modes), step, si+1, len(steps), phase)
 		}, prog.stepDone)
 		var skip *skipError
@@ -230,13 +236,13 @@ func ioHeavyP99(rows []Result) float64 {
 
 // runMode measures every step of one mode (a Config.Modes item) on a fresh
 // server started by l, in cgroups of cgroups unless that is nil (see
-// modeCgroups); floorIOP99 is the floor's io-heavy p99 measured before
-// it, or 0. It
+// modeCgroups), its tenants step (if any) as tenants plans it;
+// floorIOP99 is the floor's io-heavy p99 measured before it, or 0. It
 // returns the rows measured, the server's description ("mode: ...") and
 // the first error; a *skipError if the mode cannot be measured here. The
 // processes it started have exited, and the cgroups it made are removed,
 // whatever it returns.
-func runMode(ctx context.Context, cfg Config, l *launcher, cgroups *cgroupFS, spec string, floorIOP99 float64, phase func(step string, i int, what string), stepDone func()) (rows []Result, info string, err error) {
+func runMode(ctx context.Context, cfg Config, l *launcher, cgroups *cgroupFS, tenants *tenantPlan, spec string, floorIOP99 float64, phase func(step string, i int, what string), stepDone func()) (rows []Result, info string, err error) {
 	mode, workers, _ := parseModeSpec(spec) // Validate has checked it
 	steps := cfg.stepsOf(mode)
 	// The deferred calls run in reverse: the processes are stopped and
@@ -288,6 +294,9 @@ func runMode(ctx context.Context, cfg Config, l *launcher, cgroups *cgroupFS, sp
 	}
 	m := newMeter(cfg, srv.url, quota, srv.cmd.Process.Pid)
 	m.spec, m.floorHog, m.neighbor, m.floorIOP99 = spec, hog, neighbor, floorIOP99
+	if slices.Contains(steps, StepTenants) {
+		m.withTenants(tenants, l)
+	}
 	defer m.close()
 	for i, step := range steps {
 		r, err := m.step(ctx, spec, step, func(what string) { phase(step, i, what) })
@@ -339,6 +348,9 @@ func serverArgs(cfg Config, mode string, workers int) []string {
 	}
 	if workers > 0 {
 		args = append(args, "-workers", strconv.Itoa(workers))
+	}
+	if slices.Contains(cfg.stepsOf(mode), StepTenants) {
+		args = append(args, "-groups", demo.FormatGroups(tenantGroups(cfg.Tenants)))
 	}
 	if cfg.Slice > 0 {
 		args = append(args, "-slice", cfg.Slice.String())

@@ -158,6 +158,49 @@ func (fs *cgroupFS) create(name string, cpus float64) (*cpuCgroup, error) {
 	return g, nil
 }
 
+// createWeighted makes the cgroup fs.dir/name, without a limit, with the
+// CPU weight weight on cgroup v2's scale (1..10000, the kernel's default
+// 100, as cpusched's group weights): cpu.weight on v2, cpu.shares
+// weight*1024/100 on v1 (whose default 1024 stands for 100). The kernel
+// shares the CPU between sibling cgroups by these weights whatever the
+// threads inside them are (SCHED_IDLE ones too). On failure it removes
+// the directory again and returns an error that names the file.
+func (fs *cgroupFS) createWeighted(name string, weight int) (*cpuCgroup, error) {
+	g, err := fs.create(name, 0)
+	if err != nil {
+		return nil, err
+	}
+	file, value := fs.weightFile(weight)
+	if err := writeCgroupFile(g.dir, file, value); err != nil {
+		_ = g.remove()
+		return nil, err
+	}
+	return g, nil
+}
+
+// sub returns the cgroups below g, a cgroup made by create or
+// createWeighted with no process in it, for cgroups of its own; on
+// cgroup v2 it first enables the cpu controller for g's children
+// (cgroup.subtree_control), which v1 needs not.
+func (g *cpuCgroup) sub() (*cgroupFS, error) {
+	if g.fs.v2 {
+		if err := writeCgroupFile(g.dir, "cgroup.subtree_control", "+cpu"); err != nil {
+			return nil, err
+		}
+	}
+	return &cgroupFS{dir: g.dir, v2: g.fs.v2, mkdir: g.fs.mkdir, rmdir: g.fs.rmdir}, nil
+}
+
+// weightFile returns the file and value that give a cgroup of fs the
+// weight weight (createWeighted).
+func (fs *cgroupFS) weightFile(weight int) (file, value string) {
+	if fs.v2 {
+		return "cpu.weight", strconv.Itoa(weight)
+	}
+	// v1's range is 2..262144 (the kernel's MIN_SHARES, MAX_SHARES).
+	return "cpu.shares", strconv.Itoa(min(max((weight*1024+50)/100, 2), 262144))
+}
+
 // writeCgroupFile writes value to an existing interface file of a cgroup
 // (never creating one: a missing file means the controller is missing).
 func writeCgroupFile(dir, file, value string) error {

@@ -36,8 +36,9 @@ func openCgroups(cpus float64, flag string) (*cgroupFS, error) {
 }
 
 // removeStaleCgroups removes the cgroups named by a benchmark process that
-// no longer exists (killed before it could remove them). A cgroup that
-// still holds a process stays (rmdir fails).
+// no longer exists (killed before it could remove them), and the cgroups
+// of theirs below them (the tenants step's). A cgroup that still holds a
+// process stays (rmdir fails).
 func removeStaleCgroups(fs *cgroupFS) {
 	entries, err := os.ReadDir(fs.dir)
 	if err != nil {
@@ -53,6 +54,14 @@ func removeStaleCgroups(fs *cgroupFS) {
 		if err != nil || pid == os.Getpid() || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 			continue
 		}
-		_ = fs.rmdir(filepath.Join(fs.dir, e.Name()))
+		dir := filepath.Join(fs.dir, e.Name())
+		if below, err := os.ReadDir(dir); err == nil {
+			for _, b := range below {
+				if b.IsDir() && strings.HasPrefix(b.Name(), cgroupNamePrefix) {
+					_ = fs.rmdir(filepath.Join(dir, b.Name()))
+				}
+			}
+		}
+		_ = fs.rmdir(dir)
 	}
 }

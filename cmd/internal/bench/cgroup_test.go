@@ -49,8 +49,10 @@ func fakeKernel(t *testing.T, fs *cgroupFS) {
 	if fs.v2 {
 		files["cpu.max"] = "max 100000\n"
 		files["cpu.stat"] = "usage_usec 0\nnr_periods 0\nnr_throttled 0\nthrottled_usec 0\n"
+		files["cpu.weight"], files["cgroup.subtree_control"] = "100\n", ""
 	} else {
 		files["cpu.cfs_quota_us"], files["cpu.cfs_period_us"] = "-1\n", "100000\n"
+		files["cpu.shares"] = "1024\n"
 	}
 	fs.mkdir = func(dir string) error {
 		if err := os.Mkdir(dir, 0o755); err != nil {

@@ -76,6 +76,10 @@ const (
 	// (docs/bench.md#the-neighbour).
 	StepNeighborAlone = "neighbor-alone"
 	StepNeighbor      = "neighbor"
+	// StepTenants runs groups of tasks with weights beside the probe
+	// (tenants.go, docs/bench.md#tenants). Every mode has it, but Run
+	// measures it only where Config.Steps names it (OptInSteps).
+	StepTenants = "tenants"
 )
 
 // Steps returns the step names of an isolation mode in the order Run
@@ -87,8 +91,14 @@ func Steps() []string {
 // StepNames returns every step name of every mode, in the order Run
 // measures them: the names Config.Steps takes.
 func StepNames() []string {
-	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighborAlone, StepNeighbor}
+	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighborAlone, StepNeighbor, StepTenants}
 }
+
+// OptInSteps returns the steps that every mode has but Run measures only
+// where Config.Steps names them, after the others: tenants, whose 8 s or
+// so in each mode would add more than 30 s to a default run
+// (docs/bench.md#tenants).
+func OptInSteps() []string { return []string{StepTenants} }
 
 // StepsOf returns the steps Run measures in mode (a Config.Modes item)
 // when Config.Steps is empty: the floor has no direct or scheduled load
@@ -107,7 +117,7 @@ func StepsOf(mode string) []string {
 // neighbor-alone, which is the floor's alone.
 func floorStepOf(step string) string {
 	switch step {
-	case StepIdle, StepHogSched, StepIOHeavy, StepNeighbor:
+	case StepIdle, StepHogSched, StepIOHeavy, StepNeighbor, StepTenants:
 		return step
 	case StepHogNoCkpt:
 		return StepHogSched
@@ -155,9 +165,10 @@ type Config struct {
 	// the floor and says why in Report.Skipped.
 	Modes []string
 	// Steps are the steps to measure, by name (StepNames); nil means every
-	// step of each mode (StepsOf). A mode measures the steps it has of
-	// these, and the floor also those that the others compare with
-	// (floorStepOf), so that their ratios have a floor.
+	// step of each mode (StepsOf), which leaves out OptInSteps. A mode
+	// measures the steps it has of these, and the floor also those that
+	// the others compare with (floorStepOf), so that their ratios have a
+	// floor.
 	Steps []string
 	// Step is the measured length of each step (MinStep..MaxStep).
 	Step time.Duration
@@ -217,8 +228,8 @@ type Config struct {
 	// QuickSettle).
 	Quick bool
 	// TraceDir, when set, records a runtime/trace of each server over the
-	// measured windows of the hog-sched, hog-nockpt, hog-sched+small and
-	// io-heavy steps (through its /debug/pprof/trace) and attributes every
+	// measured windows of the steps tracedStep names (all but idle and
+	// hog-direct; through its /debug/pprof/trace) and attributes every
 	// probe request slower than twice the idle step's p99, and every
 	// io-heavy request slower than twice the floor's io-heavy p99
 	// (meter.threshold), to its causes (package tailtrace):
@@ -237,6 +248,9 @@ type Config struct {
 	// bench that is not root runs them as itself, and Privileged makes Run
 	// fail with ErrPrivileged.
 	Privileged bool
+	// Tenants are the groups of the tenants step, in order (2..MaxTenants;
+	// DefaultTenants): checked only where the step is measured.
+	Tenants []Tenant
 	// Progress shows what runs now; nil shows nothing.
 	Progress *report.Progress
 }
@@ -255,6 +269,7 @@ func DefaultConfig(serverCmd ...string) Config {
 		Garbage:        demo.DefaultGarbage,
 
 		NeighborConcurrency: runtime.NumCPU(),
+		Tenants:             DefaultTenants(),
 	}
 }
 
@@ -278,6 +293,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateShape(); err != nil {
+		return err
+	}
+	if err := c.validateTenants(); err != nil {
 		return err
 	}
 	switch {
@@ -366,18 +384,18 @@ func (c Config) validateSteps() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("bench: Steps (-steps) %s: no mode of -modes (%s) has any of them (the floor has %s; the others %s)",
-		strings.Join(c.Steps, ","), strings.Join(c.modes(), ","), strings.Join(StepsOf(ModeFloor), ", "), strings.Join(Steps(), ", "))
+	return fmt.Errorf("bench: Steps (-steps) %s: no mode of -modes (%s) has any of them (the floor has %s; the others %s; every mode %s)",
+		strings.Join(c.Steps, ","), strings.Join(c.modes(), ","), strings.Join(StepsOf(ModeFloor), ", "), strings.Join(Steps(), ", "), strings.Join(OptInSteps(), ", "))
 }
 
 // stepsOf returns the steps Run measures in mode: StepsOf(mode), keeping
 // only those Config.Steps names, in the floor also those the named steps
-// compare with.
+// compare with; and the OptInSteps it names.
 func (c Config) stepsOf(mode string) []string {
-	all := StepsOf(mode)
 	if len(c.Steps) == 0 {
-		return all
+		return StepsOf(mode)
 	}
+	all := append(StepsOf(mode), OptInSteps()...)
 	var out []string
 	for _, s := range all {
 		wanted := slices.Contains(c.Steps, s)

@@ -59,7 +59,7 @@ func TestValidate(t *testing.T) {
 		{"trace above negative", func(c *Config) { c.TraceDir, c.TraceAbove = "t", -time.Millisecond }, "TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in 1µs..1m0s, got -1ms"},
 		{"trace above too long", func(c *Config) { c.TraceDir, c.TraceAbove = "t", time.Hour }, "in 1µs..1m0s, got 1h0m0s"},
 		{"steps", func(c *Config) { c.Steps = []string{StepNeighbor, StepIdle} }, ""},
-		{"steps unknown", func(c *Config) { c.Steps = []string{"neighbour"} }, `Steps (-steps): unknown step "neighbour" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor)`},
+		{"steps unknown", func(c *Config) { c.Steps = []string{"neighbour"} }, `Steps (-steps): unknown step "neighbour" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor, tenants)`},
 		{"steps twice", func(c *Config) { c.Steps = []string{StepIdle, StepIdle} }, `Steps (-steps): step "idle" given twice`},
 		{"steps of no mode", func(c *Config) { c.Modes, c.Steps = []string{"none", "reserve"}, []string{StepNeighborAlone} },
 			"Steps (-steps) neighbor-alone: no mode of -modes (none,reserve) has any of them (the floor has idle, hog-sched, io-heavy, neighbor-alone, neighbor; the others idle,"},

@@ -23,11 +23,16 @@ type stepLoads struct {
 	// small and smallDirect are the small requests through the scheduler
 	// and run directly at the same rate (their reference); nil for none.
 	small, smallDirect *load.Config
+	// tenants: the tenants step's groups run (tenants.go); tenantClients:
+	// as clients of the server, not the floor's processes.
+	tenants, tenantClients bool
 }
 
 // busy reports whether the loads leave the server CPU-heavy work to
 // finish after they stop.
-func (l stepLoads) busy() bool { return l.hogPath != "" || l.small != nil || l.smallDirect != nil }
+func (l stepLoads) busy() bool {
+	return l.hogPath != "" || l.small != nil || l.smallDirect != nil || l.tenantClients
+}
 
 // smallList returns the small loads to run: the scheduled ones first.
 func (l stepLoads) smallList() []load.Config {
@@ -63,6 +68,9 @@ func (m *meter) loadsOf(step string) stepLoads {
 	}
 	if step == StepIOHeavy {
 		l.probe = load.Config{URL: m.base + pathIO, Concurrency: cfg.IOConcurrency, Client: m.ioClient}
+	}
+	if step == StepTenants {
+		l.tenants, l.tenantClients = true, m.spec != ModeFloor
 	}
 	if step == StepHogSchedSm || step == StepNeighbor {
 		small := load.Config{
@@ -104,6 +112,12 @@ func (m *meter) startLoads(ctx context.Context, loads stepLoads) (stop func() er
 		}
 		stops = append(stops, func() error { _, err := m.neighbor.Pause(ctx); return err })
 	}
+	if loads.tenants {
+		if err := m.startTenants(ctx, loads.tenantClients); err != nil {
+			return stop, err
+		}
+		stops = append(stops, m.stopTenants)
+	}
 	switch {
 	case loads.floorHog:
 		_, err = m.floorHog.Run(ctx)
@@ -120,6 +134,35 @@ func (m *meter) startLoads(ctx context.Context, loads stepLoads) (stop func() er
 		stops = append(stops, func() error { cancel(); bg.Wait(); return nil })
 	}
 	return stop, err
+}
+
+// startTenants starts the tenants step's groups: as clients of the
+// server, or as the floor's processes (in the server's quota cgroup, if
+// any, where they get no weighted ones).
+func (m *meter) startTenants(ctx context.Context, clients bool) error {
+	if m.tenants == nil {
+		return errors.New("the tenants step has no plan (meter.withTenants)")
+	}
+	if clients {
+		m.tenantRun = startTenantClients(ctx, m.tenants, m.base, m.tenantClient)
+		return nil
+	}
+	r, err := startFloorTenants(ctx, m.tenants, m.launcher, m.cgroup)
+	if err != nil {
+		return err
+	}
+	m.tenantRun = r
+	return nil
+}
+
+// stopTenants ends the tenants step's load (tenantRun.stop).
+func (m *meter) stopTenants() error {
+	if m.tenantRun == nil {
+		return nil
+	}
+	err := m.tenantRun.stop(context.Background())
+	m.tenantRun = nil
+	return err
 }
 
 // runProbeAndSmall runs the probe and the small loads side by side for d

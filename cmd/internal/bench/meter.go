@@ -57,6 +57,14 @@ type meter struct {
 	// neighbor is the neighbour, in a mode with a neighbor step; nil
 	// otherwise.
 	neighbor *hogproc.Process
+	// tenants is the run's tenants step, in a mode that measures it; nil
+	// otherwise. tenantClient carries its clients' tasks, and launcher
+	// starts the floor's processes of its groups; tenantRun is its load
+	// while the step runs, nil otherwise.
+	tenants      *tenantPlan
+	tenantClient *http.Client
+	launcher     *launcher
+	tenantRun    *tenantRun
 }
 
 // newMeter returns the meter of the server at base, running as serverPID
@@ -83,6 +91,23 @@ func (m *meter) close() {
 	for _, c := range []*http.Client{m.probeClient, m.hogClient, m.smallClient, m.smallDirectClient, m.ioClient, m.statsClient} {
 		c.CloseIdleConnections()
 	}
+	if m.tenantClient != nil {
+		m.tenantClient.CloseIdleConnections()
+	}
+}
+
+// withTenants makes m measure plan's tenants step (nil: none), starting
+// the floor's processes through l.
+func (m *meter) withTenants(plan *tenantPlan, l *launcher) {
+	if plan == nil {
+		return
+	}
+	m.tenants, m.launcher = plan, l
+	clients := 0
+	for _, t := range plan.tenants {
+		clients += t.Clients
+	}
+	m.tenantClient = newClient(clients)
 }
 
 // newClient returns a keep-alive HTTP/1.1 client for conns connections to
@@ -234,11 +259,11 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 }
 
 // tracedStep reports whether Config.TraceDir traces step: those with the
-// CPU-heavy load through the scheduler beside the probe, io-heavy, and
-// the steps beside the neighbour.
+// CPU-heavy load through the scheduler beside the probe, io-heavy, the
+// steps beside the neighbour, and tenants.
 func tracedStep(step string) bool {
 	switch step {
-	case StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighbor, StepNeighborAlone:
+	case StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighbor, StepNeighborAlone, StepTenants:
 		return true
 	}
 	return false
@@ -305,6 +330,9 @@ func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
 	res.ThreadsRaisable, res.RetiredThreads, res.LooseThreads = retirement(w.before.stats, w.after.stats)
 	if m.cgroup != nil {
 		res.CgroupCPU = w.after.cgroup.since(w.before.cgroup, w.after.when.Sub(w.before.when))
+	}
+	if loads.tenants && m.tenantRun != nil {
+		res.Tenants = m.tenantRun.tenantsResult(w.before.tenants, w.after.tenants, w.after.when.Sub(w.before.when))
 	}
 	res.Attribution = w.attribution
 }

@@ -62,6 +62,9 @@ type ReportConfig struct {
 	Cgroup   string  `json:"cgroup,omitempty"`
 	// Shape is the shape of machine the servers ran in (shape.go).
 	Shape ReportShape `json:"shape"`
+	// Tenants is the tenants step's groups and work, where it was
+	// measured.
+	Tenants *ReportTenants `json:"tenants,omitempty"`
 	// Server says how the servers, the floor's hog and the neighbour ran:
 	// "unprivileged (uid 65534, no CAP_SYS_NICE, RLIMIT_NICE 0)", as a
 	// container runs a service (the default as root), "privileged (root)"
@@ -162,6 +165,9 @@ type Result struct {
 	// Attribution is the file with the slow requests' causes, with
 	// Config.TraceDir (the steps tracedStep names).
 	Attribution string `json:"attribution,omitempty"`
+	// Tenants is the tenants step's groups' figures; absent in the other
+	// steps.
+	Tenants *TenantsResult `json:"tenants,omitempty"`
 	// VsFloor compares the row with the floor's step it compares with in
 	// the same run; nil for the floor's own rows, steps with no floor
 	// counterpart (hog-direct, hog-sched+small) and runs without the floor.
@@ -294,6 +300,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if lines := r.findings(); len(lines) > 0 {
 		ew.Printf("\n%s", strings.Join(lines, ""))
+	}
+	if err := r.writeTenants(ew); err != nil {
+		return err
 	}
 	if lines := r.throttling(); len(lines) > 0 {
 		ew.Printf("\ncgroup throttling per measured window (cpu.stat: throttled periods/periods, throttled time summed over CPUs; the server's CPU use):\n%s", strings.Join(lines, ""))

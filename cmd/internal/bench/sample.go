@@ -24,6 +24,8 @@ type sample struct {
 	floorHog hogproc.Count
 	// neighbor is the neighbour's count, in a mode with a neighbour.
 	neighbor hogproc.Count
+	// tenants are the groups' states, while the tenants step runs.
+	tenants []tenantSample
 }
 
 // sample reads the machine's CPU times, the server cgroup's and process's
@@ -64,6 +66,11 @@ func (m *meter) sample(ctx context.Context) (sample, error) {
 	}
 	s.stats = st
 	s.when = time.Now()
+	if m.tenantRun != nil {
+		if s.tenants, err = m.tenantRun.sample(st); err != nil {
+			return s, err
+		}
+	}
 	return s, nil
 }
 

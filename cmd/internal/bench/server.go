@@ -251,9 +251,11 @@ func parseListening(line string) (url, banner string, ok bool) {
 // serverStats is the part of the demo server's /stats that the benchmark
 // reads.
 type serverStats struct {
-	Uptime    float64 `json:"uptime_s"`
-	Passes    int64   `json:"passes"`
-	Scheduler struct {
+	Uptime float64 `json:"uptime_s"`
+	Passes int64   `json:"passes"`
+	// PassesByGroup are the passes of each group of serve -groups.
+	PassesByGroup map[string]uint64 `json:"passes_by_group"`
+	Scheduler     struct {
 		Isolation       string  `json:"isolation"`
 		Lends           uint64  `json:"lends"`
 		LentTimeMS      float64 `json:"lent_time_ms"`
@@ -261,6 +263,8 @@ type serverStats struct {
 		ThreadsRaisable bool    `json:"threads_raisable"`
 		RetiredThreads  uint64  `json:"retired_threads"`
 		LooseThreads    uint64  `json:"loose_threads"`
+		// Groups are the tracked groups' figures (demo.GroupStats).
+		Groups map[string]demo.GroupStats `json:"groups"`
 	} `json:"scheduler"`
 	GC struct {
 		Total    demo.Histogram `json:"pauses_total"`
