@@ -97,6 +97,9 @@ func (r *Report) writeTenants(ew *report.ErrWriter) error {
 			} else if tr.Weighted != "" {
 				ew.Printf("floor: %s\n", tr.Weighted)
 			}
+			if cpus, ok := floorTenantCPUs(tr); ok && cpus < minFloorTenantCPUs {
+				ew.Printf("floor: the groups' processes ran %.3f CPUs in all: other work kept the CPUs busy, and their shares say little\n", cpus)
+			}
 		}
 		for i, g := range tr.Groups {
 			cells := []string{"", "", ""}
@@ -123,6 +126,28 @@ func (r *Report) writeTenants(ew *report.ErrWriter) error {
 		return err
 	}
 	return t.Write(ew)
+}
+
+// minFloorTenantCPUs is the CPU the floor's groups must have used
+// together, in CPUs over the window, for the table to let their shares
+// stand without a warning: below it they ran in the gaps other work left,
+// a few ms each (a trial with the load average at 15 gave them 0.004).
+const minFloorTenantCPUs = 0.1
+
+// floorTenantCPUs returns the CPUs the floor's groups' processes used
+// together over the window, and whether every group's is known.
+func floorTenantCPUs(tr *TenantsResult) (float64, bool) {
+	if !(tr.WindowS > 0) {
+		return 0, false
+	}
+	ms := 0.0
+	for _, g := range tr.Groups {
+		if g.CPUTimeMs == nil {
+			return 0, false
+		}
+		ms += *g.CPUTimeMs
+	}
+	return ms / 1e3 / tr.WindowS, true
 }
 
 // pctOf formats a fraction as a percentage, or "-" for none.

@@ -433,3 +433,40 @@ func TestRunTenantsCancelled(t *testing.T) {
 		t.Errorf("processes left behind: %v", pids)
 	}
 }
+
+// TestWriteTenants: the tenants table of a report has a line per group
+// with the mode's probe on its first, the floor's weighting, and a
+// warning where the floor's groups got almost no CPU.
+func TestWriteTenants(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	groups := func(cpuMs float64) []TenantGroup {
+		var gs []TenantGroup
+		for _, tn := range DefaultTenants()[:2] {
+			gs = append(gs, TenantGroup{Tenant: tn, WeightShare: 0.5, Share: f(0.5), ShareX: f(1), CPUTimeMs: f(cpuMs)})
+		}
+		return gs
+	}
+	for _, tt := range []struct {
+		cpuMs float64
+		warn  bool
+	}{{1000, false}, {10, true}} {
+		rep := &Report{
+			Config: ReportConfig{Tenants: &ReportTenants{Groups: DefaultTenants()[:2], PassUs: 9, TaskPasses: [2]int{1, 2}, CallPasses: [2]int{3, 4}, PauseMs: 200}},
+			Results: []Result{{Mode: ModeFloor, Step: StepTenants, Probe: &ProbeResult{P99Ms: 2},
+				Tenants: &TenantsResult{WindowS: 7, Groups: groups(tt.cpuMs), Weighted: "a SCHED_IDLE process per group", ShareOf: "cpu_time"}}},
+		}
+		var buf bytes.Buffer
+		if err := rep.WriteTable(&buf); err != nil {
+			t.Fatal(err)
+		}
+		out := buf.String()
+		for _, want := range []string{"floor: a SCHED_IDLE process per group\n", "share/weight", "t1", "t2", "1.00"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("cpu %v ms: the table lacks %q:\n%s", tt.cpuMs, want, out)
+			}
+		}
+		if got := strings.Contains(out, "their shares say little"); got != tt.warn {
+			t.Errorf("cpu %v ms each over 7 s: got the warning %v, want %v:\n%s", tt.cpuMs, got, tt.warn, out)
+		}
+	}
+}
