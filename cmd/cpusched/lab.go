@@ -7,6 +7,7 @@ import (
 
 	"github.com/cpusched/cpusched/cmd/internal/lab"
 	"github.com/cpusched/cpusched/cmd/internal/lab/httplab"
+	"github.com/cpusched/cpusched/cmd/internal/lab/libcalls"
 	"github.com/cpusched/cpusched/cmd/internal/lab/priority"
 	"github.com/cpusched/cpusched/cmd/internal/lab/sleep"
 	"github.com/cpusched/cpusched/cmd/internal/lab/switchcost"
@@ -22,6 +23,7 @@ var labHTTPLookPath = exec.LookPath
 func labExperiments() []lab.Experiment {
 	return []lab.Experiment{
 		httplab.Experiment(labHTTPLookPath),
+		libcalls.Experiment(),
 		priority.Experiment(),
 		sleep.Experiment(),
 		switchcost.Experiment(),

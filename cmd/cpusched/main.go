@@ -25,8 +25,9 @@
 // workload of a lab experiment; idle-hog, the CPU load of bench's floor
 // mode, in a SCHED_IDLE process; neighbor, a CPU-bound process at normal
 // priority, bench's and fleet's neighbour; fleet-replica, one replica of
-// fleet's gRPC demo service; and unprivileged, through which bench, run
-// as root, starts its other children as a container runs a service.
+// fleet's gRPC demo service; and unprivileged, through which bench and
+// lab libcalls, run as root, start their other children as a container
+// runs a service.
 //
 // Run 'cpusched <command> -h' for a command's flags.
 package main

@@ -8,11 +8,11 @@
 // child starts with a fresh runtime and its own counters, dies with the
 // parent (childproc.DieWithParent), and reports one JSON line on stdout
 // (childproc.Output), except where an experiment needs a conversation with
-// its children (priority) or a long-lived server (http).
+// its children (priority) or a long-lived server (http, libcalls).
 //
 // The experiments live in the packages below this one (switchcost,
-// priority, sleep, httplab), each exporting a function that returns its
-// Experiment; cmd/cpusched lists them in a table.
+// priority, sleep, httplab, libcalls), each exporting a function that
+// returns its Experiment; cmd/cpusched lists them in a table.
 package lab
 
 import (

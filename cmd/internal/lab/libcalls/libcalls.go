@@ -1,0 +1,635 @@
+// Package libcalls measures CPU-heavy library calls, which cannot call
+// Checkpoint, run through httpsched in the Scheduler's default mode against
+// the same calls run directly on the handler's goroutine: what they cost
+// the calls' throughput and what they spare a light route's latency.
+//
+// Most CPU-heavy work in a Go service is a call into a library (a gzip of
+// a response, a bcrypt hash), which runs to its end without a Checkpoint.
+// The server, `cpusched lab-child libcalls serve`, has a 1 ms light route
+// (the probe's) and, for each kind of call (Kinds), the same handler
+// twice: run directly, and through httpsched.Handler over a cpusched.New
+// Scheduler. Each run starts a fresh server and measures, with the probe
+// open-loop all along:
+//
+//	idle    the probe alone
+//	direct  closed-loop clients on the direct routes of every kind at once
+//	sched   the same clients on the scheduled routes
+//	floor   the same clients on a second server whose threads are all
+//	        SCHED_IDLE (the most any scheduler inside the first could
+//	        give the probe), as the bench's floor; optional
+//
+// A step with heavy clients runs them for a warm-up, then the probe's
+// window, then stops them and waits until no heavy request is left in the
+// server; then it asks the server for the calls that ran in the window,
+// each counted for the share of its run inside it (Calls says why). As `cpusched bench` does,
+// the servers run as a container's service (package unpriv) when the lab
+// runs as root.
+package libcalls
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cpusched/cpusched/cmd/internal/childproc"
+	"github.com/cpusched/cpusched/cmd/internal/cli"
+	"github.com/cpusched/cpusched/cmd/internal/hogproc"
+	"github.com/cpusched/cpusched/cmd/internal/load"
+)
+
+// The steps of a run, in order.
+const (
+	StepIdle   = "idle"
+	StepDirect = "direct"
+	StepSched  = "sched"
+	StepFloor  = "floor"
+)
+
+// Defaults of Config and of the flags, and their limits.
+const (
+	DefaultRuns = 3
+	MaxRuns     = 20
+	// DefaultClients is the closed-loop clients per kind: with both kinds,
+	// 16 heavy requests in flight, enough to keep every CPU of a small
+	// machine busy through the scheduler's queue.
+	DefaultClients = 8
+	MaxClients     = 256
+	// DefaultRate is the probe's rate, requests/s, as the bench's.
+	DefaultRate = 200
+	MaxRate     = 10000
+	// DefaultWindow is each step's measured window; DefaultWarmup the
+	// heavy load's (and the probe's) run before it.
+	DefaultWindow = 10 * time.Second
+	MinWindow     = 200 * time.Millisecond
+	MaxWindow     = 10 * time.Minute
+	DefaultWarmup = 3 * time.Second
+	MaxWarmup     = time.Minute
+	// DefaultCost is the bcrypt cost whose hash takes 50-100 ms on the
+	// project's machine, a login's (docs/lab/libcalls.md has the timings).
+	DefaultCost = 10
+)
+
+// The -quick run: one run of short windows.
+const (
+	QuickRuns   = 1
+	QuickWindow = 1500 * time.Millisecond
+	QuickWarmup = time.Second
+)
+
+// Timeouts: a server's first line, a heavy request (queued behind 15
+// others on a busy machine), a /stats answer (the floor's server is
+// SCHED_IDLE), and the wait for a server to go quiet.
+const (
+	helloTimeout = 30 * time.Second
+	heavyTimeout = 2 * time.Minute
+	statsTimeout = 30 * time.Second
+	settleLimit  = 2 * time.Minute
+)
+
+// Config is one run of the experiment.
+type Config struct {
+	Runs    int           // 1..MaxRuns
+	Kinds   []string      // each one of Kinds, once; not empty
+	Clients int           // closed-loop clients per kind, 1..MaxClients
+	Rate    float64       // the probe's requests/s, (0, MaxRate]
+	Window  time.Duration // each step's measured window, MinWindow..MaxWindow
+	Warmup  time.Duration // before each window, 0..MaxWarmup
+	Cost    int           // bcrypt cost, MinCost..MaxCost
+	// Floor adds the floor step.
+	Floor bool
+	// Privileged runs the servers as root where the lab runs as root;
+	// without it they run as a container's service.
+	Privileged bool
+	// Command builds `cpusched lab-child libcalls ARGS`.
+	Command childproc.Command
+	// Progress, if set, is called with a status line as the run goes.
+	Progress func(status string)
+}
+
+// Validate reports the first problem with c as an error naming the flag
+// and its valid values.
+func (c Config) Validate() error {
+	if err := cli.CheckChoices("kinds", "kind", c.Kinds, Kinds); err != nil {
+		return err
+	}
+	switch {
+	case c.Runs < 1 || c.Runs > MaxRuns:
+		return fmt.Errorf("-runs must be in 1..%d, got %d", MaxRuns, c.Runs)
+	case c.Clients < 1 || c.Clients > MaxClients:
+		return fmt.Errorf("-clients must be in 1..%d, got %d", MaxClients, c.Clients)
+	case math.IsNaN(c.Rate) || c.Rate <= 0 || c.Rate > MaxRate:
+		return fmt.Errorf("-rate must be in (0, %d] requests/s, got %v", MaxRate, c.Rate)
+	case c.Window < MinWindow || c.Window > MaxWindow:
+		return fmt.Errorf("-window must be in %v..%v, got %v", MinWindow, MaxWindow, c.Window)
+	case c.Warmup < 0 || c.Warmup > MaxWarmup:
+		return fmt.Errorf("-warmup must be in 0s..%v, got %v", MaxWarmup, c.Warmup)
+	case c.Cost < MinCost || c.Cost > MaxCost:
+		return fmt.Errorf("-cost must be in %d..%d, got %d", MinCost, MaxCost, c.Cost)
+	}
+	return nil
+}
+
+// Results is what Run measured.
+type Results struct {
+	// Server says how the servers ran: unprivileged as a service, or as
+	// the lab runs.
+	Server string      `json:"server"`
+	Runs   []RunResult `json:"runs"`
+}
+
+// RunResult is one run: its servers and its steps.
+type RunResult struct {
+	Run     int       `json:"run"` // from 1
+	Started time.Time `json:"started"`
+	Server  Hello     `json:"server_hello"`
+	// Floor is the floor's server's Hello; FloorSkipped why the floor step
+	// was not measured when Config.Floor asked for it.
+	Floor        *Hello       `json:"floor_hello,omitempty"`
+	FloorSkipped string       `json:"floor_skipped,omitempty"`
+	Steps        []StepResult `json:"steps"`
+}
+
+// StepResult is one step of a run.
+type StepResult struct {
+	Step  string       `json:"step"`
+	Probe load.Summary `json:"probe"`
+	// P99XIdle is the probe's p99 over the idle step's in the same run.
+	P99XIdle float64      `json:"p99_x_idle"`
+	Heavy    []KindResult `json:"heavy,omitempty"`
+	// ContendedS is how long, in the window, the Scheduler ran its tasks
+	// at normal priority because other processes kept the CPUs busy
+	// (Stats.ContendedTime); sched step only.
+	ContendedS float64 `json:"contended_s,omitempty"`
+}
+
+// KindResult is one kind's heavy calls in a step.
+type KindResult struct {
+	Kind string `json:"kind"`
+	// Calls is the calls that ran in the window, each counted for the
+	// share of its run inside it (the server's Calls); Completed the
+	// calls that ended in it.
+	Calls     float64 `json:"calls"`
+	Completed int64   `json:"completed"`
+	OpsPerS   float64 `json:"ops_per_s"` // Calls over the window, by the server's clock
+	// PctOfDirect is OpsPerS as a percentage of the direct step's, in the
+	// same run; nil in the direct step.
+	PctOfDirect *float64 `json:"pct_of_direct,omitempty"`
+	// Failed counts the heavy requests of the step that failed or were
+	// answered outside 2xx (those abandoned when the step ended are not).
+	Failed int64 `json:"failed"`
+}
+
+// Kind returns the step's result of kind, nil if it has none.
+func (s *StepResult) Kind(kind string) *KindResult {
+	for i := range s.Heavy {
+		if s.Heavy[i].Kind == kind {
+			return &s.Heavy[i]
+		}
+	}
+	return nil
+}
+
+// Step returns the run's step named step, nil if it has none.
+func (r *RunResult) Step(step string) *StepResult {
+	for i := range r.Steps {
+		if r.Steps[i].Step == step {
+			return &r.Steps[i]
+		}
+	}
+	return nil
+}
+
+// Run measures cfg.Runs runs, each with a fresh server (and floor's
+// server). A server that fails to start or dies, or a load that cannot
+// run, stops it with an error; the runs measured before are returned with
+// it. Cancelling ctx stops the servers and returns ctx.Err(). Run starts
+// nothing if -privileged asks for what this process cannot give.
+func Run(ctx context.Context, cfg Config) (*Results, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Command == nil {
+		return nil, errors.New("libcalls.Run: Config.Command is nil")
+	}
+	l, err := newLauncher(cfg.Privileged)
+	if err != nil {
+		return nil, err
+	}
+	defer l.close()
+	res := &Results{Server: l.server}
+	for i := range cfg.Runs {
+		r, err := runOnce(ctx, cfg, l, i+1)
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return res, fmt.Errorf("run %d: %w", i+1, err)
+		}
+		res.Runs = append(res.Runs, r)
+	}
+	return res, nil
+}
+
+func (c Config) progress(format string, args ...any) {
+	if c.Progress != nil {
+		c.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// runOnce is one run: its server, then its steps.
+func runOnce(ctx context.Context, cfg Config, l *launcher, n int) (RunResult, error) {
+	res := RunResult{Run: n, Started: time.Now().UTC()}
+	cfg.progress("run %d of %d: starting the server", n, cfg.Runs)
+	srv, err := startServer(ctx, cfg, l, false)
+	if err != nil {
+		return res, fmt.Errorf("the server: %w", err)
+	}
+	defer srv.stop()
+	res.Server = srv.hello
+	m := newMeter(cfg, srv)
+	defer m.close()
+	phase := func(step, what string) { cfg.progress("run %d of %d: %s: %s", n, cfg.Runs, step, what) }
+
+	phase("warm-up", "one call of each route")
+	if err := m.warm(ctx); err != nil {
+		return res, err
+	}
+	for _, step := range []string{StepIdle, StepDirect, StepSched} {
+		s, err := m.step(ctx, step, srv, pathFor(step), func(what string) { phase(step, what) })
+		if err != nil {
+			return res, fmt.Errorf("step %s: %w", step, srv.annotate(err))
+		}
+		res.Steps = append(res.Steps, s)
+	}
+	if cfg.Floor {
+		phase(StepFloor, "starting the floor's server")
+		floor, err := startServer(ctx, cfg, l, true)
+		switch {
+		case errors.Is(err, hogproc.ErrNoSchedIdle):
+			res.FloorSkipped = err.Error()
+		case err != nil:
+			return res, fmt.Errorf("the floor's server: %w", err)
+		default:
+			defer floor.stop()
+			res.Floor = &floor.hello
+			s, err := m.step(ctx, StepFloor, floor, pathDirect, func(what string) { phase(StepFloor, what) })
+			if err == nil {
+				// Every thread, those the runtime started during the step
+				// too, must still be SCHED_IDLE for the floor to be one.
+				_, err = hogproc.CheckThreads(floor.cmd.Process.Pid)
+			}
+			if err != nil {
+				return res, fmt.Errorf("step %s: %w", StepFloor, floor.annotate(srv.annotate(err)))
+			}
+			res.Steps = append(res.Steps, s)
+		}
+	}
+	res.fill()
+	select {
+	case <-srv.exited:
+		return res, fmt.Errorf("the server died during the run: %s", srv.exitError())
+	default:
+	}
+	return res, nil
+}
+
+// pathFor returns the heavy routes' prefix of step, "" for none.
+func pathFor(step string) string {
+	switch step {
+	case StepDirect:
+		return pathDirect
+	case StepSched:
+		return pathSched
+	}
+	return ""
+}
+
+// fill sets the ratios of each step to the idle and direct steps.
+func (r *RunResult) fill() {
+	idle, direct := r.Step(StepIdle), r.Step(StepDirect)
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		if idle != nil && idle.Probe.P99Ms > 0 {
+			s.P99XIdle = s.Probe.P99Ms / idle.Probe.P99Ms
+		}
+		if direct == nil || s.Step == StepDirect {
+			continue
+		}
+		for j := range s.Heavy {
+			k := &s.Heavy[j]
+			if d := direct.Kind(k.Kind); d != nil && d.OpsPerS > 0 {
+				pct := k.OpsPerS / d.OpsPerS * 100
+				k.PctOfDirect = &pct
+			}
+		}
+	}
+}
+
+// serverProc is a running server process.
+type serverProc struct {
+	what    string // "the server" or "the floor's server", for errors
+	cmd     *exec.Cmd
+	hello   Hello
+	base    string // http://ADDR
+	exited  chan struct{}
+	waitErr error // set before exited is closed
+	stderr  childproc.Tail
+	cancel  context.CancelFunc
+}
+
+// startServer starts a server (the floor's, if floor) as l says and waits
+// for its Hello. The floor's server that cannot make its threads
+// SCHED_IDLE gives an error wrapping hogproc.ErrNoSchedIdle. On failure
+// the process has been stopped.
+func startServer(ctx context.Context, cfg Config, l *launcher, floor bool) (*serverProc, error) {
+	sctx, cancel := context.WithCancel(ctx)
+	args := []string{"serve", "-addr", "127.0.0.1:0", "-cost", strconv.Itoa(cfg.Cost)}
+	if floor {
+		args = append(args, "-floor")
+	}
+	cmd := cfg.Command(sctx, args...)
+	p := &serverProc{what: "the server", cmd: cmd, exited: make(chan struct{}), cancel: cancel}
+	if floor {
+		p.what = "the floor's server"
+	}
+	if err := l.wrap(cmd); err != nil {
+		cancel()
+		return nil, err
+	}
+	cmd.Stderr = &p.stderr
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 5 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, err
+	}
+	lines := make(chan []byte, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- bytes.Clone(sc.Bytes())
+		}
+		_, _ = io.Copy(io.Discard, stdout) // nothing more is expected; Wait needs the pipe read
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	fail := func(err error) (*serverProc, error) {
+		p.stop()
+		return nil, err
+	}
+	var line []byte
+	select {
+	case line = <-lines:
+	case <-p.exited:
+		select {
+		case line = <-lines: // its last words (a Hello with an error), sent before it exited
+		default:
+			return fail(fmt.Errorf("it exited before its first line: %s", p.exitError()))
+		}
+	case <-time.After(helloTimeout):
+		return fail(fmt.Errorf("no first line within %v: %s", helloTimeout, p.stderr.String()))
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	if err := json.Unmarshal(line, &p.hello); err != nil {
+		return fail(fmt.Errorf("its first line %q: %w", line, err))
+	}
+	switch {
+	case p.hello.NoSchedIdle:
+		return fail(fmt.Errorf("%w: %s", hogproc.ErrNoSchedIdle, p.hello.Error))
+	case p.hello.Error != "" || p.hello.Addr == "":
+		return fail(fmt.Errorf("it could not serve: %s", p.hello.Error))
+	}
+	if err := l.check(cmd.Process.Pid, p.what); err != nil {
+		return fail(err)
+	}
+	p.base = "http://" + p.hello.Addr
+	return p, nil
+}
+
+// stop ends the process (SIGTERM, then SIGKILL after WaitDelay) and waits
+// for it. It is idempotent.
+func (p *serverProc) stop() {
+	p.cancel()
+	<-p.exited
+}
+
+// annotate adds to err, if the process has exited, how it exited: the
+// likely cause of a step's failure.
+func (p *serverProc) annotate(err error) error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%w (%s exited: %s)", err, p.what, p.exitError())
+	default:
+		return err
+	}
+}
+
+// exitError describes how the process exited, with its stderr; call it
+// only after exited is closed.
+func (p *serverProc) exitError() string {
+	s := "status 0"
+	if p.waitErr != nil {
+		s = p.waitErr.Error()
+	}
+	if tail := p.stderr.String(); tail != "" {
+		s += ": " + tail
+	}
+	return s
+}
+
+// meter runs the steps of one run against its server.
+type meter struct {
+	cfg         Config
+	srv         *serverProc
+	probe       *http.Client
+	heavy       []*http.Client // one per kind of cfg.Kinds
+	statsClient *http.Client
+}
+
+func newMeter(cfg Config, srv *serverProc) *meter {
+	m := &meter{cfg: cfg, srv: srv, probe: newClient(probeConcurrency(cfg.Rate)), statsClient: &http.Client{Timeout: statsTimeout}}
+	for range cfg.Kinds {
+		m.heavy = append(m.heavy, newClient(cfg.Clients))
+	}
+	return m
+}
+
+// close closes the clients' idle connections.
+func (m *meter) close() {
+	for _, c := range append([]*http.Client{m.probe, m.statsClient}, m.heavy...) {
+		c.CloseIdleConnections()
+	}
+}
+
+// newClient returns a keep-alive client for conns connections to
+// loopback, kept for the whole run so that the warm-up's connections serve
+// the windows.
+func newClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy: nil, MaxIdleConns: conns, MaxIdleConnsPerHost: conns,
+		IdleConnTimeout: 90 * time.Second, DisableCompression: true,
+	}}
+}
+
+// probeConcurrency is the probe's cap on requests in flight: a quarter of
+// a second's requests, at least 8, as the bench's, so that a stalled
+// server meets requests rather than a full queue (each is timed from when
+// it was due either way).
+func probeConcurrency(rate float64) int {
+	return min(max(8, int(math.Ceil(rate/4))), load.MaxConcurrency)
+}
+
+// probeConfig returns the probe's load for d: open loop at cfg.Rate on the
+// server's light route, every request due in d counted however late.
+func (m *meter) probeConfig(d time.Duration) load.Config {
+	return load.Config{URL: m.srv.base + pathFast, Concurrency: probeConcurrency(m.cfg.Rate), Rate: m.cfg.Rate,
+		Duration: d, Drain: true, Client: m.probe}
+}
+
+// warm sends one request to each heavy route of the run's kinds, so that
+// the first window does not pay for the first connections and calls.
+func (m *meter) warm(ctx context.Context) error {
+	for i, kind := range m.cfg.Kinds {
+		for _, prefix := range []string{pathDirect, pathSched} {
+			res, err := load.Run(ctx, load.Config{URL: m.srv.base + prefix + kind, Concurrency: 1, Requests: 1, Timeout: heavyTimeout, Client: m.heavy[i]})
+			if err != nil {
+				return err
+			}
+			if res.Completed != 1 || res.Non2xx != 0 {
+				return fmt.Errorf("warm-up: %s%s did not answer 200 (status codes %v, failures %v)", prefix, kind, res.StatusCodes, res.Failed)
+			}
+		}
+	}
+	return nil
+}
+
+// step measures one step: the heavy clients on target's routes under
+// prefix ("" for none) and the probe on the server, for the warm-up, then
+// the window with the target's counts at both ends; then it stops the
+// clients and waits for target to go quiet.
+func (m *meter) step(ctx context.Context, step string, target *serverProc, prefix string, phase func(string)) (StepResult, error) {
+	res := StepResult{Step: step}
+	heavyCtx, stopHeavy := context.WithCancel(ctx)
+	heavy := make([]*load.Result, len(m.cfg.Kinds))
+	var wg sync.WaitGroup
+	defer func() { stopHeavy(); wg.Wait() }()
+	if prefix != "" {
+		for i, kind := range m.cfg.Kinds {
+			wg.Go(func() {
+				heavy[i], _ = load.Run(heavyCtx, load.Config{URL: target.base + prefix + kind, Concurrency: m.cfg.Clients,
+					Duration: 24 * time.Hour, Timeout: heavyTimeout, Client: m.heavy[i]})
+			})
+		}
+	}
+	if m.cfg.Warmup > 0 {
+		phase("warm-up")
+		if _, err := load.Run(ctx, m.probeConfig(m.cfg.Warmup)); err != nil {
+			return res, err
+		}
+	}
+	phase("measuring")
+	before, err := m.count(ctx, target)
+	if err != nil {
+		return res, err
+	}
+	probe, err := load.Run(ctx, m.probeConfig(m.cfg.Window))
+	if err != nil {
+		return res, err
+	}
+	after, err := m.count(ctx, target)
+	if err != nil {
+		return res, err
+	}
+	res.Probe = probe.Summary()
+	if prefix == "" {
+		return res, nil
+	}
+	phase("settling")
+	stopHeavy()
+	wg.Wait()
+	if err := m.settle(ctx, target); err != nil {
+		return res, err
+	}
+	var calls Calls
+	url := fmt.Sprintf("%s%s?from=%g&to=%g", target.base, pathCalls, before.UptimeS, after.UptimeS)
+	if err := m.get(ctx, url, &calls); err != nil {
+		return res, err
+	}
+	sec := after.UptimeS - before.UptimeS
+	for i, kind := range m.cfg.Kinds {
+		k := KindResult{Kind: kind, Calls: calls.Credit[kind], Completed: after.Completed[kind] - before.Completed[kind]}
+		k.OpsPerS = k.Calls / sec
+		if h := heavy[i]; h != nil {
+			k.Failed = h.FailedTotal() + h.Non2xx
+		}
+		res.Heavy = append(res.Heavy, k)
+	}
+	if step == StepSched {
+		res.ContendedS = after.ContendedS - before.ContendedS
+	}
+	return res, nil
+}
+
+// count reads target's counters.
+func (m *meter) count(ctx context.Context, target *serverProc) (Count, error) {
+	var c Count
+	err := m.get(ctx, target.base+pathStats, &c)
+	return c, err
+}
+
+// get decodes the JSON answer of url into v.
+func (m *meter) get(ctx context.Context, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := m.statsClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: status %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// settle waits until target has no heavy request left: the direct calls
+// run to their end after their clients have gone.
+func (m *meter) settle(ctx context.Context, target *serverProc) error {
+	deadline := time.Now().Add(settleLimit)
+	for {
+		c, err := m.count(ctx, target)
+		if err != nil {
+			return err
+		}
+		if c.InFlight == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d heavy requests still in the server %v after their clients stopped", c.InFlight, settleLimit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
