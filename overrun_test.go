@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -135,29 +136,26 @@ func TestOverrunsConcurrent(t *testing.T) {
 			}
 		}
 	}()
-	var handles []*Handle
+	var wg sync.WaitGroup
 	for i := range 8 {
-		h, err := s.Go(context.Background(), func(task *Task) error {
-			for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
-				if i%2 == 0 { // half never come to a Checkpoint
-					_ = task.Checkpoint()
+		wg.Go(func() {
+			err := s.Run(context.Background(), func(task *Task) error {
+				for start := time.Now(); time.Since(start) < 20*time.Millisecond; {
+					if i%2 == 0 { // half never come to a Checkpoint
+						_ = task.Checkpoint()
+					}
+					if task.Overrun() < 0 {
+						return errors.New("negative overrun")
+					}
 				}
-				if task.Overrun() < 0 {
-					return errors.New("negative overrun")
-				}
+				return nil
+			})
+			if err != nil {
+				t.Error(err)
 			}
-			return nil
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		handles = append(handles, h)
 	}
-	for _, h := range handles {
-		if err := h.Wait(); err != nil {
-			t.Error(err)
-		}
-	}
+	wg.Wait()
 	close(stop)
 	<-done
 }
