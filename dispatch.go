@@ -60,7 +60,7 @@ func lengthSlot(key uintptr) uint8 {
 // on its own goroutine was long if the monitor lowered its thread (it had
 // computed for osLowerAfter); one handed off, if it held its slot that
 // long, not counting the time it did not compute, and its hand-off thread
-// computed that long too (cpu, from taskCPU: a SCHED_IDLE thread may hold
+// computed that long too (cpu, from taskCPULocked: a SCHED_IDLE thread may hold
 // its slot without running). Under s.mu, after t's last charge.
 func (s *Scheduler) noteLength(t *Task, cpu int64) {
 	var isLong bool

@@ -13,7 +13,7 @@ type groupCounters struct {
 	name             string
 	weight           int // SetGroupWeight's, or DefaultGroupWeight
 	submitted, ended uint64
-	runTime          int64
+	runTime, cpuTime int64
 	waits, runs      Histogram
 	// labels are the pprof labels of the group's tasks, per class, made
 	// when the first task of that class arrives (see setLabels).

@@ -192,7 +192,7 @@ func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
 }
 
 // handoffBegin is call's step on a hand-off thread before fn runs: it
-// reads the thread's CPU clock for taskCPU, fits the thread to the
+// reads the thread's CPU clock for taskCPULocked, fits the thread to the
 // scheduler's state (fitHandoffThread) and records it for the guard
 // (contention.go). With slice pins it returns when fn began, for the
 // placement of the next task (pin.go); the zero time otherwise.

@@ -51,15 +51,16 @@ const blockHold = 50 * time.Microsecond
 
 // releaseHold is holdTimer's function: a Blocking call that kept its slot
 // has run for blockHold, so the slot goes to another task now. The time
-// it kept the slot is charged as run time, as the slot was taken.
+// it kept the slot is charged as run time, as the slot was taken (its
+// thread's CPU clock read from here: charge.go).
 func (s *Scheduler) releaseHold(t *Task) {
-	now := s.clock.Now()
 	s.mu.Lock()
+	now := s.clock.Now() // after any Stats snapshot's: RunTime never goes back
 	if !t.hold.CompareAndSwap(holdArmed, holdReleased) {
 		s.mu.Unlock() // fn returned first (or a stale timer of an earlier call)
 		return
 	}
-	s.giveUpSlotLocked(t, now)
+	s.giveUpSlotLocked(t, now, s.taskCPUOfLocked(t))
 	next, first := s.pickLocked(now)
 	s.mu.Unlock()
 	s.resume(next, first)

@@ -125,7 +125,7 @@ func (q *runQueue) small(t *Task) bool {
 // waited behind the stream of new ones (docs/measurements/small-task-lane.md).
 func (q *runQueue) used(t *Task) int64 {
 	if q.cpuClock {
-		return t.cpuUsed
+		return t.laneCPU()
 	}
 	return t.runTime
 }

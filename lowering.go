@@ -31,16 +31,51 @@ const lowerIdle = 2 * osLowerAfter
 // to go on with it after a wait, to its thread, records the thread for the
 // monitor, and sets the Checkpoint countdown to t's next lowering check:
 // the first Checkpoint when fn begins, the lowerCheckEvery-th after a
-// wait (lowerCheckEvery).
+// wait (lowerCheckEvery). After a wait it marks the thread (markAfterWait).
 func (s *Scheduler) lockThread(t *Task, first bool) {
 	runtime.LockOSThread()
-	t.thread.tid.Store(int32(osprio.ThreadID()))
+	tid := int32(osprio.ThreadID())
 	switch {
 	case first:
+		t.thread.tid.Store(tid)
 		t.thread.lowerCheck = lowerCheckMark
 	case !t.thread.lowered.Load():
+		s.markAfterWait(t, tid)
 		t.countDown(lowerCheckEvery)
+	default:
+		t.thread.tid.Store(tid)
 	}
+}
+
+// markAfterWait records thread tid as t's, t's goroutine having locked it
+// again after it waited unlocked (for its slot, or in a Blocking call),
+// and, as the stretch on its slot begins there, marks where the charge of
+// the stretch is measured from (charge.go): tid's clock now, against the
+// mark lowerIfLongLocked measures from, which it takes here on a thread
+// new to t rather than at its next look. One system call and s.mu, per
+// wait that was unlocked. tid is stored with the mark, under s.mu, so
+// that a Stats snapshot sees both or neither (cpuSoFarLocked).
+func (s *Scheduler) markAfterWait(t *Task, tid int32) {
+	if !s.rq.cpuClock {
+		t.thread.tid.Store(tid)
+		return
+	}
+	clock := osprio.ThreadCPU()
+	s.mu.Lock()
+	t.thread.tid.Store(tid)
+	t.markStretchLocked(tid, clock)
+	s.mu.Unlock()
+}
+
+// markStretchLocked marks thread tid, t's own, at clock, a reading of it,
+// where it has no mark yet (as lowerIfLongLocked would at its next look),
+// and the stretch t begins as measured from clock (charge.go); under
+// s.mu.
+func (t *Task) markStretchLocked(tid int32, clock int64) {
+	if t.thread.markTid != tid {
+		t.thread.markTid, t.thread.markCPU = tid, clock-int64(t.thread.computed)
+	}
+	t.cpuUsed = clock - t.thread.markCPU
 }
 
 // countDown sets t's Checkpoint countdown to n (1..127) and counts those
@@ -184,7 +219,7 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	// task, a thread the program lowered itself, or the outer task of a
 	// nested Run that lowered the thread first. Either way the task now
 	// counts as lowered (the lane measures it by its thread's CPU time
-	// from here on, taskCPU, on top of what it computed so far); its end
+	// from here on, taskCPULocked, on top of what it computed so far); its end
 	// puts back the setting the thread had only if it lowered the thread
 	// itself. (Putting back what it found would lower the thread for good
 	// in the last case, once the inner task's end had raised it.)

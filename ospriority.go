@@ -11,7 +11,7 @@ package cpusched
 //	               (osMode, nil in the other modes) and on each Task
 //	               (taskThread); the points where the core calls the mode;
 //	               yield on wake; the lane's measure of a task by its
-//	               thread's CPU clock (taskCPU, setCPU); the mode's
+//	               thread's CPU clock (readCPU, setCPU); the mode's
 //	               defaults, and New's probes of what the operating system
 //	               allows (osAccess)
 //	procs.go       the CPU budget the worker count comes from, and the
@@ -43,10 +43,12 @@ package cpusched
 // (osStartLocked), releaseSlotLocked and resumePinned (the slice pins);
 // call (lockThread and unlockThread for a task on its own goroutine,
 // handoffBegin for a handed-off one, placeInline for the next); finish
-// (taskCPU, osEndLocked); yield (taskCPU, setCPU, slotsLocked, handOff);
+// (readCPU, taskCPULocked, osEndLocked); yield (readCPU, taskCPULocked,
+// slotsLocked, handOff); chargeLocked (setCPU), parkLocked (unmarkCPU)
+// and the hold timer (taskCPUOfLocked);
 // waitForSlot (unlockThreadToWait, waitPinnable, yieldWoken, noteWake,
-// lockThread); block (keepsSlot, holdLocked, taskCPU); Blocking and
-// unblock (unlockThreadToWait, taskCPU, noteWake, lockThread); the
+// lockThread); block (keepsSlot, holdLocked, readCPU); Blocking and
+// unblock (unlockThreadToWait, readCPU, noteWake, lockThread); the
 // monitor (lowerLongLocked, lendLocked, guardLocked); Checkpoint's
 // countdown (lowerSelf); Stats; Close (stopThreads).
 //
@@ -72,7 +74,9 @@ package cpusched
 //   - read the CPU clock: the thread of a task on its own goroutine, to
 //     lower it (lowerIfLongLocked); every running task's lowered thread,
 //     every guardWindow, for the guard (markThreadsLocked); a lowered or
-//     hand-off thread its own, for the lane (taskCPU).
+//     hand-off thread its own, and a task's own thread while fn runs, for
+//     the lane and the charge (readCPU, charge.go), and a Stats snapshot
+//     a running task's (taskCPUOfLocked).
 //   - pin: the yielding thread at a Checkpoint's hand-off pins the next
 //     task's waiting thread to its own CPU (pinForHandOff, or give for an
 //     idle hand-off thread), which puts its mask back as it wakes
@@ -241,7 +245,7 @@ func (s *Scheduler) osStartLocked(t *Task, now int64) {
 }
 
 // osEndLocked is the mode's part of finish, t ending on its slot: the
-// table of task lengths learns t's (cpu is taskCPU's reading, or -1), and
+// table of task lengths learns t's (cpu is taskCPULocked's reading, or -1), and
 // the guard's state of t's thread is cleared.
 func (s *Scheduler) osEndLocked(t *Task, cpu int64) {
 	if s.os.own {
@@ -273,36 +277,143 @@ func (s *Scheduler) yieldWoken() {
 	osprio.Yield()
 }
 
-// taskCPU is, in IsolationOSPriority, the CPU time t's thread has used
-// since fn began (for a task on its own goroutine: what the monitor
-// counted as computed when it lowered the thread, and the thread's CPU
-// time since); -1, for its slot time, otherwise: while its thread is not
-// lowered, and once it left its hand-off thread (retire.go). Call it on
-// t's goroutine.
-func (s *Scheduler) taskCPU(t *Task) int64 {
-	if !s.rq.cpuClock || !t.handoff && !t.thread.lowered.Load() || t.left() {
-		return -1
-	}
-	return osprio.ThreadCPU() - t.thread.cpuStart
+// cpuRead is a reading of a task's thread's CPU clock taken on its
+// goroutine before s.mu (readCPU), for taskCPULocked: clock, or -1 where
+// none can be taken, or cpuUnread where none was; seq, the count of Stats
+// snapshots before it.
+type cpuRead struct {
+	clock int64
+	seq   uint64
 }
 
-// setCPU records what taskCPU read as t.cpuUsed (the run queue's measure of
-// t with cpuClock), or where taskCPU read -1, slot, t's slot time; under
-// s.mu. For a task on its own goroutine whose thread is not lowered, the
-// slot time counts stretches in which it did not compute
-// (t.thread.uncomputed, and the kernel running other threads), which on a
-// busy machine pass the lane's slice on their own and sent small tasks
-// behind the long ones: it has computed less than osLowerAfter, or the
-// monitor or its own Checkpoint would have lowered its thread
-// (lowerIfLongLocked), so it counts as that at most.
-func (t *Task) setCPU(cpu, slot int64) {
-	if cpu < 0 {
-		cpu = slot
-		if t.s.osOwn() && !t.handoff {
-			cpu = min(max(0, slot-t.thread.uncomputed.Load()), int64(osLowerAfter))
-		}
+// noCPURead is a cpuRead of no reading.
+var noCPURead = cpuRead{clock: cpuUnread}
+
+// readCPU reads, on t's goroutine, the CPU clock of t's thread, for
+// taskCPULocked to make t's CPU time of: in IsolationOSPriority, where the
+// goroutine is locked to its thread for t (a hand-off thread once fn began
+// on it, until it leaves it: retire.go; its own thread while fn runs); -1
+// elsewhere, at no cost. A system call, so it is read before s.mu is
+// taken.
+func (s *Scheduler) readCPU(t *Task) cpuRead {
+	r := cpuRead{clock: -1, seq: s.statsSeq.Load()}
+	if cpu, ok := s.cfg.hooks.taskCPU(t); ok {
+		r.clock = cpu
+	} else if s.rq.cpuClock && t.thread.tid.Load() != 0 && !t.left() {
+		r.clock = osprio.ThreadCPU()
 	}
-	t.cpuUsed = cpu
+	return r
+}
+
+// taskCPULocked is, from r, read on t's goroutine (readCPU), the CPU time
+// t has used on its thread since fn began (cpuOfClockLocked). A Stats
+// snapshot since r (statsSeq) read the thread's clock later than r: the
+// clock is read again, into r, so that the charge counts at least what
+// the snapshot did (cpuSoFarLocked). Under s.mu, on t's goroutine.
+func (s *Scheduler) taskCPULocked(t *Task, r *cpuRead) int64 {
+	if r.clock >= 0 && r.seq != s.statsSeq.Load() {
+		*r = s.readCPU(t)
+	}
+	return s.cpuOfClockLocked(t, r.clock)
+}
+
+// cpuOfClockLocked is, from clock, a reading of t's thread's CPU clock,
+// the CPU time t has used on its thread since fn began: for a
+// hand-off thread, since then (cpuStart); for a task on its own goroutine,
+// since the mark its lowering measures from (markCPU; taken at its first
+// Checkpoint, or by the monitor, and on each thread it moves to: what
+// it computed on earlier threads counts on), and once its thread counts
+// as lowered, the same (cpuStart, which lowering sets to that mark). It
+// is -1, for its slot time, where clock is -1, and for a task on its own
+// goroutine whose thread has no mark yet; cpuUnread passes through.
+// Under s.mu: markTid and markCPU are the monitor's too.
+func (s *Scheduler) cpuOfClockLocked(t *Task, clock int64) int64 {
+	switch {
+	case clock < 0 || s.cfg.hooks != nil && s.cfg.hooks.cpuReading != nil:
+		return clock
+	case t.handoff || t.thread.lowered.Load():
+		return clock - t.thread.cpuStart
+	case t.thread.markTid == t.thread.tid.Load():
+		return clock - t.thread.markCPU
+	}
+	return -1
+}
+
+// taskCPUOfLocked is taskCPULocked's for running task t, its thread's
+// clock read from this thread (osprio.ThreadCPUOf): for a Stats snapshot,
+// and for the hold timer; under s.mu.
+func (s *Scheduler) taskCPUOfLocked(t *Task) int64 {
+	if cpu, ok := s.cfg.hooks.taskCPU(t); ok {
+		return cpu
+	}
+	tid := t.thread.tid.Load()
+	if !s.rq.cpuClock || tid == 0 || t.left() {
+		return -1
+	}
+	clock := osprio.ThreadCPUOf(int(tid))
+	if clock <= 0 {
+		return -1 // unreadable (not expected of a thread locked to a running task)
+	}
+	return s.cpuOfClockLocked(t, clock)
+}
+
+// setCPU records t's CPU time since fn began (taskCPULocked's) as
+// t.cpuUsed, the charge's mark (charge.go) and, but for a task on its own
+// goroutine whose thread is not lowered, the run queue's measure of t with
+// cpuClock (laneCPU); under s.mu. Where cpu is -1 the measure is slot,
+// t's slot time, and for a task on its own goroutine whose thread is not
+// lowered, ownLaneCPU's; where cpuUnread (no reading was taken), it
+// stays as it was. Without a reading the measure is kept as ^measure,
+// which marks the stretch that begins as not measured.
+func (t *Task) setCPU(cpu, slot int64) {
+	switch {
+	case cpu >= 0:
+		t.cpuUsed = cpu
+		return
+	case cpu == cpuUnread:
+		cpu = t.laneCPU()
+	case t.s.osOwn() && !t.handoff:
+		cpu = t.ownLaneCPU(slot)
+	default:
+		cpu = slot
+	}
+	t.cpuUsed = ^cpu
+}
+
+// laneCPU is t's CPU time as the lane measures it (runQueue.used with
+// cpuClock): for a task on its own goroutine whose thread is not lowered,
+// ownLaneCPU of its slot time; for the others, t.cpuUsed, kept as
+// ^measure after a stretch without a reading of its thread's clock.
+// Under s.mu.
+func (t *Task) laneCPU() int64 {
+	switch {
+	case t.s.osOwn() && !t.handoff && !t.thread.lowered.Load():
+		return t.ownLaneCPU(t.runTime)
+	case t.cpuUsed < 0:
+		return ^t.cpuUsed
+	}
+	return t.cpuUsed
+}
+
+// ownLaneCPU is the lane's measure of a task on its own goroutine whose
+// thread is not lowered, slot its slot time: that less the time it did not
+// compute (t.thread.uncomputed), at most osLowerAfter. The slot time counts
+// stretches in which it did not compute (t.thread.uncomputed, and the
+// kernel running other threads), which on a busy machine pass the lane's
+// slice on their own and sent small tasks behind the long ones: it has
+// computed less than osLowerAfter, or the monitor or its own Checkpoint
+// would have lowered its thread (lowerIfLongLocked), so it counts as that
+// at most.
+func (t *Task) ownLaneCPU(slot int64) int64 {
+	return min(max(0, slot-t.thread.uncomputed.Load()), int64(osLowerAfter))
+}
+
+// unmarkCPU marks the stretch t begins as not measured (charge.go): its
+// goroutine is to wait unlocked, and may come back on another thread.
+func (t *Task) unmarkCPU() {
+	if t.cpuUsed >= 0 {
+		t.cpuUsed = ^t.cpuUsed
+	}
 }
 
 // osOwn reports whether tasks may run on their own goroutines in
@@ -325,8 +436,9 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //     setting it had, while other processes keep the CPUs busy
 //     (contention.go); under s.mu.
 //   - markTid and markCPU: the mark lowerIfLongLocked measures from,
-//     under s.mu: the thread the task was first seen on, and that
-//     thread's CPU clock then less what the task computed before
+//     under s.mu: the thread the task was first seen on (by it, or by
+//     markAfterWait as the task's goroutine locks a thread again), and
+//     that thread's CPU clock then less what the task computed before
 //     (computed). guardWin is the guard's window (modulo 256) in which
 //     it last read the thread's CPU clock, into markCPU (which lowering
 //     no longer needs then), under s.mu.
@@ -352,10 +464,12 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //     hand-off thread, which could not be raised, to run unlocked at
 //     normal priority until it ends (retire.go: Task.left); set under
 //     s.mu by the task's goroutine, read by it and under s.mu.
-//   - cpuStart: the thread's CPU clock when fn began on it, for taskCPU:
-//     read by a hand-off thread in call; for a task on its own goroutine,
-//     reckoned by lowerIfLongLocked when the task counts as lowered (the
-//     clock then, less what the task had computed).
+//   - cpuStart: the thread's CPU clock when fn began on it, for
+//     taskCPULocked: read by a hand-off thread in call; for a task on its
+//     own goroutine, reckoned by lowerIfLongLocked when the task counts as
+//     lowered (the clock then, less what the task had computed: markCPU).
+//     markCPU, until then, is what taskCPULocked measures such a task
+//     from.
 //
 // The fields are packed, 56 bytes with no padding, so that a Task stays
 // in the 384-byte size class (TestQueuedTaskMemory, TestQueuedGoBytes).

@@ -159,7 +159,8 @@ func testModes() []testMode {
 // TestSetCPUOfOwnTasks: the lane measures a task on its own goroutine
 // whose thread is not lowered by its slot time less the time it did not
 // compute, and at most osLowerAfter (its thread would be lowered past
-// that); other tasks without a CPU reading, by their slot time.
+// that), also where its thread's clock was read (for the charge); other
+// tasks without a CPU reading, by their slot time.
 func TestSetCPUOfOwnTasks(t *testing.T) {
 	own := &Scheduler{os: &osMode{own: true}}
 	ms := int64(time.Millisecond)
@@ -176,15 +177,32 @@ func TestSetCPUOfOwnTasks(t *testing.T) {
 		{"other modes", &Task{s: &Scheduler{}}, 0, 5 * ms, 5 * ms},
 	} {
 		c.task.thread.uncomputed.Store(c.kept)
+		c.task.runTime = c.slot
 		c.task.setCPU(-1, c.slot)
-		if c.task.cpuUsed != c.want {
-			t.Errorf("%s: cpuUsed %d, want %d", c.name, c.task.cpuUsed, c.want)
+		if got := c.task.laneCPU(); got != c.want {
+			t.Errorf("%s: lane's measure %d, want %d", c.name, got, c.want)
+		}
+		if c.task.cpuUsed >= 0 {
+			t.Errorf("%s: cpuUsed %d marks the next stretch as measured without a reading", c.name, c.task.cpuUsed)
 		}
 	}
-	tk := &Task{s: own}
+	tk := &Task{s: own, runTime: 5 * ms}
 	tk.setCPU(3*ms, 5*ms)
 	if tk.cpuUsed != 3*ms {
 		t.Errorf("with a CPU reading: cpuUsed %d, want %d", tk.cpuUsed, 3*ms)
+	}
+	if got := tk.laneCPU(); got != int64(osLowerAfter) {
+		t.Errorf("own, with a CPU reading before its thread is lowered: lane's measure %d, want %d (the reading is the charge's)", got, int64(osLowerAfter))
+	}
+	tk.thread.lowered.Store(true)
+	if got := tk.laneCPU(); got != 3*ms {
+		t.Errorf("own, lowered: lane's measure %d, want the reading %d", got, 3*ms)
+	}
+	ho := &Task{s: own, handoff: true}
+	ho.setCPU(3*ms, 5*ms)
+	ho.setCPU(cpuUnread, 6*ms)
+	if ho.laneCPU() != 3*ms || ho.cpuUsed >= 0 {
+		t.Errorf("handed off, without a reading: cpuUsed %d (lane's measure %d), want the measure kept (%d) and marked not measured", ho.cpuUsed, ho.laneCPU(), 3*ms)
 	}
 }
 

@@ -16,8 +16,15 @@ import (
 // accounting of who held the slot while the clock moved.
 func shareRun(t *testing.T, total time.Duration, setup func(*Scheduler), specs ...[]TaskOption) []time.Duration {
 	t.Helper()
+	return shareRunWith(t, total, nil, setup, nil, specs...)
+}
+
+// shareRunWith is shareRun with opts added to New's, and each step of task
+// i also passed to onStep, if set, before its Checkpoint.
+func shareRunWith(t *testing.T, total time.Duration, opts []Option, setup func(*Scheduler), onStep func(i int, task *Task, step int64), specs ...[]TaskOption) []time.Duration {
+	t.Helper()
 	clk := newFakeClock()
-	s := newTestScheduler(t, WithWorkers(1), withClock(clk), withoutMonitor())
+	s := newTestScheduler(t, append([]Option{WithWorkers(1), withClock(clk), withoutMonitor()}, opts...)...)
 	if setup != nil {
 		setup(s)
 	}
@@ -34,6 +41,9 @@ func shareRun(t *testing.T, total time.Duration, setup func(*Scheduler), specs .
 			for clk.Now() < end {
 				clk.Advance(step)
 				got[i].Add(step)
+				if onStep != nil {
+					onStep(i, task, step)
+				}
 				task.s.tick()
 				if err := task.Checkpoint(); err != nil {
 					return err

@@ -83,9 +83,17 @@ func (s *Scheduler) mustLeave(t *Task) bool {
 // leaveThread moves t's goroutine off its lowered hand-off thread and ends
 // the thread (see the file comment). From then on t runs unlocked, as a
 // task on its own goroutine whose thread is not lowered, until it ends.
+// A task holding its slot is charged first, by the thread's clock, and
+// the rest of its stretch is not measured (charge.go): a Stats snapshot
+// read that clock, and the charge must not count less.
 func (s *Scheduler) leaveThread(t *Task) {
 	tid := t.thread.tid.Load()
+	read := s.readCPU(t)
 	s.mu.Lock()
+	if t.state == stateRunning {
+		s.chargeLocked(t, s.clock.Now(), s.taskCPULocked(t, &read))
+	}
+	t.unmarkCPU()
 	t.thread.markTid = threadLeft
 	t.thread.tid.Store(0) // the guard and the raise look for it no more
 	s.mu.Unlock()

@@ -97,15 +97,20 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, left bool, err error
 // finish ends t, which holds a slot, and hands the slot on. The caller must
 // resume the returned task.
 func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first bool) {
-	cpu := int64(-1)
-	if s.osOwn() && t.handoff {
-		cpu = s.taskCPU(t) // before the lock: a system call
-	}
+	seq := s.statsSeq.Load()
 	now := s.clock.Now()
+	read := noCPURead
+	if t.runTime+now-t.since >= cpuReadMin {
+		read = s.readCPU(t) // before the lock: a system call
+	}
 	s.mu.Lock()
-	s.chargeLocked(t, now)
+	if s.statsSeq.Load() != seq {
+		now = s.clock.Now() // after the Stats snapshot's: RunTime never goes back
+	}
+	cpu := s.taskCPULocked(t, &read)
+	s.chargeLocked(t, now, cpu)
 	if s.os != nil {
-		s.osEndLocked(t, cpu)
+		s.osEndLocked(t, max(cpu, -1))
 	}
 	s.releaseSlotLocked(t)
 	s.rq.deactivate(t)

@@ -28,13 +28,15 @@ package cpusched
 //     it goes first once.
 //  3. Inside a class, groups are EEVDF entities weighted by their group weight;
 //     inside the chosen group, tasks are EEVDF entities weighted by nice.
-//     What a group owes, it pays. A task's run time reaches the policy
-//     when the task comes to the scheduler (a Checkpoint, a Blocking call,
-//     its end), all at once for a task that ran 40 ms without one; a
-//     tracked group whose last task then leaves in debt stays counted in
-//     V until the others have run enough to repay it (eevdf.go: leave),
-//     and a task that ends in debt leaves it in its group's V (depart),
-//     so that neither its group's next task nor its client's starts level.
+//     What a group owes, it pays. A task's run time (its thread's CPU
+//     time where that can be read, else its slot time: charge.go) reaches
+//     the policy when the task comes to the scheduler (a Checkpoint, a
+//     Blocking call, its end), all at once for a task that ran 40 ms
+//     without one; a tracked group whose last task then leaves in debt
+//     stays counted in V until the others have run enough to repay it
+//     (eevdf.go: leave), and a task that ends in debt leaves it in its
+//     group's V (depart), so that neither its group's next task nor its
+//     client's starts level.
 //     The debt is bounded by maxGroupDebt; credit, as before, by the lag
 //     clamp: a group that was idle banks none.
 //  4. A task's request (slice) sets its deadline: new tasks start with no
@@ -328,22 +330,24 @@ func (q *runQueue) remove(t *Task) {
 	q.nwaiting--
 }
 
-// charge charges delta of run time, ending at now, to t at every level,
-// and to the lane's budget if the lane gave t its slot; it reports whether
-// it did.
-func (q *runQueue) charge(t *Task, delta, now int64) (lane bool) {
+// charge charges a stretch of t on its slot, ending at now: slot, its
+// slot time, to the lane's budget if the lane gave t its slot (it reports
+// whether it did), to the bandwidth periods and the overrun estimate;
+// service, what the weights share (its CPU time where measured: charge.go),
+// to t's vruntime and its group's.
+func (q *runQueue) charge(t *Task, slot, service, now int64) (lane bool) {
 	g := t.group
 	if q.nwaiting > 0 {
-		q.noteOverrun(t, delta, now)
+		q.noteOverrun(t, slot, now)
 	}
-	if g.tasks.account(&t.ent, delta) {
+	if g.tasks.account(&t.ent, service) {
 		// The request is used up, in one stretch or in pieces between
 		// preemptions: ask for a new one (a new deadline).
 		g.tasks.renew(&t.ent, scaleVirtual(requestSlice(t, false), t.ent.weight))
 	}
 	g.tasks.settle()
 	cq := g.class
-	if cq.groups.account(&g.entity, delta) {
+	if cq.groups.account(&g.entity, service) {
 		cq.groups.renew(&g.entity, scaleVirtual(q.slice, g.weight))
 	}
 	cq.groups.boundDebt(&g.entity, scaleVirtual(maxGroupDebt, g.weight))
@@ -351,11 +355,11 @@ func (q *runQueue) charge(t *Task, delta, now int64) (lane bool) {
 	lane = t.laneRun
 	if lane {
 		q.rollLane(now)
-		q.laneUsed += delta
+		q.laneUsed += slot
 		t.laneRun = q.used(t) < q.laneSlice(t)
 	}
 	q.rollPeriod(now)
-	q.periodUsed[t.qidx] += delta
+	q.periodUsed[t.qidx] += slot
 	return lane
 }
 

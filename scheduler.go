@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cpusched/cpusched/internal/osprio"
 )
@@ -22,6 +23,8 @@ import (
 //	           submit.go    Run and Go: a task is made, checked and admitted
 //	           slots.go     a slot is taken, handed on, given up (Checkpoint,
 //	                        Blocking) and asked back (preemption)
+//	           charge.go    what a stretch on a slot is charged: the task's
+//	                        CPU time where its thread's clock can say
 //	           run.go       fn is called, and the task ended
 //	           cancel.go    the one cancel path, and the context watches
 //	           monitor.go   the goroutine that ends slices (and, in
@@ -186,6 +189,9 @@ type Scheduler struct {
 	watches     map[<-chan struct{}]*ctxWatch
 	stats       counters
 	watching    bool // the monitor is watching slices
+	// statsSeq counts Stats snapshots, each taken under mu: a charge
+	// whose CPU reading came before one reads again (taskCPULocked).
+	statsSeq atomic.Uint64
 
 	// os is IsolationOSPriority's state (ospriority.go), nil in the other
 	// modes.
@@ -208,10 +214,11 @@ type counters struct {
 	submitted, completed, failed, canceled, panicked, rejected, preempted uint64
 	queueWait, maxQueueWait, runTime                                      int64
 	laneRunTime                                                           int64 // slot time the small-task lane gave
+	cpuTime, cpuFallback                                                  int64 // CPU time charged, and the part of it that is slot time (charge.go)
 	lends                                                                 uint64
 	lentTime                                                              int64 // slot time lent, up to lentSince
 	classSubmitted                                                        [numClasses]uint64
-	classRunTime                                                          [numClasses]int64
+	classRunTime, classCPUTime                                            [numClasses]int64
 	classWaits, classRuns                                                 [numClasses]Histogram
 	// classQueued counts each class's queued tasks, classQueuedSince sums
 	// the times they were queued at, and classQueueDone sums the waits of

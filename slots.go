@@ -109,19 +109,24 @@ func (s *Scheduler) yield(t *Task) {
 	if s.mustLeave(t) {
 		s.leaveThread(t) // before it parks: its wake is then a goroutine's (retire.go)
 	}
-	cpu := s.taskCPU(t)
-	now := s.clock.Now()
+	read := s.readCPU(t)
 	s.mu.Lock()
+	now := s.clock.Now() // after any Stats snapshot's: RunTime never goes back
 	if t.state != stateRunning || t.hold.Load() != holdNone || t.preempt.Load()&preemptCancel != 0 {
 		// Checkpoint inside Blocking's fn (no slot to give, or one that
 		// call keeps), or cancelled meanwhile (keep the slot and unwind).
 		s.mu.Unlock()
 		return
 	}
-	t.setCPU(cpu, t.runTime+now-t.since)
 	asked := t.preempt.Load()
 	sliceOver := now >= t.sliceEnd
-	s.chargeLocked(t, now) // renews the deadline when the request is used up
+	cpu := s.taskCPULocked(t, &read)
+	s.chargeLocked(t, now, cpu) // renews the deadline when the request is used up
+	if cpu < 0 && read.clock >= 0 && !t.handoff && !t.thread.lowered.Load() {
+		// On its own goroutine, on a thread not marked yet: the stretch
+		// that begins is measured from here (charge.go).
+		t.markStretchLocked(t.thread.tid.Load(), read.clock)
+	}
 	t.preempt.And(preemptCancel)
 	if sliceOver {
 		t.sliceEnd = now + s.rq.sliceLeft(t)
@@ -164,6 +169,9 @@ func (s *Scheduler) yield(t *Task) {
 
 // parkLocked takes the slot of t, which waits in the run queue now.
 func (s *Scheduler) parkLocked(t *Task) {
+	if s.osOwn() && !t.handoff && !t.thread.lowered.Load() {
+		t.unmarkCPU() // it waits unlocked (unlockThreadToWait)
+	}
 	s.releaseSlotLocked(t)
 	t.state = stateParked
 	if t.wake == nil {
@@ -195,9 +203,9 @@ func (s *Scheduler) waitForSlot(t *Task) {
 // block gives up t's slot for a Blocking call.
 func (s *Scheduler) block(t *Task, now int64) blockHow {
 	keep := s.keepsSlot(t)
-	var cpu int64
+	read := noCPURead
 	if !keep {
-		cpu = s.taskCPU(t) // a system call: not on the kept path
+		read = s.readCPU(t) // a system call: not on the kept path
 	}
 	s.mu.Lock()
 	if t.state != stateRunning || t.hold.Load() != holdNone { // a nested Blocking call
@@ -209,8 +217,8 @@ func (s *Scheduler) block(t *Task, now int64) blockHow {
 		s.mu.Unlock()
 		return blockKept
 	}
-	t.setCPU(cpu, t.runTime+now-t.since)
-	s.giveUpSlotLocked(t, now)
+	now = s.clock.Now() // after any Stats snapshot's: RunTime never goes back
+	s.giveUpSlotLocked(t, now, s.taskCPULocked(t, &read))
 	next, first := s.pickLocked(now)
 	s.mu.Unlock()
 	s.resume(next, first)
@@ -226,11 +234,11 @@ const (
 	blockNested                   // already given up or kept by an outer Blocking call
 )
 
-// giveUpSlotLocked charges t's run time up to now and takes its slot for
-// a Blocking call.
-func (s *Scheduler) giveUpSlotLocked(t *Task, now int64) {
+// giveUpSlotLocked charges t's run time up to now (cpu as chargeLocked's)
+// and takes its slot for a Blocking call.
+func (s *Scheduler) giveUpSlotLocked(t *Task, now, cpu int64) {
 	t.preempt.And(preemptCancel) // a slice end or urgent request is moot now
-	s.chargeLocked(t, now)
+	s.chargeLocked(t, now, cpu)
 	t.avgBurst = ewma(t.avgBurst, t.burst)
 	t.burst = 0
 	s.releaseSlotLocked(t)
@@ -253,10 +261,10 @@ func (s *Scheduler) pickLocked(now int64) (next *Task, first bool) {
 
 // unblock queues t again after a Blocking call and waits for its slot.
 func (s *Scheduler) unblock(t *Task, waited int64) {
-	cpu := s.taskCPU(t)
+	read := s.readCPU(t)
 	now := s.clock.Now()
 	s.mu.Lock()
-	t.setCPU(cpu, t.runTime)
+	t.setCPU(s.taskCPULocked(t, &read), t.runTime) // the stretch after the call is measured from here (charge.go)
 	s.blocked--
 	t.avgWait = ewma(t.avgWait, waited)
 	t.since = now // from now on it waits for a slot
@@ -281,24 +289,6 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	s.mu.Unlock()
 	<-t.wake
 	s.noteWake(t)
-}
-
-// chargeLocked charges t's run time since it last was: to the task, to
-// the policy (its vruntimes, at every level) and to the statistics.
-func (s *Scheduler) chargeLocked(t *Task, now int64) {
-	delta := now - t.since
-	if delta <= 0 {
-		return
-	}
-	t.since = now
-	t.burst += delta
-	t.runTime += delta
-	if s.rq.charge(t, delta, now) {
-		s.stats.laneRunTime += delta
-	}
-	s.stats.runTime += delta
-	s.stats.classRunTime[t.classID] += delta
-	t.gstats.runTime += delta
 }
 
 // ewma is a moving average that weighs the newest sample 1/4.

@@ -40,6 +40,30 @@ type Stats struct {
 	LaneRunTime  time.Duration // the part of RunTime the small-task lane gave: small tasks run ahead of their turn, within a share of each period
 	LentTime     time.Duration // slot time lent to the rest of the program (Lent summed over time): over an interval, its growth divided by the interval is the average number of slots lent
 
+	// CPUTime is the CPU time tasks used while they held their slots, as
+	// the kernel counts it for their threads, up to the snapshot; what
+	// the policy shares by weight follows it (docs/design.md#what-a-task-is-charged).
+	// It is measured where a task's goroutine is locked to its thread, as
+	// in IsolationOSPriority, from the thread's CPU clock read at the
+	// task's Checkpoints that come to the scheduler, its Blocking calls
+	// and its end; a running task's so far is read from its thread at the
+	// snapshot. A task on its own goroutine is measured from its first
+	// Checkpoint (or the slice monitor's first look at it): what it
+	// computed before is left out. CPU used inside Blocking's fn, while
+	// the task has given its slot up, is not counted. Everywhere else, a
+	// task's time on its slot counts as it does in RunTime: in
+	// IsolationReserve and IsolationNone (the runtime moves a goroutine
+	// between threads, so no thread's clock is the task's), for a task on
+	// its own goroutine that comes to the scheduler before its first
+	// Checkpoint (as a short task without one ends), after a task left its
+	// hand-off thread (see ThreadsRaisable), and for a task that held its
+	// slot for less than 20 us in all (its end reads no clock).
+	// CPUTimeFallback is that part of CPUTime. CPUTime <= RunTime; a
+	// running task whose CPU cannot be read at the snapshot but may be
+	// measured later is counted once it is, so CPUTime never goes back.
+	CPUTime         time.Duration
+	CPUTimeFallback time.Duration
+
 	// Contended is true while IsolationOSPriority runs every task thread
 	// at normal priority because other processes keep the CPUs busy;
 	// Contentions counts the times it began, and ContendedTime is its
@@ -76,6 +100,7 @@ type Stats struct {
 type ClassStats struct {
 	Submitted  uint64
 	RunTime    time.Duration // as Stats.RunTime, for the class's tasks
+	CPUTime    time.Duration // as Stats.CPUTime, for the class's tasks
 	QueueWaits Histogram     // each started task's wait for its first slot (0 when a slot was free)
 	RunTimes   Histogram     // each ended task's total slot time, for tasks that started
 	// QueueTime is the time the class's tasks have spent queued for their
@@ -94,6 +119,7 @@ type GroupStats struct {
 	Submitted  uint64
 	Ended      uint64
 	RunTime    time.Duration // as Stats.RunTime, for the group's tasks
+	CPUTime    time.Duration // as Stats.CPUTime, for the group's tasks
 	QueueWaits Histogram     // as ClassStats.QueueWaits, for the group's tasks
 	RunTimes   Histogram     // as ClassStats.RunTimes, for the group's tasks
 	// Overrun is the scheduler's running estimate of how far past the end
@@ -157,46 +183,63 @@ func (h *Histogram) record(d int64) {
 func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.statsSeq.Add(1) // after its readings of the running tasks' clocks (taskCPULocked)
 	c := &s.stats
 	st := Stats{
-		Submitted:     c.submitted,
-		Completed:     c.completed,
-		Failed:        c.failed,
-		Canceled:      c.canceled,
-		Panicked:      c.panicked,
-		Rejected:      c.rejected,
-		Preempted:     c.preempted,
-		Queued:        s.queued,
-		Started:       s.live - s.queued,
-		Running:       len(s.running),
-		Blocked:       s.blocked,
-		Workers:       s.workers,
-		Lends:         c.lends,
-		Isolation:     s.cfg.isolation,
-		QueueWait:     time.Duration(c.queueWait),
-		MaxQueueWait:  time.Duration(c.maxQueueWait),
-		RunTime:       time.Duration(c.runTime),
-		LaneRunTime:   time.Duration(c.laneRunTime),
-		LentTime:      time.Duration(s.lentTimeLocked(s.clock.Now())),
-		ContendedTime: time.Duration(s.contendedTimeLocked(s.clock.Now())),
-		Groups:        make(map[string]GroupStats, len(s.groups)),
+		Submitted:       c.submitted,
+		Completed:       c.completed,
+		Failed:          c.failed,
+		Canceled:        c.canceled,
+		Panicked:        c.panicked,
+		Rejected:        c.rejected,
+		Preempted:       c.preempted,
+		Queued:          s.queued,
+		Started:         s.live - s.queued,
+		Running:         len(s.running),
+		Blocked:         s.blocked,
+		Workers:         s.workers,
+		Lends:           c.lends,
+		Isolation:       s.cfg.isolation,
+		QueueWait:       time.Duration(c.queueWait),
+		MaxQueueWait:    time.Duration(c.maxQueueWait),
+		RunTime:         time.Duration(c.runTime),
+		LaneRunTime:     time.Duration(c.laneRunTime),
+		CPUTime:         time.Duration(c.cpuTime),
+		CPUTimeFallback: time.Duration(c.cpuFallback),
+		LentTime:        time.Duration(s.lentTimeLocked(s.clock.Now())),
+		ContendedTime:   time.Duration(s.contendedTimeLocked(s.clock.Now())),
+		Groups:          make(map[string]GroupStats, len(s.groups)),
 	}
 	now := s.clock.Now()
 	// The running tasks' slot time since they were last charged (at a
 	// Checkpoint, a Blocking call, a slice's end): without it, a task that
 	// never calls Checkpoint would show no run time until it ended, and
-	// the load reports would read its held slot as free.
-	var classRun [numClasses]int64
-	groupRun := map[*groupCounters]int64{}
+	// the load reports would read its held slot as free. Their CPU time
+	// so far too, read from their threads where it is measured (a system
+	// call per running task).
+	var classRun [numClasses]runningTimes
+	groupRun := map[*groupCounters]runningTimes{}
 	for _, t := range s.running {
-		if d := now - t.since; d > 0 {
-			st.RunTime += time.Duration(d)
-			classRun[t.classID] += d
-			groupRun[t.gstats] += d
+		d := now - t.since
+		if d <= 0 {
+			continue
 		}
+		cpu, fallback := s.cpuSoFarLocked(t, d)
+		st.RunTime += time.Duration(d)
+		st.CPUTime += time.Duration(cpu)
+		if fallback {
+			st.CPUTimeFallback += time.Duration(cpu)
+		}
+		r := runningTimes{d, cpu}
+		classRun[t.classID].add(r)
+		g := groupRun[t.gstats]
+		g.add(r)
+		groupRun[t.gstats] = g
 	}
 	for i := range st.Classes {
-		st.Classes[i] = ClassStats{Submitted: c.classSubmitted[i], RunTime: time.Duration(c.classRunTime[i] + classRun[i]), QueueWaits: c.classWaits[i], RunTimes: c.classRuns[i],
+		st.Classes[i] = ClassStats{Submitted: c.classSubmitted[i], QueueWaits: c.classWaits[i], RunTimes: c.classRuns[i],
+			RunTime:   time.Duration(c.classRunTime[i] + classRun[i].run),
+			CPUTime:   time.Duration(c.classCPUTime[i] + classRun[i].cpu),
 			QueueTime: time.Duration(c.classQueueDone[i] + c.classQueued[i]*now - c.classQueuedSince[i])}
 	}
 	for name, g := range s.groups {
@@ -226,13 +269,15 @@ func (c *counters) leftQueueLocked(t *Task, w int64) {
 	c.classQueueDone[t.classID] += w
 }
 
-// addRun adds d ns of slot time to st's RunTime.
-func addRun(st GroupStats, d int64) GroupStats {
-	st.RunTime += time.Duration(d)
+// addRun adds the running tasks' stretches so far, r, to st's RunTime and
+// CPUTime.
+func addRun(st GroupStats, r runningTimes) GroupStats {
+	st.RunTime += time.Duration(r.run)
+	st.CPUTime += time.Duration(r.cpu)
 	return st
 }
 
 // snapshot returns g's counters as GroupStats.
 func (g *groupCounters) snapshot() GroupStats {
-	return GroupStats{Weight: g.weight, Submitted: g.submitted, Ended: g.ended, RunTime: time.Duration(g.runTime), QueueWaits: g.waits, RunTimes: g.runs}
+	return GroupStats{Weight: g.weight, Submitted: g.submitted, Ended: g.ended, RunTime: time.Duration(g.runTime), CPUTime: time.Duration(g.cpuTime), QueueWaits: g.waits, RunTimes: g.runs}
 }

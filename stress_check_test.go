@@ -29,6 +29,11 @@ func (r *stressRound) checkStats(prev Stats) Stats {
 		st.Panicked < prev.Panicked || st.Rejected < prev.Rejected || st.Preempted < prev.Preempted {
 		r.errorf("Stats went back: %s, then %s", stressStatsString(prev), stressStatsString(st))
 	}
+	if st.RunTime < prev.RunTime || st.CPUTime < prev.CPUTime || st.CPUTimeFallback < prev.CPUTimeFallback ||
+		st.CPUTime > st.RunTime || st.CPUTimeFallback > st.CPUTime {
+		r.errorf("Stats: RunTime %v, CPUTime %v, CPUTimeFallback %v (before: %v, %v, %v), want none going back and CPUTimeFallback <= CPUTime <= RunTime",
+			st.RunTime, st.CPUTime, st.CPUTimeFallback, prev.RunTime, prev.CPUTime, prev.CPUTimeFallback)
+	}
 	return st
 }
 
@@ -76,16 +81,24 @@ func (r *stressRound) check(st Stats, calls []*stressCall) {
 		r.errorf("Panicked = %d, want %d (the calls that returned a *PanicError)", st.Panicked, panics)
 	}
 	var submitted, waits, runs uint64
-	var runTime time.Duration
+	var runTime, cpuTime time.Duration
 	for _, c := range st.Classes {
 		submitted += c.Submitted
 		waits += c.QueueWaits.Count()
 		runs += c.RunTimes.Count()
 		runTime += c.RunTimes.Sum
+		cpuTime += c.CPUTime
 	}
 	if submitted != st.Submitted || waits != runs || runs > st.Submitted || runTime != st.RunTime {
 		r.errorf("classes: Submitted %d, QueueWaits %d, RunTimes %d (sum %v); want Submitted %d, equal counts, RunTime %v",
 			submitted, waits, runs, runTime, st.Submitted, st.RunTime)
+	}
+	groupCPU := st.OtherGroups.CPUTime
+	for _, g := range st.Groups {
+		groupCPU += g.CPUTime
+	}
+	if cpuTime != st.CPUTime || groupCPU != st.CPUTime {
+		r.errorf("CPUTime %v, summed over the classes %v, over the groups %v; want all equal", st.CPUTime, cpuTime, groupCPU)
 	}
 }
 

@@ -121,7 +121,9 @@ type Task struct {
 	// has used on it (from thread.cpuStart), as of the task's last
 	// Checkpoint that came to the scheduler or Blocking call: the lane's
 	// measure of the task (runQueue.used), written under s.mu by the
-	// task's goroutine.
+	// task's goroutine (and the hold timer). It is also where the charge
+	// of the task's next stretch is measured from (charge.go), and holds
+	// ^measure, negative, where that stretch is not measured (laneCPU).
 	cpuUsed int64
 
 	wake   chan struct{} // the slot is handed over on it

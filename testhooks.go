@@ -23,6 +23,11 @@ type testHooks struct {
 	onYieldWoken   func()        // called by a lowered thread as it yields on waking (yieldWoken)
 	noGuard        bool          // no guard against outside contention (contention.go)
 	guardSource    *guardSource  // what the guard reads (contention.go); nil: newRealGuardSource()
+
+	// cpuReading, where set, is read in place of a task's thread's CPU
+	// clock, in every mode (readCPU, taskCPUOfLocked): its CPU time since
+	// fn began, or -1 for none.
+	cpuReading func(*Task) int64
 }
 
 // osAccess is realOS with the parts h replaces.
@@ -66,4 +71,12 @@ func (h *testHooks) yieldWoken() {
 	if h != nil && h.onYieldWoken != nil {
 		h.onYieldWoken()
 	}
+}
+
+// taskCPU returns h.cpuReading(t) where it is set (ok).
+func (h *testHooks) taskCPU(t *Task) (cpu int64, ok bool) {
+	if h == nil || h.cpuReading == nil {
+		return 0, false
+	}
+	return h.cpuReading(t), true
 }
