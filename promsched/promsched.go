@@ -35,14 +35,19 @@
 //	cpusched_queue_wait_max_seconds        gauge               the longest such wait (MaxQueueWait)
 //	cpusched_run_seconds_total             counter             slot time used by tasks (RunTime)
 //	cpusched_lane_run_seconds_total        counter             the part the small-task lane gave (LaneRunTime)
+//	cpusched_cpu_seconds_total             counter             CPU time tasks used on their slots, as the kernel counts it for
+//	                                                           their threads where it can be read, else slot time (CPUTime)
+//	cpusched_cpu_fallback_seconds_total    counter             the part of it that is slot time (CPUTimeFallback)
 //	cpusched_class_tasks_submitted_total   counter    class    tasks accepted (Classes[c].Submitted)
 //	cpusched_class_run_seconds_total       counter    class    slot time used (Classes[c].RunTime)
+//	cpusched_class_cpu_seconds_total       counter    class    CPU time used, as cpusched_cpu_seconds_total (Classes[c].CPUTime)
 //	cpusched_class_queue_wait_seconds      histogram  class    each started task's wait for its first slot (Classes[c].QueueWaits)
 //	cpusched_class_task_run_seconds        histogram  class    each ended task's total slot time (Classes[c].RunTimes)
 //	cpusched_group_weight                  gauge      group    the group's weight (Groups[g].Weight)
 //	cpusched_group_tasks_submitted_total   counter    group    tasks accepted (Groups[g].Submitted)
 //	cpusched_group_tasks_ended_total       counter    group    tasks ended, whatever their outcome (Groups[g].Ended)
 //	cpusched_group_run_seconds_total       counter    group    slot time used (Groups[g].RunTime)
+//	cpusched_group_cpu_seconds_total       counter    group    CPU time used, as cpusched_cpu_seconds_total (Groups[g].CPUTime)
 //	cpusched_group_queue_wait_seconds      histogram  group    as the class histogram, for the group's tasks (Groups[g].QueueWaits)
 //	cpusched_group_task_run_seconds        histogram  group    as the class histogram, for the group's tasks (Groups[g].RunTimes)
 //	cpusched_group_overrun_seconds         gauge      group    how far past their slice the group's tasks run before they yield (Groups[g].Overrun)
@@ -51,6 +56,17 @@
 //	cpusched_http_shed_total               counter    reason   requests httpsched answered without running their handler
 //	                                                           (httpsched.Sheds): queue_full, wait_limit, closed (503),
 //	                                                           bad_options (400)
+//
+// The CPU time is what the weights share: beside a busy process, or on a
+// lowered thread the kernel leaves waiting, a task holds its slot longer
+// than it computes, and cpusched_run_seconds_total counts the slot time,
+// cpusched_cpu_seconds_total the CPU. Where no thread's CPU clock is a
+// task's (IsolationReserve, IsolationNone, a task's first stretch on its
+// own goroutine before its first Checkpoint: cpusched.Stats says which),
+// it counts slot time, and cpusched_cpu_fallback_seconds_total says how
+// much; rate(cpusched_cpu_fallback_seconds_total) over
+// rate(cpusched_cpu_seconds_total) is the share of the figure that is not
+// the kernel's.
 //
 // The two utilizations are the values of the scheduler's load reports,
 // the same that grpcsched sends to gRPC's and Envoy's weighted balancers
@@ -134,11 +150,12 @@ type collector struct {
 	queued, started, running, blocked, workers, lent, lends  *prometheus.Desc
 	lentTime                                                 *prometheus.Desc
 	isolation, queueWait, queueWaitMax, runTime, laneRunTime *prometheus.Desc
+	cpuTime, cpuFallback                                     *prometheus.Desc
 
-	classSubmitted, classRunTime, classQueueWaits, classRunTimes *prometheus.Desc
+	classSubmitted, classRunTime, classCPUTime, classQueueWaits, classRunTimes *prometheus.Desc
 
 	groupWeight, groupSubmitted, groupEnded, groupRunTime, groupQueueWaits, groupRunTimes *prometheus.Desc
-	groupOverrun                                                                          *prometheus.Desc
+	groupCPUTime, groupOverrun                                                            *prometheus.Desc
 
 	appUtilization, cpuUtilization *prometheus.Desc
 
@@ -180,9 +197,12 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		queueWaitMax: desc("queue_wait_max_seconds", "The longest time a task waited for its first slot."),
 		runTime:      desc("run_seconds_total", "Slot time used by tasks."),
 		laneRunTime:  desc("lane_run_seconds_total", "The part of the slot time the small-task lane gave."),
+		cpuTime:      desc("cpu_seconds_total", "CPU time tasks used on their slots, as the kernel counts it for their threads where it can be read, else slot time."),
+		cpuFallback:  desc("cpu_fallback_seconds_total", "The part of cpusched_cpu_seconds_total that is slot time: no thread's CPU clock was the task's."),
 
 		classSubmitted:  desc("class_tasks_submitted_total", "Tasks the scheduler accepted, by class.", "class"),
 		classRunTime:    desc("class_run_seconds_total", "Slot time used by tasks, by class.", "class"),
+		classCPUTime:    desc("class_cpu_seconds_total", "CPU time tasks used on their slots, as cpusched_cpu_seconds_total, by class.", "class"),
 		classQueueWaits: desc("class_queue_wait_seconds", "Each started task's wait for its first slot, by class.", "class"),
 		classRunTimes:   desc("class_task_run_seconds", "Each ended task's total slot time, by class.", "class"),
 
@@ -190,6 +210,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		groupSubmitted:  desc("group_tasks_submitted_total", "Tasks the scheduler accepted, by group.", "group"),
 		groupEnded:      desc("group_tasks_ended_total", "Tasks that ended, whatever their outcome, by group.", "group"),
 		groupRunTime:    desc("group_run_seconds_total", "Slot time used by tasks, by group.", "group"),
+		groupCPUTime:    desc("group_cpu_seconds_total", "CPU time tasks used on their slots, as cpusched_cpu_seconds_total, by group.", "group"),
 		groupQueueWaits: desc("group_queue_wait_seconds", "Each started task's wait for its first slot, by group.", "group"),
 		groupRunTimes:   desc("group_task_run_seconds", "Each ended task's total slot time, by group.", "group"),
 		groupOverrun:    desc("group_overrun_seconds", "The scheduler's estimate of how far past the end of their slice the group's tasks run before they come to it (near 0 for work that yields at Checkpoint, about a task's length for work that cannot).", "group"),
@@ -210,9 +231,9 @@ func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.submitted, c.ended, c.rejected, c.preemptions,
 		c.queued, c.started, c.running, c.blocked, c.workers, c.lent, c.lends, c.lentTime,
-		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime,
-		c.classSubmitted, c.classRunTime, c.classQueueWaits, c.classRunTimes,
-		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupQueueWaits, c.groupRunTimes, c.groupOverrun,
+		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime, c.cpuTime, c.cpuFallback,
+		c.classSubmitted, c.classRunTime, c.classCPUTime, c.classQueueWaits, c.classRunTimes,
+		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupCPUTime, c.groupQueueWaits, c.groupRunTimes, c.groupOverrun,
 		c.appUtilization, c.cpuUtilization, c.httpShed,
 	}
 }
@@ -254,11 +275,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.queueWaitMax, st.MaxQueueWait.Seconds())
 	counter(c.runTime, st.RunTime.Seconds())
 	counter(c.laneRunTime, st.LaneRunTime.Seconds())
+	counter(c.cpuTime, st.CPUTime.Seconds())
+	counter(c.cpuFallback, st.CPUTimeFallback.Seconds())
 
 	for i, cs := range st.Classes {
 		class := cpusched.Class(i).String()
 		counter(c.classSubmitted, float64(cs.Submitted), class)
 		counter(c.classRunTime, cs.RunTime.Seconds(), class)
+		counter(c.classCPUTime, cs.CPUTime.Seconds(), class)
 		ch <- c.histogram(c.classQueueWaits, &cs.QueueWaits, class)
 		ch <- c.histogram(c.classRunTimes, &cs.RunTimes, class)
 	}
@@ -272,6 +296,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.groupSubmitted, float64(gs.Submitted), group)
 		counter(c.groupEnded, float64(gs.Ended), group)
 		counter(c.groupRunTime, gs.RunTime.Seconds(), group)
+		counter(c.groupCPUTime, gs.CPUTime.Seconds(), group)
 		ch <- c.histogram(c.groupQueueWaits, &gs.QueueWaits, group)
 		ch <- c.histogram(c.groupRunTimes, &gs.RunTimes, group)
 		gauge(c.groupOverrun, gs.Overrun.Seconds(), group)
@@ -300,6 +325,7 @@ func mergeGroups(a, b cpusched.GroupStats) cpusched.GroupStats {
 	a.Submitted += b.Submitted
 	a.Ended += b.Ended
 	a.RunTime += b.RunTime
+	a.CPUTime += b.CPUTime
 	a.Overrun = max(a.Overrun, b.Overrun)
 	for _, h := range []struct{ dst, src *cpusched.Histogram }{{&a.QueueWaits, &b.QueueWaits}, {&a.RunTimes, &b.RunTimes}} {
 		for i := range h.dst.Counts {

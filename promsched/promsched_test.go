@@ -196,7 +196,8 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 		}
 	}
 	// Durations: present and non-negative.
-	for _, name := range []string{"cpusched_queue_wait_seconds_total", "cpusched_queue_wait_max_seconds", "cpusched_run_seconds_total", "cpusched_lane_run_seconds_total"} {
+	for _, name := range []string{"cpusched_queue_wait_seconds_total", "cpusched_queue_wait_max_seconds", "cpusched_run_seconds_total", "cpusched_lane_run_seconds_total",
+		"cpusched_cpu_seconds_total", "cpusched_cpu_fallback_seconds_total"} {
 		m := find(families, name, "")
 		if m == nil {
 			t.Errorf("%s: missing", name)
@@ -204,6 +205,39 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 		}
 		if got := value(m); got < 0 || math.IsNaN(got) {
 			t.Errorf("%s: got %v, want >= 0", name, got)
+		}
+	}
+}
+
+// TestCPUSeconds: the CPU time counters come from one Stats snapshot with
+// the run time ones; in IsolationNone (schedtest.NewScheduler's) no
+// thread's clock is a task's, so each equals its run time counterpart,
+// all of it fallback, running task included.
+func TestCPUSeconds(t *testing.T) {
+	s := schedtest.NewScheduler(t)
+	release, queued := knownState(t, s)
+	defer func() {
+		close(release)
+		queued.Wait()
+	}()
+	families := gather(t, s)
+	pairs := []struct{ cpu, run, label string }{
+		{"cpusched_cpu_seconds_total", "cpusched_run_seconds_total", ""},
+		{"cpusched_cpu_fallback_seconds_total", "cpusched_run_seconds_total", ""},
+		{"cpusched_class_cpu_seconds_total", "cpusched_class_run_seconds_total", "normal"},
+		{"cpusched_class_cpu_seconds_total", "cpusched_class_run_seconds_total", "batch"},
+		{"cpusched_group_cpu_seconds_total", "cpusched_group_run_seconds_total", "gold"},
+		{"cpusched_group_cpu_seconds_total", "cpusched_group_run_seconds_total", OtherGroups},
+		{"cpusched_group_cpu_seconds_total", "cpusched_group_run_seconds_total", ""},
+	}
+	for _, p := range pairs {
+		cpu, run := find(families, p.cpu, p.label), find(families, p.run, p.label)
+		if cpu == nil || run == nil {
+			t.Errorf("%s{%q}, %s{%q}: got %v, %v; want both", p.cpu, p.label, p.run, p.label, cpu, run)
+			continue
+		}
+		if value(cpu) != value(run) || value(cpu) < 0 {
+			t.Errorf("%s{%q} = %v, %s = %v; want them equal in IsolationNone", p.cpu, p.label, value(cpu), p.run, value(run))
 		}
 	}
 }
@@ -375,7 +409,7 @@ func TestCollectAndCount(t *testing.T) {
 		names []string
 		want  int
 	}{
-		{nil, 26 + 4*4 + 3*7}, // scheduler-wide (4 of them http_shed_total's), 4 per class, 7 per group ("", a, (other))
+		{nil, 28 + 4*5 + 3*8}, // scheduler-wide (4 of them http_shed_total's), 5 per class, 8 per group ("", a, (other))
 		{[]string{"cpusched_tasks_ended_total"}, 4},
 		{[]string{"cpusched_isolation_info"}, 1},
 		{[]string{"cpusched_http_shed_total"}, 4},
@@ -383,6 +417,9 @@ func TestCollectAndCount(t *testing.T) {
 		{[]string{"cpusched_group_weight"}, 3},
 		{[]string{"cpusched_group_task_run_seconds"}, 3},
 		{[]string{"cpusched_group_overrun_seconds"}, 3},
+		{[]string{"cpusched_cpu_seconds_total", "cpusched_cpu_fallback_seconds_total"}, 2},
+		{[]string{"cpusched_class_cpu_seconds_total"}, 4},
+		{[]string{"cpusched_group_cpu_seconds_total"}, 3},
 	}
 	for _, tc := range tests {
 		if got := testutil.CollectAndCount(c, tc.names...); got != tc.want {
