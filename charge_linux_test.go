@@ -191,10 +191,11 @@ func startNeighbour(tb testing.TB) (stop func()) {
 // tasks' threads while fn ran (schedstat), over the tasks that stayed on
 // one thread; moved counts the others.
 type neighbourRun struct {
-	cpu, fallback, run, kernel time.Duration
-	clock                      time.Duration // the threads' CPU clocks over fn, as kernel
-	tasks, moved               int
-	contended                  bool
+	cpu, run, kernel time.Duration
+	total, fallback  time.Duration // all the tasks' CPUTime and CPUTimeFallback
+	clock            time.Duration // the threads' CPU clocks over fn, as kernel
+	tasks, moved     int
+	contended        bool
 }
 
 // cpuBesideNeighbour runs tasks CPU-bound tasks of about work each on s,
@@ -257,7 +258,7 @@ func cpuBesideNeighbour(tb testing.TB, s *Scheduler, round, tasks int, work time
 		r.kernel += res.kernel
 		r.clock += res.clock
 	}
-	r.fallback = st.CPUTimeFallback
+	r.total, r.fallback = st.CPUTime, st.CPUTimeFallback
 	return r
 }
 
@@ -339,13 +340,18 @@ func TestCPUTimeBesideNeighbour(t *testing.T) {
 	t.Logf("%d tasks (%d moved between threads, not counted): CPUTime %v (all tasks' fallback %v), RunTime %v, kernel %v (thread clocks %v): CPUTime/kernel %.3f, RunTime/kernel %.3f, contended %v",
 		r.tasks, r.moved, r.cpu, r.fallback, r.run, r.kernel, r.clock, float64(r.cpu)/float64(r.kernel), float64(r.run)/float64(r.kernel), r.contended)
 	if r.kernel == 0 {
-		t.Fatal("no task stayed on one thread")
-	}
-	if ratio := float64(r.cpu) / float64(r.kernel); ratio < 0.75 || ratio > 1.25 {
-		t.Errorf("CPUTime %v against the kernel's %v for the tasks' threads: ratio %.3f, want 0.75..1.25", r.cpu, r.kernel, ratio)
+		t.Skip("no task stayed on one thread")
 	}
 	if r.cpu > r.run {
 		t.Errorf("CPUTime %v, more than RunTime %v", r.cpu, r.run)
+	}
+	if r.fallback > r.total/10 {
+		// Not IsolationOSPriority, or contended where a lowered thread
+		// cannot be raised: the tasks ran unlocked, on their slot time.
+		t.Skipf("%v of CPUTime %v is fallback (%v): not measured here", r.fallback, r.total, s.Stats().Isolation)
+	}
+	if ratio := float64(r.cpu) / float64(r.kernel); ratio < 0.75 || ratio > 1.25 {
+		t.Errorf("CPUTime %v against the kernel's %v for the tasks' threads: ratio %.3f, want 0.75..1.25", r.cpu, r.kernel, ratio)
 	}
 }
 
