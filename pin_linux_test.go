@@ -36,8 +36,12 @@ func TestHandOffPinsTheNextThread(t *testing.T) {
 	}
 	s := handoffScheduler(t, WithWorkers(1), WithSlice(minSlice), withPinnedWake(onWake), withoutSlicePins())
 	var wrongMask atomic.Int64
+	// For 40 ms, and on until two pinned wakes (for up to 10 s): beside
+	// busy processes the SCHED_IDLE threads may get no CPU for all of the
+	// 40 ms, and take no turns.
 	runConcurrently(t, s, 3, func(tk *Task) error {
-		for end := time.Now().Add(40 * time.Millisecond); time.Now().Before(end); {
+		start := time.Now()
+		for time.Since(start) < 40*time.Millisecond || pinnedWakes.Load() < 2 && time.Since(start) < 10*time.Second {
 			if err := tk.Checkpoint(); err != nil {
 				return err
 			}
