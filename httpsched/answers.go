@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/internal/loadreport"
@@ -20,11 +19,11 @@ import (
 // WithMaxQueueWait's limit allows.
 var ErrWaitLimit = errors.New("httpsched: the route's requests in flight are at WithMaxQueueWait's limit")
 
-// notStarted answers a request whose task never started with err.
-func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, queuedAt time.Duration, round uint64) {
-	waited, cancelled := h.cfg.now()-queuedAt, r.Context().Err() != nil
+// notStarted answers request sr, whose task never started, with err.
+func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, sr *scheduledRequest) {
+	waited, cancelled := h.cfg.now()-sr.queuedAt, r.Context().Err() != nil
 	if h.limit != nil {
-		h.limit.Dropped(waited, round, cancelled)
+		h.limit.Dropped(waited-h.learnedApart(waited, sr, h.clock.sample(h.sched)), sr.round, cancelled)
 	}
 	switch {
 	case errors.Is(err, cpusched.ErrQueueFull):

@@ -29,6 +29,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/cpusched/cpusched"
@@ -47,6 +49,13 @@ type handler struct {
 	// promsched's), whether this handler sends them or not.
 	meter *loadreport.Meter
 	sheds *sheds // s's, shared with its other handlers
+	// clock is s's overrunClock, shared with its other handlers; overrun
+	// the estimate of this handler's requests' overruns, and overrunWait
+	// the part of their waits its limit did not learn from, ns
+	// (overrun.go).
+	clock       *overrunClock
+	overrun     overrunEstimate
+	overrunWait atomic.Int64
 }
 
 // NewHandler returns a handler that runs each request to h as a task of s,
@@ -67,9 +76,13 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 	if err := cpusched.CheckTaskOptions(cfg.taskOpts...); err != nil {
 		return nil, fmt.Errorf("httpsched: WithTaskOptions: %w", err)
 	}
-	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s)}
+	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s), clock: overrunClockFor(s)}
 	if cfg.maxQueueWait > 0 {
 		hd.limit = admission.New(cfg.maxQueueWait, s.Workers())
+		// The handlers of s sample its overruns at their ends while this
+		// one uses them.
+		hd.clock.active.Add(1)
+		runtime.AddCleanup(hd, func(c *overrunClock) { c.active.Add(-1) }, hd.clock)
 	}
 	return hd, nil
 }
@@ -120,16 +133,19 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 //
 // Each request counts in the load reports of s (qps, eps and the queue
 // wait p99), which WithLoadMetricsHeader, grpcsched and promsched send;
-// each it answers 400 or 503 without running h, in Sheds(s).
+// each it answers 400 or 503 without running h, in Sheds(s). Its own
+// figures (its requests' overrun estimate, WithMaxQueueWait's limit) are
+// in RouteStatsOf(the handler).
 //
 // Cost, per request of an empty handler (BenchmarkHandler against
 // BenchmarkDirect and BenchmarkRun; docs/performance.md#httpsched-middleware):
 // about a microsecond, most of it the task's context that h
 // gets (BenchmarkRunTaskContext); the rest of the middleware, the load
 // report's counters included, adds a few tens of nanoseconds.
-// WithMaxQueueWait adds no cost the benchmark can tell from noise (a clock
-// read, a deferred call and a few atomic operations;
-// BenchmarkHandlerMaxQueueWait). WithLoadMetricsHeader adds a load report
+// WithMaxQueueWait adds a clock read, a deferred call, a few atomic
+// operations and two samples of the scheduler's overruns, a short hold of
+// its lock each, about 0.1 us (BenchmarkHandlerMaxQueueWait,
+// BenchmarkOverrunSample). WithLoadMetricsHeader adds a load report
 // and its formatting, three allocations (BenchmarkHandlerLoadMetricsHeader).
 // IsolationOSPriority adds a fraction of a microsecond (h's goroutine is
 // locked to its thread, which is lowered only if h computes for 250 us),
@@ -184,6 +200,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.shed(w, r, shedWaitLimit, ErrWaitLimit)
 			return
 		}
+		sr.queuedClock = h.clock.sample(h.sched)
 	}
 	sr.queuedAt = h.cfg.now()
 	err := h.sched.Run(r.Context(), sr.run, opts...)
@@ -197,7 +214,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.addLoadHeader(w) // net/http sends the headers after h returns
 		}
 	case !sr.started:
-		h.notStarted(w, r, err, sr.queuedAt, sr.round)
+		h.notStarted(w, r, err, sr)
 	default:
 		h.failed(w, r, &sr.rw, err)
 	}
@@ -205,13 +222,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // scheduledRequest is one request's state, in one allocation.
 type scheduledRequest struct {
-	h        *handler
-	r        *http.Request
-	rw       responseWriter
-	queuedAt time.Duration // on h.cfg.now's clock
-	round    uint64        // the limit's round it was admitted in, with WithMaxQueueWait
-	started  bool          // run was called; read after Run returns
-	cut      bool          // Close cut the task (its context's cause is ErrClosed) before h returned; read after Run returns
+	h           *handler
+	r           *http.Request
+	rw          responseWriter
+	queuedAt    time.Duration // on h.cfg.now's clock
+	round       uint64        // the limit's round it was admitted in, with WithMaxQueueWait
+	queuedClock clockReading  // h.clock as it was queued, with WithMaxQueueWait
+	started     bool          // run was called; read after Run returns
+	cut         bool          // Close cut the task (its context's cause is ErrClosed) before h returned; read after Run returns
 }
 
 // run is the task: the handler, with the task in the request's context.
@@ -233,15 +251,36 @@ func (sr *scheduledRequest) run(t *cpusched.Task) error {
 	return nil
 }
 
-// observe gives the limit (if any) and the meter the request's queueing
-// delay, and the limit its place back, at the end of its handler, on the
-// goroutine that runs the task.
+// observe gives the limit (if any) the request's queueing delay less the
+// part its scheduler's overruns explain, and its place back; the meter
+// its whole delay; and the handler's overrun estimate its overrun. It
+// runs at the end of the handler, on the goroutine that runs the task
+// (overrun.go).
 func (sr *scheduledRequest) observe(t *cpusched.Task) {
-	waited := sr.h.cfg.waited(t)
-	if sr.h.limit != nil {
-		sr.h.limit.Observe(waited, sr.round)
+	h := sr.h
+	waited := h.cfg.waited(t)
+	over := t.Overrun()
+	if over > 0 || h.overrun.get() != 0 { // spare a route that yields the shared write
+		h.overrun.add(over)
 	}
-	sr.h.meter.End(loadreport.Ran, waited)
+	if h.limit != nil {
+		h.limit.Observe(waited-h.learnedApart(waited, sr, h.clock.sample(h.sched)), sr.round)
+	} else if over > 0 && h.clock.active.Load() > 0 {
+		h.clock.sample(h.sched) // t's overrun ends as it does: count it
+	}
+	h.meter.End(loadreport.Ran, waited)
+}
+
+// learnedApart returns the part of sr's wait that its limit does not learn
+// from, the part overruns explain (rule 2), 0 if its route's requests
+// overrun (rule 3), and counts it in RouteStats.OverrunWait.
+func (h *handler) learnedApart(wait time.Duration, sr *scheduledRequest, end clockReading) time.Duration {
+	if !h.overrun.yields() {
+		return 0
+	}
+	d := overrunWait(wait, sr.queuedClock, end)
+	h.overrunWait.Add(int64(d))
+	return d
 }
 
 // addLoadHeader sets the load header of WithLoadMetricsHeader in w's

@@ -83,7 +83,8 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // and I/O time. The handler limits how many of its requests are in flight
 // (queued or running) and answers 503 with Retry-After at once, without
 // queueing, to a request that finds the limit reached. It learns the limit
-// from the delays of its requests, each known when its handler ends: one
+// from the delays of its requests (less the part work that cannot yield
+// explains, below), each known when its handler ends: one
 // more while they wait at most d and use the whole limit, half as many
 // (once per round of requests) when one waits longer, never fewer than one.
 // It starts at s.Workers(), but until the first request's handler has
@@ -118,12 +119,28 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 //
 // Where the route shares the Scheduler with work that cannot yield (a
 // bcrypt or gzip call on another route, which keeps its slot until it
-// returns), a request's wait includes the rest of such a call when every
-// slot holds one, and the limit learns that wait as the route's own: d
-// must then cover the longest such call as well as a few r, or the route
-// sheds for waits it cannot shorten. GroupStats.Overrun estimates how far
-// past its slice a group's work runs; putting such work in a group of its
-// own shows it.
+// returns), its requests wait for such calls too, and no limit on the
+// route shortens those waits. So the limit does not learn the part of a
+// request's wait that tasks running past their slice explain: all of it
+// while every slot holds one, and the share of the slots they hold while
+// some do (RouteStats.OverrunWait adds it up;
+// docs/performance.md#shedding-beside-work-that-cannot-yield). d then need
+// cover only what the route's limit can shorten: a few r, and the slices
+// of the tasks it shares the slots with. Two exceptions, where d must
+// still cover the longest such call:
+//   - Calls outside httpsched's handlers (a task of s.Go, a gRPC call
+//     through grpcsched). The calls are seen in samples taken as a limited
+//     request of s is queued or ends, and as a request of any httpsched
+//     handler of s that ran past its slice ends; the part of a call after
+//     the last sample in it is learned.
+//   - A route whose own requests make such calls (RouteStats.Overrun at
+//     or above 2 ms): its requests wait for each other's calls, which its
+//     limit shortens, so it learns its whole waits.
+//
+// RouteStats.Overrun estimates how far past their slice a route's
+// requests run, and GroupStats.Overrun a group's tasks: putting such work
+// in a group of its own shows it wherever it runs. The load reports (WithLoadMetricsHeader, promsched) keep each request's
+// whole wait.
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {

@@ -21,6 +21,10 @@
 //     queued.
 //   - sample: an admitted call's Task.Waited, read as its handler ends (in
 //     a deferred call, so also when it panics or calls runtime.Goexit).
+//     httpsched gives it less the part that tasks running past their
+//     slice explain, which no limit on its route shortens (work that
+//     cannot yield, beside it on the Scheduler: httpsched/overrun.go);
+//     grpcsched gives the whole wait.
 //   - round: the calls admitted since the last decrease of limit, numbered
 //     by a counter that each decrease advances.
 //
