@@ -547,9 +547,9 @@ func processCPUTime(pid int) (time.Duration, error) {
 }
 
 // serverGroupCPU returns a group's CPU time, in ms, from the server's
-// /stats, or nil where the server does not report it: the cpu time
-// column of the scheduled modes (the floor's is its process's).
-func serverGroupCPU(demo.GroupStats) *float64 { return nil }
+// /stats: the cpu time column of the scheduled modes (the floor's is its
+// process's).
+func serverGroupCPU(g demo.GroupStats) *float64 { return &g.CPUTimeMS }
 
 // TenantsResult is the tenants step's figures beside its probe's: each
 // group's share of the CPU work over the window against its weight.

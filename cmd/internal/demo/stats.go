@@ -60,17 +60,19 @@ type SchedulerStats struct {
 	QueueWaitMS     float64               `json:"queue_wait_ms"`
 	MaxQueueWaitMS  float64               `json:"max_queue_wait_ms"`
 	RunTimeMS       float64               `json:"run_time_ms"`
-	LaneRunTimeMS   float64               `json:"lane_run_time_ms"`  // the part of RunTimeMS the small-task lane gave
-	LentTimeMS      float64               `json:"lent_time_ms"`      // slot time lent to the rest of the program
-	Contended       bool                  `json:"contended"`         // other processes keep the CPUs busy: task threads at normal priority
-	Contentions     uint64                `json:"contentions"`       // times that began
-	ContendedTimeMS float64               `json:"contended_time_ms"` // its length so far
-	ThreadsRaisable bool                  `json:"threads_raisable"`  // a lowered thread can be raised back here (ospriority)
-	RetiredThreads  uint64                `json:"retired_threads"`   // lowered threads ended instead of raised, where they cannot be
-	LooseThreads    uint64                `json:"loose_threads"`     // such threads that went back to the runtime's pool lowered instead
-	Classes         map[string]ClassStats `json:"classes"`           // by class name
-	Groups          map[string]GroupStats `json:"groups"`            // tracked groups by name ("" for none): see cpusched.Stats.Groups
-	OtherGroups     GroupStats            `json:"other_groups"`      // every other group's tasks together
+	CPUTimeMS       float64               `json:"cpu_time_ms"`          // the CPU the tasks used: see cpusched.Stats.CPUTime
+	CPUFallbackMS   float64               `json:"cpu_time_fallback_ms"` // the part of CPUTimeMS that is slot time
+	LaneRunTimeMS   float64               `json:"lane_run_time_ms"`     // the part of RunTimeMS the small-task lane gave
+	LentTimeMS      float64               `json:"lent_time_ms"`         // slot time lent to the rest of the program
+	Contended       bool                  `json:"contended"`            // other processes keep the CPUs busy: task threads at normal priority
+	Contentions     uint64                `json:"contentions"`          // times that began
+	ContendedTimeMS float64               `json:"contended_time_ms"`    // its length so far
+	ThreadsRaisable bool                  `json:"threads_raisable"`     // a lowered thread can be raised back here (ospriority)
+	RetiredThreads  uint64                `json:"retired_threads"`      // lowered threads ended instead of raised, where they cannot be
+	LooseThreads    uint64                `json:"loose_threads"`        // such threads that went back to the runtime's pool lowered instead
+	Classes         map[string]ClassStats `json:"classes"`              // by class name
+	Groups          map[string]GroupStats `json:"groups"`               // tracked groups by name ("" for none): see cpusched.Stats.Groups
+	OtherGroups     GroupStats            `json:"other_groups"`         // every other group's tasks together
 }
 
 // ClassStats is cpusched.ClassStats for JSON.
@@ -85,6 +87,7 @@ type GroupStats struct {
 	Submitted uint64  `json:"submitted"`
 	Ended     uint64  `json:"ended"`
 	RunTimeMS float64 `json:"run_time_ms"`
+	CPUTimeMS float64 `json:"cpu_time_ms"` // as the kernel counts it: see cpusched.GroupStats.CPUTime
 }
 
 // GCStats are the collector's figures from runtime/metrics, over the
@@ -204,6 +207,8 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 		QueueWaitMS:     ms(c.QueueWait),
 		MaxQueueWaitMS:  ms(c.MaxQueueWait),
 		RunTimeMS:       ms(c.RunTime),
+		CPUTimeMS:       ms(c.CPUTime),
+		CPUFallbackMS:   ms(c.CPUTimeFallback),
 		LaneRunTimeMS:   ms(c.LaneRunTime),
 		LentTimeMS:      ms(c.LentTime),
 		Contended:       c.Contended,
@@ -226,7 +231,7 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 }
 
 func groupStats(g cpusched.GroupStats) GroupStats {
-	return GroupStats{Weight: g.Weight, Submitted: g.Submitted, Ended: g.Ended, RunTimeMS: ms(g.RunTime)}
+	return GroupStats{Weight: g.Weight, Submitted: g.Submitted, Ended: g.Ended, RunTimeMS: ms(g.RunTime), CPUTimeMS: ms(g.CPUTime)}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
