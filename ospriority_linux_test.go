@@ -225,12 +225,13 @@ func TestLoweredThreadsYieldOnWake(t *testing.T) {
 	ctx := context.Background()
 
 	// Two tasks that take turns on the one slot: each resume follows a park.
-	// They compute until they have taken turns twice, not for a fixed time:
-	// beside busy processes a SCHED_IDLE thread may get no CPU for all of a
-	// fixed time, and end it without a Checkpoint at which to park.
+	// They compute for 20 ms, and on until they have taken turns twice (for
+	// up to 10 s): beside busy processes a SCHED_IDLE thread may get no CPU
+	// for all of the 20 ms, and end it without a Checkpoint at which to park.
 	takeTurns := func(tk *Task) error {
-		deadline := time.Now().Add(10 * time.Second)
-		for i := 0; i%64 != 0 || s.Stats().Preempted < 2 && time.Now().Before(deadline); i++ {
+		start := time.Now()
+		for i := 0; i%64 != 0 || time.Since(start) < 20*time.Millisecond ||
+			s.Stats().Preempted < 2 && time.Since(start) < 10*time.Second; i++ {
 			if err := tk.Checkpoint(); err != nil {
 				return err
 			}
