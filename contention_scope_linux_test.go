@@ -1,6 +1,6 @@
 package cpusched
 
-// The guard's decisions on fake machines laid out as files (issue 38):
+// The guard's decisions on fake machines laid out as files:
 // the guard reads them through the real cpuscope reader, as in
 // production, but the process's affinity, its CPU clock and its lowered
 // thread's, and time (a fake clock, and no monitor: the test closes every
@@ -238,8 +238,8 @@ func TestGuardReadsTheProcessCPUs(t *testing.T) {
 			phases: []guardPhase{
 				{"alone", alone(2), time.Second, false},
 				// The task waits on a channel, holding its slot: it gets
-				// nothing, but does not wait for a CPU. Before issue 38
-				// this turned the guard contended in ten windows.
+				// nothing, but does not wait for a CPU. Before the guard
+				// was scoped this turned it contended in ten windows.
 				{"a blocked task thread on an idle machine", nodeLoad{own: 0.1}, time.Second, false},
 				{"another process takes both CPUs", starvedBy(busyOn(1, 0, 1)), 200 * time.Millisecond, true},
 				{"it keeps them", starvedBy(busyOn(1, 0, 1)), 1200 * time.Millisecond, true},

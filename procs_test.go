@@ -32,7 +32,7 @@ func checkProcs(t *testing.T, when string, want int) {
 	}
 }
 
-// TestReserveKeepsAPFreeAtGOMAXPROCS1 is issue 38: at GOMAXPROCS 1,
+// TestReserveKeepsAPFreeAtGOMAXPROCS1 pins a measured gap: at GOMAXPROCS 1,
 // IsolationReserve's 1 worker held the only P, and the rest of the program
 // waited for Go's preemption (probe p99 63-81 ms against ospriority's
 // 6-7 ms). New raises GOMAXPROCS to 2, keeps the worker count from the

@@ -145,7 +145,7 @@ func (cl *call) run(w http.ResponseWriter, r *http.Request) {
 	req, resp := c.Request(), c.Response()
 	// A Response of its own over w: w writes to resp, so pointing resp's
 	// Writer at w would make each call of resp's methods call itself
-	// (the trial of issue 40 overflowed its stack in Header that way).
+	// (a trial service overflowed its stack in Header that way).
 	c.SetRequest(r)
 	c.SetResponse(echo.NewResponse(w, c.Echo()))
 	defer func() {

@@ -80,7 +80,7 @@ func TestTaskFrom(t *testing.T) {
 }
 
 func TestOneHandlerPerRoute(t *testing.T) {
-	// Issue 40: echo.WrapMiddleware around httpsched.Handler made a
+	// A trial service: echo.WrapMiddleware around httpsched.Handler made a
 	// handler for each request, whose WithMaxQueueWait limit had learned
 	// nothing: it never shed. The middleware keeps one per route. With
 	// the slot held, a burst to /a is shed beyond /a's limit, and /b,
@@ -246,7 +246,7 @@ func TestPanicAnswers500(t *testing.T) {
 }
 
 func TestResponseWritersDoNotRecurse(t *testing.T) {
-	// Issue 40: pointing echo's Response.Writer at httpsched's writer,
+	// A trial service: pointing echo's Response.Writer at httpsched's writer,
 	// which wrapped that Response, overflowed the stack in Header. Here
 	// middleware on both sides replace the Response's Writer (Gzip before,
 	// BodyDump after), and the handler sets a header, writes, flushes and

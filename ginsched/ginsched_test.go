@@ -91,7 +91,7 @@ func TestTaskFrom(t *testing.T) {
 
 func TestOneHandlerPerRoute(t *testing.T) {
 	// One middleware for the whole engine keeps a handler per route, so
-	// that WithMaxQueueWait's limit is each route's (issue 40: a handler
+	// that WithMaxQueueWait's limit is each route's (a trial service: a handler
 	// made per request never shed). With the slot held, a burst to /a is
 	// shed beyond /a's limit, and /b still gets its own places.
 	s := schedtest.NewScheduler(t)

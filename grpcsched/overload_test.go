@@ -12,7 +12,7 @@ import (
 	"github.com/cpusched/cpusched"
 )
 
-// TestOverloadReport is issue 33's scenario, as a new user wires it: two
+// TestOverloadReport is an overload trial's scenario, as a new user wires it: two
 // slots, a quiet second, then six calls of a second of slot time each at
 // once (two run, four wait), and 0.7s later a cheap call, whose report
 // must read the replica saturated: above 1, since more calls wait than

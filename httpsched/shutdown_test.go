@@ -113,7 +113,7 @@ func TestShutdownAnswers503ToTheRequestsItCuts(t *testing.T) {
 	// One slot: the first request holds it, computing until its task's
 	// context ends (no Checkpoint), and the second waits in the queue. At
 	// the cut both answer 503 with Retry-After, over their connections:
-	// the trial of issue 40 had its clients' connections reset.
+	// a trial service had its clients' connections reset.
 	s := schedtest.NewScheduler(t)
 	entered := make(chan struct{}, 1)
 	h := Handler(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -12,7 +12,7 @@
 //     computing) until the deadline and returns its error; Close then
 //     cuts them at once and returns, and the program exits while their
 //     handlers are answering: the clients see their connections reset.
-//     (A trial service did this, issue 40.)
+//     (A trial service did this.)
 //   - Close, then the server's stop: Close waits for the tasks first, and
 //     cuts them only at the deadline, which leaves the stop no time.
 //

@@ -177,12 +177,12 @@ func TestApplicationUtilization(t *testing.T) {
 	}
 }
 
-// TestOverload: issue 33's scenario on a fake clock. Two slots, a quiet
+// TestOverload: an overload trial's scenario on a fake clock. Two slots, a quiet
 // second, then six tasks that hold both slots (two run, four wait), and a
 // call every 0.1s: the window starts at the sample its first took, so the
 // slots read busy at once, and from 0.3s in (a span of 0.25s or more held
 // all through) above 1, with more tasks in than there are slots (before
-// issue 33, 0.4 at 0.7s in); once the tasks end, a fall over a second,
+// its fix, 0.4 at 0.7s in); once the tasks end, a fall over a second,
 // to 0.
 func TestOverload(t *testing.T) {
 	const ms = time.Millisecond

@@ -8,7 +8,7 @@
 // request, and a gin middleware serves every route of its group, so a
 // handler made in the middleware would last one request or be shared by
 // routes, and WithMaxQueueWait's limit, learned from one route's
-// requests, would never shed (issue 40) or be every route's. And the
+// requests, would never shed or be every route's. And the
 // chain to run changes with each request (echo's next, gin's Context),
 // while an httpsched handler's http.Handler is fixed. So the adapter puts
 // the request's call (its framework state) in the request's context and

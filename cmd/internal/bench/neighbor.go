@@ -143,7 +143,7 @@ type NeighborResult struct {
 // window's, as in the other steps) and then pauses the neighbour, before
 // the requests due in the window have all finished. Left running, a
 // neighbour that starves the server would hold the drain for as long as
-// it starves it: issue 32 measured small requests waiting 58 s, and a
+// it starves it: an independent check measured small requests waiting 58 s, and a
 // -quick run took 69 s instead of 45 for one such step. The requests that
 // finish after the pause are recorded with how long they had waited at
 // the pause (NeighborResult.FinishedAfterPause, TailAfterPause).

@@ -14,7 +14,7 @@ import (
 const (
 	// DefaultGarbage is the response buffer a fast request builds in
 	// `cpusched serve` unless told otherwise: 32 KiB, as the /ping of
-	// issue 32's independent server, so that under the bench's load the
+	// an independent check's server, so that under the bench's load the
 	// collector runs every few ms.
 	DefaultGarbage = 32 << 10
 	// HeavyGarbage is the buffer of serve's and bench's -gc: BufferSize,
