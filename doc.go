@@ -88,6 +88,14 @@
 //   - IsolationNone: the rest of the program waits for the Go runtime's
 //     own preemption, after 10 ms.
 //
+// The policy charges such a call as it returns (its CPU time where the
+// kernel can say: Stats.CPUTime), so its group waits afterwards while the
+// others catch up: the weights hold over spans long against the longest
+// call, not within it (docs/design.md#task-scheduling-eevdf-scaled-down
+// says what they promise). GroupStats.Overrun estimates how far a
+// group's tasks run past their slices, and a new task of a group that
+// overruns is placed as long as it is.
+//
 // Code that reads an io.Reader or writes an io.Writer can still yield:
 // wrap the stream so that each call checkpoints first.
 //
