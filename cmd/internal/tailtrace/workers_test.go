@@ -70,6 +70,7 @@ func TestAnalyzeFindsOSWorkerByItsStack(t *testing.T) {
 	if err := h.Wait(); err != nil {
 		t.Error(err)
 	}
+	contentions := s.Stats().Contentions
 	if err := s.Close(context.Background()); err != nil {
 		t.Error(err)
 	}
@@ -81,6 +82,12 @@ func TestAnalyzeFindsOSWorkerByItsStack(t *testing.T) {
 	}
 	// Idle workers of the pool, left by the long Runs and seen as they
 	// exit at Close, count too; none runs a region the trace saw.
+	if b.Workers < 1 && contentions > 0 {
+		// Beside other busy processes the scheduler turns contended and
+		// hands no task off (cpusched's contention.go), so no worker loop
+		// ran: nothing to find, which is not Analyze's fault.
+		t.Skipf("other processes kept the CPUs busy (%d contentions): no task was handed off", contentions)
+	}
 	if b.Workers < 1 {
 		t.Errorf("Analyze counted %d cpusched worker goroutines, want at least 1 (the IsolationOSPriority worker, known by its stack)", b.Workers)
 	}
