@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 )
 
 // LowerAll makes every thread of this process SCHED_IDLE, as the floor's
@@ -16,15 +17,19 @@ import (
 func LowerAll() (int, error) { return lowerAll() }
 
 // lowerThreads applies set to every thread that list returns, and lists
-// again until a listing holds no thread it has not set: a thread that the
-// runtime started meanwhile from one not yet lowered is found by the next
-// listing, and one started from a lowered thread inherits SCHED_IDLE when
-// it is cloned. A thread that exits before set reaches it is not counted.
+// again until two listings in a row, a millisecond apart, hold no thread
+// it has not set: a thread that the runtime started meanwhile from one not
+// yet lowered is found by a later listing, and one started from a lowered
+// thread inherits SCHED_IDLE when it is cloned. One clean listing was not
+// enough: a clone that copied its parent's policy just before the parent
+// was lowered can join the thread list only after that listing (a
+// loaded machine's bench found such a thread at normal priority). A
+// thread that exits before set reaches it is not counted.
 // It returns how many threads it lowered; any other failure wraps
 // ErrNoSchedIdle, since the process cannot then be the floor.
 func lowerThreads(list func() ([]int, error), set func(tid int) error) (int, error) {
 	seen := map[int]bool{}
-	lowered := 0
+	lowered, clean := 0, 0
 	for {
 		tids, err := list()
 		if err != nil {
@@ -43,8 +48,13 @@ func lowerThreads(list func() ([]int, error), set func(tid int) error) (int, err
 				return 0, fmt.Errorf("%w: thread %d: sched_setattr(SCHED_IDLE): %v", ErrNoSchedIdle, tid, err)
 			}
 		}
-		if !fresh {
+		if fresh {
+			clean = 0
+			continue
+		}
+		if clean++; clean == 2 {
 			return lowered, nil
 		}
+		time.Sleep(time.Millisecond)
 	}
 }
