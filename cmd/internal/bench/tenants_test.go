@@ -343,7 +343,15 @@ func TestRunTenants(t *testing.T) {
 			_, cgErr := openCgroups(0, "the test")
 			wantFloorShares := withCgroups && os.Geteuid() == 0 && cgErr == nil
 			for _, row := range rep.Results {
-				checkTenantsRow(t, row, row.Mode != ModeFloor || wantFloorShares)
+				want := row.Mode != ModeFloor || wantFloorShares
+				if row.Mode == ModeFloor && want && !floorGotCPU(row) {
+					// A machine busy enough starves the SCHED_IDLE processes
+					// of the least-weighted cgroup for the whole short window:
+					// no CPU, so no shares, which the table then warns of.
+					t.Logf("the floor's groups got no CPU in the window: no shares to check")
+					want = false
+				}
+				checkTenantsRow(t, row, want)
 			}
 			if f := rep.Results[0].Tenants; !wantFloorShares && !strings.Contains(f.NoShares, map[bool]string{false: "cgroups refused by the test", true: ""}[withCgroups]) {
 				t.Errorf("floor: no_shares %q, want why", f.NoShares)
@@ -381,6 +389,20 @@ func TestRunTenants(t *testing.T) {
 			t.Logf("\n%s", table.String())
 		})
 	}
+}
+
+// floorGotCPU reports whether the floor row's processes used any CPU in
+// the window.
+func floorGotCPU(row Result) bool {
+	if row.Tenants == nil {
+		return false
+	}
+	for _, g := range row.Tenants.Groups {
+		if g.CPUTimeMs != nil && *g.CPUTimeMs > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // checkTenantsRow checks a tenants row: the probe answered, every group
