@@ -82,6 +82,10 @@ func (fs *cgroupFS) String() string {
 	return "cgroup v1 " + fs.dir
 }
 
+// cgroupMount is where the cgroup file systems are mounted; tests point it
+// at a fake tree.
+var cgroupMount = "/sys/fs/cgroup"
+
 // findCgroupFS looks for a cpu controller under mount (/sys/fs/cgroup):
 // cgroup v2 if mount is a cgroup2 mount (it has cgroup.controllers) whose
 // root lists cpu in cgroup.subtree_control, else the cgroup v1 cpu

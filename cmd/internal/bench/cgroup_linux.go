@@ -12,10 +12,6 @@ import (
 	"syscall"
 )
 
-// cgroupMount is where the cgroup file systems are mounted; tests point it
-// at a fake tree.
-var cgroupMount = "/sys/fs/cgroup"
-
 // openCgroups finds the cpu controller under cgroupMount, removes the
 // cgroups that killed benchmarks left behind, and checks that a cgroup
 // limited to cpus CPUs (0: no limit) can be made and entered. Its error
