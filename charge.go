@@ -144,7 +144,7 @@ func (s *Scheduler) cpuSoFarLocked(t *Task, slot int64) (used int64, fallback bo
 	switch {
 	case !s.readsCPU():
 		return slot, true
-	case t.cpuUsed < 0 && s.osOwn() && !t.handoff && !t.thread.lowered.Load():
+	case t.cpuUsed < 0 && s.osOwn() && !t.os.handoff && !t.os.lowered.Load():
 		return 0, false
 	case t.cpuUsed < 0:
 		return slot, true

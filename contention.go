@@ -65,7 +65,7 @@ package cpusched
 // Contended, the scheduler raises every running task's lowered thread
 // back to the setting it had (enterContendedLocked), counts a task that
 // has computed for osLowerAfter long as before but leaves its thread as it
-// is (taskThread.raised), hands no task off, and gives the rest of the program
+// is (osTask.raised), hands no task off, and gives the rest of the program
 // contendedSpareProcs Ps. The tasks then take their share of the machine
 // beside the other processes, as the rest of the program does, and the
 // kernel runs every thread that holds a P within a few of its slices.
@@ -312,16 +312,16 @@ func (s *Scheduler) markThreadsLocked() (starved bool) {
 	clear(g.delays)
 	for _, t := range s.running {
 		// A lowered thread's id does not change while the task runs.
-		tid := t.thread.tid.Load()
-		if tid == 0 || t.thread.raised || !(t.handoff || t.thread.lowered.Load() && !t.thread.foundLowered) {
-			t.thread.guardWin = 0
+		tid := t.os.tid.Load()
+		if tid == 0 || t.os.raised || !(t.os.handoff || t.os.lowered.Load() && !t.os.foundLowered) {
+			t.os.guardWin = 0
 			continue
 		}
 		cpu := g.src.threadCPU(int(tid))
-		if t.thread.guardWin == g.win && float64(cpu-t.thread.markCPU) < starvedShare*w && g.waited(tid) {
+		if t.os.guardWin == g.win && float64(cpu-t.os.markCPU) < starvedShare*w && g.waited(tid) {
 			starved = true
 		}
-		t.thread.guardWin, t.thread.markCPU = g.win+1, cpu
+		t.os.guardWin, t.os.markCPU = g.win+1, cpu
 	}
 	return starved
 }

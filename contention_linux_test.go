@@ -176,7 +176,7 @@ func TestGuardBusyBeforeTasksBegin(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // far past the machine's watch (20 windows)
 	var policy int
 	err := s.Run(context.Background(), func(tk *Task) error {
-		spinUntil(func() bool { tk.Checkpoint(); return tk.thread.lowered.Load() })
+		spinUntil(func() bool { tk.Checkpoint(); return tk.os.lowered.Load() })
 		policy = policyOf(t, unix.Gettid())
 		return nil
 	})

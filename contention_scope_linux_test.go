@@ -143,7 +143,7 @@ func (n *fakeNode) scheduler(capacity float64) *Scheduler {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if len(s.running) == 1 {
-			n.tid = int(s.running[0].thread.tid.Load())
+			n.tid = int(s.running[0].os.tid.Load())
 		}
 		return n.tid != 0
 	}) {

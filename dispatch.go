@@ -5,8 +5,7 @@ package cpusched
 
 import "reflect"
 
-// dispatch returns fn's slot in the table of task lengths and whether a task
-// running fn is handed off to a hand-off thread: always where
+// dispatch returns whether a task running fn is handed off to a hand-off thread: always where
 // IsolationOSPriority cannot run tasks on their own goroutines, never
 // outside that mode, and otherwise when the recent tasks that ran fn (or
 // a function sharing its slot in the table) were long.
@@ -22,23 +21,19 @@ import "reflect"
 // the hand-off costs a negligible part of its length; for short ones it is
 // the whole cost. So a function's tasks run on their own goroutines until
 // they turn out long, and go back to them once they are short again.
-func (s *Scheduler) dispatch(fn func(*Task) error) (slot uint8, handoff bool) {
+func (s *Scheduler) dispatch(fn func(*Task) error) (handoff bool) {
 	if s.os == nil {
-		return 0, false
+		return false
 	}
 	if s.os.keepNormal.Load() {
 		// No task goes to a lowered thread while other processes keep the
 		// CPUs busy (contention.go).
-		if !s.osOwn() {
-			return 0, false
-		}
-		return lengthSlot(reflect.ValueOf(fn).Pointer()), false
+		return false
 	}
 	if !s.osOwn() {
-		return 0, true
+		return true
 	}
-	slot = lengthSlot(reflect.ValueOf(fn).Pointer())
-	return slot, s.os.lengths[slot].Load() >= longScore
+	return s.os.lengths[fnSlot(fn)].Load() >= longScore
 }
 
 // The table of task lengths: a moving score per slot, 0 (short) to
@@ -50,6 +45,9 @@ const (
 	lengthSlots = 64
 	longScore   = 512
 )
+
+// fnSlot is fn's slot in the table of task lengths.
+func fnSlot(fn func(*Task) error) uint8 { return lengthSlot(reflect.ValueOf(fn).Pointer()) }
 
 // lengthSlot is the table slot of a function's code pointer.
 func lengthSlot(key uintptr) uint8 {
@@ -64,20 +62,20 @@ func lengthSlot(key uintptr) uint8 {
 // its slot without running). Under s.mu, after t's last charge.
 func (s *Scheduler) noteLength(t *Task, cpu int64) {
 	var isLong bool
-	if t.handoff {
-		used := t.runTime - t.thread.uncomputed.Load()
+	if t.os.handoff {
+		used := t.runTime - t.os.uncomputed.Load()
 		if cpu >= 0 {
 			used = min(used, cpu)
 		}
 		isLong = used >= int64(osLowerAfter)
 	} else {
-		isLong = t.thread.lowered.Load()
+		isLong = t.os.lowered.Load()
 	}
 	long := int32(0)
 	if isLong {
 		long = 1024
 	}
-	slot := &s.os.lengths[t.lenSlot]
+	slot := &s.os.lengths[fnSlot(t.fn)] // finish clears t.fn after this
 	old := slot.Load()
 	if n := old - old/4 + long/4; n != old {
 		slot.Store(n) // only on change: a settled slot's cache line stays shared

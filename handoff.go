@@ -167,7 +167,7 @@ func awaitEnd(t *Task, spin bool) error {
 // With pin, the caller is a task's thread about to wait, and an idle
 // hand-off thread that is asleep is woken on its CPU (pin.go).
 func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
-	if !t.handoff {
+	if !t.os.handoff {
 		go s.runGo(t)
 		return false
 	}
@@ -198,14 +198,14 @@ func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
 // placement of the next task (pin.go); the zero time otherwise.
 func (s *Scheduler) handoffBegin(t *Task) (start time.Time) {
 	if s.rq.cpuClock {
-		t.thread.cpuStart = osprio.ThreadCPU() // fn runs on this locked hand-off thread
+		t.os.cpuStart = osprio.ThreadCPU() // fn runs on this locked hand-off thread
 	}
 	if s.fitHandoffThread() {
 		s.mu.Lock()
-		t.thread.raised = true
+		t.os.raised = true
 		s.mu.Unlock()
 	}
-	t.thread.tid.Store(int32(osprio.ThreadID()))
+	t.os.tid.Store(int32(osprio.ThreadID()))
 	if s.os.pins != nil {
 		start = time.Now()
 	}

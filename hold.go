@@ -16,7 +16,7 @@ func (s *Scheduler) keepsSlot(t *Task) bool {
 	if s.os == nil {
 		return false
 	}
-	avg := t.blockAvg
+	avg := t.os.blockAvg
 	if avg == 0 {
 		avg = s.os.blockAvg.Load() // a first call: go by the other tasks' calls
 	}
@@ -29,7 +29,7 @@ func (s *Scheduler) keepsSlot(t *Task) bool {
 // after the call began.
 func (s *Scheduler) holdLocked(t *Task, now int64) {
 	t.hold.Store(holdKept)
-	t.holdStart = now
+	t.os.holdStart = now
 	if s.rq.nwaiting > 0 {
 		s.armHoldLocked(t, now)
 	}
@@ -79,14 +79,14 @@ func (s *Scheduler) endHold(t *Task, start int64) {
 		if t.hold.Load() == holdReleased {
 			kept = min(kept, int64(blockHold))
 		}
-		t.thread.uncomputed.Add(kept)
+		t.os.uncomputed.Add(kept)
 	}
 	if t.hold.CompareAndSwap(holdKept, holdNone) {
 		return
 	}
 	if t.hold.CompareAndSwap(holdArmed, holdNone) {
 		s.mu.Lock() // holdTimer is set under s.mu
-		t.holdTimer.Stop()
+		t.os.holdTimer.Stop()
 		s.mu.Unlock()
 		return
 	}
@@ -102,7 +102,7 @@ func (s *Scheduler) endHold(t *Task, start int64) {
 // averages.
 func (s *Scheduler) noteBlock(t *Task, d int64) {
 	d = max(d, 1)
-	t.blockAvg = ewma(t.blockAvg, d)
+	t.os.blockAvg = ewma(t.os.blockAvg, d)
 	if s.os != nil {
 		s.os.blockAvg.Store(ewma(s.os.blockAvg.Load(), d))
 	}
@@ -127,10 +127,10 @@ func (s *Scheduler) armHoldLocked(t *Task, now int64) {
 	if !t.hold.CompareAndSwap(holdKept, holdArmed) {
 		return // fn returned meanwhile
 	}
-	d := max(time.Duration(t.holdStart+int64(blockHold)-now), 0)
-	if t.holdTimer == nil {
-		t.holdTimer = time.AfterFunc(d, func() { s.releaseHold(t) })
+	d := max(time.Duration(t.os.holdStart+int64(blockHold)-now), 0)
+	if t.os.holdTimer == nil {
+		t.os.holdTimer = time.AfterFunc(d, func() { s.releaseHold(t) })
 	} else {
-		t.holdTimer.Reset(d)
+		t.os.holdTimer.Reset(d)
 	}
 }

@@ -63,7 +63,7 @@ func TestShortBlockingCallsKeepTheSlot(t *testing.T) {
 		close(started)
 		<-release
 		for _, avg := range []time.Duration{0, time.Microsecond, blockHold / 2, blockHold} {
-			tk.blockAvg = int64(avg) // as if its earlier calls took avg
+			tk.os.blockAvg = int64(avg) // as if its earlier calls took avg
 			tk.Blocking(func() { kept = append(kept, tk.hold.Load() != holdNone) })
 		}
 		return nil

@@ -37,13 +37,13 @@ func (s *Scheduler) lockThread(t *Task, first bool) {
 	tid := int32(osprio.ThreadID())
 	switch {
 	case first:
-		t.thread.tid.Store(tid)
-		t.thread.lowerCheck = lowerCheckMark
-	case !t.thread.lowered.Load():
+		t.os.tid.Store(tid)
+		t.lowerCheck = lowerCheckMark
+	case !t.os.lowered.Load():
 		s.markAfterWait(t, tid)
 		t.countDown(lowerCheckEvery)
 	default:
-		t.thread.tid.Store(tid)
+		t.os.tid.Store(tid)
 	}
 }
 
@@ -57,12 +57,12 @@ func (s *Scheduler) lockThread(t *Task, first bool) {
 // that a Stats snapshot sees both or neither (cpuSoFarLocked).
 func (s *Scheduler) markAfterWait(t *Task, tid int32) {
 	if !s.rq.cpuClock {
-		t.thread.tid.Store(tid)
+		t.os.tid.Store(tid)
 		return
 	}
 	clock := osprio.ThreadCPU()
 	s.mu.Lock()
-	t.thread.tid.Store(tid)
+	t.os.tid.Store(tid)
 	t.markStretchLocked(tid, clock)
 	s.mu.Unlock()
 }
@@ -72,28 +72,28 @@ func (s *Scheduler) markAfterWait(t *Task, tid int32) {
 // and the stretch t begins as measured from clock (charge.go); under
 // s.mu.
 func (t *Task) markStretchLocked(tid int32, clock int64) {
-	if t.thread.markTid != tid {
-		t.thread.markTid, t.thread.markCPU = tid, clock-int64(t.thread.computed)
+	if t.os.markTid != tid {
+		t.os.markTid, t.os.markCPU = tid, clock-int64(t.os.computed)
 	}
-	t.cpuUsed = clock - t.thread.markCPU
+	t.cpuUsed = clock - t.os.markCPU
 }
 
 // countDown sets t's Checkpoint countdown to n (1..127) and counts those
-// Checkpoints in t.thread.lowerSeen.
+// Checkpoints in t.os.lowerSeen.
 func (t *Task) countDown(n int64) {
 	n = min(max(n, 1), math.MaxInt8)
-	t.thread.lowerCheck = int8(n)
-	if t.thread.lowerSeen < math.MaxInt32-math.MaxInt8 {
-		t.thread.lowerSeen += int32(n)
+	t.lowerCheck = int8(n)
+	if t.os.lowerSeen < math.MaxInt32-math.MaxInt8 {
+		t.os.lowerSeen += int32(n)
 	}
 }
 
 // unlockThread is lockThread's undo, once t has ended: the thread's setting
 // goes back to what it was if t's lowering changed it.
 func (s *Scheduler) unlockThread(t *Task) {
-	t.thread.tid.Store(0)
-	if t.thread.lowered.Load() && !t.thread.foundLowered {
-		if err := t.thread.loweredFrom.Restore(); err != nil {
+	t.os.tid.Store(0)
+	if t.os.lowered.Load() && !t.os.foundLowered {
+		if err := t.os.loweredFrom.Restore(); err != nil {
 			// New's probe succeeded, so this is unexpected. The
 			// goroutine stays locked to its lowered thread rather
 			// than leave the runtime a lowered thread to run others on.
@@ -110,23 +110,23 @@ func (s *Scheduler) unlockThread(t *Task) {
 // reports whether it did. lockThread is its undo, once t runs again:
 // possibly on another thread, which is not lowered either.
 func (s *Scheduler) unlockThreadToWait(t *Task) bool {
-	if !s.osOwn() || t.handoff || t.thread.lowered.Load() {
+	if !s.osOwn() || t.os.handoff || t.os.lowered.Load() {
 		return false
 	}
-	t.thread.tid.Store(0)
+	t.os.tid.Store(0)
 	runtime.UnlockOSThread()
 	return true
 }
 
-// noteWake adds to t.thread.uncomputed, for a task on its own goroutine
+// noteWake adds to t.os.uncomputed, for a task on its own goroutine
 // that has just been given a slot (by another goroutine, or by its own at
 // once), the time since then: the time its goroutine waited to run, which
 // under load (a hundred connections' goroutines on 2 CPUs) can pass
 // osLowerAfter on its own. Call it on t's goroutine: nothing else writes
 // t.since while t holds its slot and has not run yet.
 func (s *Scheduler) noteWake(t *Task) {
-	if s.osOwn() && !t.handoff {
-		t.thread.uncomputed.Add(max(0, s.clock.Now()-t.since))
+	if s.osOwn() && !t.os.handoff {
+		t.os.uncomputed.Add(max(0, s.clock.Now()-t.since))
 	}
 }
 
@@ -142,7 +142,7 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 	}
 	look = now-s.os.lastStart < int64(lowerIdle)
 	for _, t := range s.running {
-		if t.thread.lowered.Load() || t.handoff {
+		if t.os.lowered.Load() || t.os.handoff {
 			continue
 		}
 		look = true
@@ -157,7 +157,7 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 // goroutine whose thread is not lowered, once t has computed for
 // osLowerAfter: its thread's CPU time since it was first seen on that
 // thread, by the monitor or at a Checkpoint, on top of what it had
-// computed on earlier threads as of the last reading there (t.thread.computed).
+// computed on earlier threads as of the last reading there (t.os.computed).
 // It returns how long t has left to compute before that, or 0 once there
 // is nothing more to do for it. The monitor calls it for every such task, and the task itself
 // at its first Checkpoint and then at checks it paces (lowerSelf), so
@@ -174,15 +174,15 @@ func (s *Scheduler) lowerLongLocked(now int64) (next int64, look bool) {
 // computed before it was first seen is not counted: with Checkpoints, one
 // Checkpoint's worth of work.
 func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
-	tid := int(t.thread.tid.Load())
+	tid := int(t.os.tid.Load())
 	if t.hold.Load() != holdNone || tid == 0 {
 		// In a Blocking call that keeps the slot (not computing), or its
 		// goroutine has not reached fn yet or waits unlocked.
 		return int64(osLowerAfter)
 	}
-	if int(t.thread.markTid) != tid {
-		t.thread.markTid, t.thread.markCPU = int32(tid), osprio.ThreadCPUOf(tid)-int64(t.thread.computed)
-		return int64(osLowerAfter) - int64(t.thread.computed)
+	if int(t.os.markTid) != tid {
+		t.os.markTid, t.os.markCPU = int32(tid), osprio.ThreadCPUOf(tid)-int64(t.os.computed)
+		return int64(osLowerAfter) - int64(t.os.computed)
 	}
 	// Below osLowerAfter of computingBound, no need to read the clock.
 	used := t.computingBound(now)
@@ -190,8 +190,8 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 		return d
 	}
 	cpu := osprio.ThreadCPUOf(tid)
-	used = cpu - t.thread.markCPU
-	t.thread.computed = int32(min(used, math.MaxInt32))
+	used = cpu - t.os.markCPU
+	t.os.computed = int32(min(used, math.MaxInt32))
 	if d := int64(osLowerAfter) - used; d > 0 {
 		return d
 	}
@@ -202,11 +202,11 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 		if err != nil {
 			return int64(osLowerAfter)
 		}
-		t.thread.cpuStart = cpu - used
-		t.thread.loweredFrom = before
-		t.thread.foundLowered = before.Lowered()
-		t.thread.raised = !t.thread.foundLowered
-		t.thread.lowered.Store(true)
+		t.os.cpuStart = cpu - used
+		t.os.loweredFrom = before
+		t.os.foundLowered = before.Lowered()
+		t.os.raised = !t.os.foundLowered
+		t.os.lowered.Store(true)
 		return 0
 	}
 	before, lowered, err := osprio.LowerThread(tid)
@@ -223,19 +223,19 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 	// puts back the setting the thread had only if it lowered the thread
 	// itself. (Putting back what it found would lower the thread for good
 	// in the last case, once the inner task's end had raised it.)
-	t.thread.cpuStart = cpu - used
-	t.thread.loweredFrom = before
-	t.thread.foundLowered = !lowered
-	t.thread.lowered.Store(true)
+	t.os.cpuStart = cpu - used
+	t.os.loweredFrom = before
+	t.os.foundLowered = !lowered
+	t.os.lowered.Store(true)
 	return 0
 }
 
 // computingBound is t's slot time up to now less the time it did not
-// compute (t.thread.uncomputed): what t, holding its slot, has computed, or more
+// compute (t.os.uncomputed): what t, holding its slot, has computed, or more
 // (the kernel may have run other threads meanwhile). Under s.mu, or on
 // t's goroutine outside a Blocking call that keeps its slot (lowerSelf).
 func (t *Task) computingBound(now int64) int64 {
-	return t.runTime + now - t.since - t.thread.uncomputed.Load()
+	return t.runTime + now - t.since - t.os.uncomputed.Load()
 }
 
 // lowerCheckEvery is how many Checkpoints a task on its own goroutine
@@ -271,28 +271,28 @@ const lowerCheckMark = -1
 func (s *Scheduler) lowerSelf(t *Task, mark bool) {
 	now := s.clock.Now()
 	if mark {
-		t.thread.lowerSeen++
+		t.os.lowerSeen++
 	} else if t.hold.Load() == holdNone {
 		if used := t.computingBound(now); used < int64(osLowerAfter) {
 			// The next check when, at the rate of its Checkpoints so
 			// far, t may have computed osLowerAfter: slot time runs
 			// ahead of computing, so the check comes early, never late.
 			n := int64(lowerCheckEvery)
-			if used > 0 && t.thread.lowerSeen > 0 {
-				n = (int64(osLowerAfter) - used) * int64(t.thread.lowerSeen) / used
+			if used > 0 && t.os.lowerSeen > 0 {
+				n = (int64(osLowerAfter) - used) * int64(t.os.lowerSeen) / used
 			}
 			t.countDown(n)
 			return
 		}
 	}
 	s.mu.Lock()
-	if t.state == stateRunning && !t.thread.lowered.Load() {
+	if t.state == stateRunning && !t.os.lowered.Load() {
 		s.lowerIfLongLocked(t, now) // marks the thread if nobody has
 	}
 	s.mu.Unlock()
 	switch {
-	case t.thread.lowered.Load():
-		t.thread.lowerCheck = 0
+	case t.os.lowered.Load():
+		t.lowerCheck = 0
 	case mark:
 		t.countDown(lowerCheckEvery)
 	default:

@@ -39,14 +39,14 @@ func TestKeptBlockingDoesNotLower(t *testing.T) {
 		// Give the monitor time to look (its timers are 1 ms-coarse on an
 		// idle machine), in one more kept call.
 		tk.Blocking(func() { time.Sleep(2 * time.Millisecond) })
-		waiter = tk.thread.lowered.Load()
+		waiter = tk.os.lowered.Load()
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = s.Run(ctx, func(tk *Task) error {
-		computer = spinUntil(tk.thread.lowered.Load)
+		computer = spinUntil(tk.os.lowered.Load)
 		return nil
 	})
 	if err != nil {
@@ -69,7 +69,7 @@ func TestNestedRunKeepsTheOuterThreadLowered(t *testing.T) {
 	tid := unix.Gettid()
 	var inner, afterInner int
 	err := s.Run(ctx, func(outer *Task) error {
-		if !spinUntil(outer.thread.lowered.Load) {
+		if !spinUntil(outer.os.lowered.Load) {
 			return fmt.Errorf("the outer task was not lowered in 5 s")
 		}
 		if err := s.Run(ctx, func(in *Task) error {
@@ -109,11 +109,11 @@ func TestDispatchFollowsTaskLength(t *testing.T) {
 	long := true
 	var handedOff []bool
 	work := func(tk *Task) error {
-		handedOff = append(handedOff, tk.handoff)
+		handedOff = append(handedOff, tk.os.handoff)
 		switch {
-		case long && !tk.handoff:
+		case long && !tk.os.handoff:
 			// Long on its own goroutine: until the monitor lowers it.
-			if !spinUntil(tk.thread.lowered.Load) {
+			if !spinUntil(tk.os.lowered.Load) {
 				return errors.New("a task computing for 5 s was not lowered")
 			}
 		case long:
@@ -127,7 +127,7 @@ func TestDispatchFollowsTaskLength(t *testing.T) {
 	}
 	otherOff := false
 	other := func(tk *Task) error {
-		otherOff = otherOff || tk.handoff
+		otherOff = otherOff || tk.os.handoff
 		return nil
 	}
 	if lengthSlot(reflect.ValueOf(work).Pointer()) == lengthSlot(reflect.ValueOf(other).Pointer()) {
@@ -167,7 +167,7 @@ func TestCheckpointLowersByThreadCPU(t *testing.T) {
 				return err
 			}
 		}
-		sleeper = tk.thread.lowered.Load()
+		sleeper = tk.os.lowered.Load()
 		return nil
 	})
 	if err != nil {
@@ -176,7 +176,7 @@ func TestCheckpointLowersByThreadCPU(t *testing.T) {
 	err = s.Run(ctx, func(tk *Task) error {
 		computer = spinUntil(func() bool {
 			tk.Checkpoint()
-			return tk.thread.lowered.Load()
+			return tk.os.lowered.Load()
 		})
 		if computer && threadPolicy(t) != unix.SCHED_IDLE {
 			return fmt.Errorf("lowered, but the thread's policy is %d", threadPolicy(t))
@@ -208,13 +208,13 @@ func TestOuterFoundLoweredLeavesTheThreadAlone(t *testing.T) {
 		if err := s.Run(ctx, func(in *Task) error {
 			innerLowered = spinUntil(func() bool {
 				in.Checkpoint()
-				return in.thread.lowered.Load()
+				return in.os.lowered.Load()
 			})
 			// The outer task computed all that on this thread too: its
 			// own check finds the thread lowered already.
 			outerLowered = spinUntil(func() bool {
 				outer.Checkpoint()
-				return outer.thread.lowered.Load()
+				return outer.os.lowered.Load()
 			})
 			return nil
 		}); err != nil {

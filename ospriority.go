@@ -9,7 +9,7 @@ package cpusched
 //
 //	ospriority.go  this overview; the mode's state, on the Scheduler
 //	               (osMode, nil in the other modes) and on each Task
-//	               (taskThread); the points where the core calls the mode;
+//	               (osTask); the points where the core calls the mode;
 //	               yield on wake; the lane's measure of a task by its
 //	               thread's CPU clock (readCPU, setCPU); the mode's
 //	               defaults, and New's probes of what the operating system
@@ -234,12 +234,12 @@ func (s *Scheduler) osStartLocked(t *Task, now int64) {
 		m.pins.started(len(s.running))
 	}
 	m.lastLendStart = now
-	if m.own && !t.handoff {
+	if m.own && !t.os.handoff {
 		m.lastStart = now // the monitor lowers t's thread if t runs long
 	}
 	s.watchLocked() // the lender samples while tasks run (lend.go)
 	s.guardBeginLocked(now)
-	if t.thread.tid.Load() != 0 {
+	if t.os.tid.Load() != 0 {
 		s.fitThreadLocked(t) // a parked task's thread, raised or lowered
 	}
 }
@@ -251,9 +251,9 @@ func (s *Scheduler) osEndLocked(t *Task, cpu int64) {
 	if s.os.own {
 		s.noteLength(t, cpu)
 	}
-	t.thread.raised, t.thread.guardWin = false, 0
-	if t.handoff {
-		t.thread.tid.Store(0)
+	t.os.raised, t.os.guardWin = false, 0
+	if t.os.handoff {
+		t.os.tid.Store(0)
 	}
 }
 
@@ -299,7 +299,7 @@ func (s *Scheduler) readCPU(t *Task) cpuRead {
 	r := cpuRead{clock: -1, seq: s.statsSeq.Load()}
 	if cpu, ok := s.cfg.hooks.taskCPU(t); ok {
 		r.clock = cpu
-	} else if s.rq.cpuClock && t.thread.tid.Load() != 0 && !t.left() {
+	} else if s.rq.cpuClock && t.os.tid.Load() != 0 && !t.os.left() {
 		r.clock = osprio.ThreadCPU()
 	}
 	return r
@@ -331,10 +331,10 @@ func (s *Scheduler) cpuOfClockLocked(t *Task, clock int64) int64 {
 	switch {
 	case clock < 0 || s.cfg.hooks != nil && s.cfg.hooks.cpuReading != nil:
 		return clock
-	case t.handoff || t.thread.lowered.Load():
-		return clock - t.thread.cpuStart
-	case t.thread.markTid == t.thread.tid.Load():
-		return clock - t.thread.markCPU
+	case t.os.handoff || t.os.lowered.Load():
+		return clock - t.os.cpuStart
+	case t.os.markTid == t.os.tid.Load():
+		return clock - t.os.markCPU
 	}
 	return -1
 }
@@ -346,8 +346,8 @@ func (s *Scheduler) taskCPUOfLocked(t *Task) int64 {
 	if cpu, ok := s.cfg.hooks.taskCPU(t); ok {
 		return cpu
 	}
-	tid := t.thread.tid.Load()
-	if !s.rq.cpuClock || tid == 0 || t.left() {
+	tid := t.os.tid.Load()
+	if !s.rq.cpuClock || tid == 0 || t.os.left() {
 		return -1
 	}
 	clock := osprio.ThreadCPUOf(int(tid))
@@ -372,7 +372,7 @@ func (t *Task) setCPU(cpu, slot int64) {
 		return
 	case cpu == cpuUnread:
 		cpu = t.laneCPU()
-	case t.s.osOwn() && !t.handoff:
+	case t.s.osOwn() && !t.os.handoff:
 		cpu = t.ownLaneCPU(slot)
 	default:
 		cpu = slot
@@ -387,7 +387,7 @@ func (t *Task) setCPU(cpu, slot int64) {
 // Under s.mu.
 func (t *Task) laneCPU() int64 {
 	switch {
-	case t.s.osOwn() && !t.handoff && !t.thread.lowered.Load():
+	case t.s.osOwn() && !t.os.handoff && !t.os.lowered.Load():
 		return t.ownLaneCPU(t.runTime)
 	case t.cpuUsed < 0:
 		return ^t.cpuUsed
@@ -397,15 +397,15 @@ func (t *Task) laneCPU() int64 {
 
 // ownLaneCPU is the lane's measure of a task on its own goroutine whose
 // thread is not lowered, slot its slot time: that less the time it did not
-// compute (t.thread.uncomputed), at most osLowerAfter. The slot time counts
-// stretches in which it did not compute (t.thread.uncomputed, and the
+// compute (t.os.uncomputed), at most osLowerAfter. The slot time counts
+// stretches in which it did not compute (t.os.uncomputed, and the
 // kernel running other threads), which on a busy machine pass the lane's
 // slice on their own and sent small tasks behind the long ones: it has
 // computed less than osLowerAfter, or the monitor or its own Checkpoint
 // would have lowered its thread (lowerIfLongLocked), so it counts as that
 // at most.
 func (t *Task) ownLaneCPU(slot int64) int64 {
-	return min(max(0, slot-t.thread.uncomputed.Load()), int64(osLowerAfter))
+	return min(max(0, slot-t.os.uncomputed.Load()), int64(osLowerAfter))
 }
 
 // unmarkCPU marks the stretch t begins as not measured (charge.go): its
@@ -420,12 +420,16 @@ func (t *Task) unmarkCPU() {
 // IsolationOSPriority (osMode.own); false in the other modes.
 func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 
-// taskThread is a Task's thread state in IsolationOSPriority (Task.thread),
-// zero in the other modes. Who writes what:
+// osTask is a Task's state in IsolationOSPriority (Task.os), zero in the
+// other modes: how the task runs (handoff), its thread, and what the hold
+// measures of it. Who writes what:
+//   - handoff: fn runs on a hand-off thread (handoff.go), not on the
+//     task's own goroutine; set by dispatch before the task is published,
+//     never changed after, read without the lock.
 //   - tid: the thread fn's goroutine is locked to, 0 while it is not:
 //     stored by the task's goroutine (lockThread, unlockThread,
-//     unlockThreadToWait; on a hand-off thread, call, and finish under
-//     s.mu); read without the lock by the monitor and the guard.
+//     unlockThreadToWait; on a hand-off thread, handoffBegin, and finish
+//     under s.mu); read without the lock by the monitor and the guard.
 //   - lowered: set once a task on its own goroutine counts as lowered
 //     (lowerIfLongLocked, under s.mu, after loweredFrom and foundLowered),
 //     never cleared while it runs; read without the lock.
@@ -450,44 +454,52 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //     Blocking calls that kept the slot, and the time its goroutine took
 //     to run once given the slot; added to by the task's goroutine.
 //     Lowering and the length table do not count it.
-//   - lowerCheck counts Checkpoints down to the task's own check whether
-//     to lower its thread (lowerSelf), or is lowerCheckMark for the first
-//     check, at the next Checkpoint; 0 where it makes none: a task not on
-//     its own goroutine, or lowered. lowerSeen is how many Checkpoints
-//     the task will have made at the end of the countdown (lowerSelf
-//     paces its checks by it). Only the task's goroutine uses them.
+//   - lowerSeen is how many Checkpoints the task will have made at the
+//     end of its Checkpoint countdown (Task.lowerCheck; lowerSelf paces
+//     its checks by it). Only the task's goroutine uses it.
 //   - waitTid: the id of the thread a parked task waits on, locked,
 //     negated by whoever pinned or placed it for the wake (pin.go); set
 //     and cleared by the task's goroutine.
 //   - markTid of a handed-off task, which lowerIfLongLocked never
 //     measures, is threadLeft once its goroutine left its lowered
 //     hand-off thread, which could not be raised, to run unlocked at
-//     normal priority until it ends (retire.go: Task.left); set under
+//     normal priority until it ends (retire.go: osTask.left); set under
 //     s.mu by the task's goroutine, read by it and under s.mu.
 //   - cpuStart: the thread's CPU clock when fn began on it, for
-//     taskCPULocked: read by a hand-off thread in call; for a task on its
-//     own goroutine, reckoned by lowerIfLongLocked when the task counts as
-//     lowered (the clock then, less what the task had computed: markCPU).
-//     markCPU, until then, is what taskCPULocked measures such a task
-//     from.
+//     taskCPULocked: read by a hand-off thread in handoffBegin; for a
+//     task on its own goroutine, reckoned by lowerIfLongLocked when the
+//     task counts as lowered (the clock then, less what the task had
+//     computed: markCPU). markCPU, until then, is what taskCPULocked
+//     measures such a task from.
+//   - blockAvg is the moving average of the task's Blocking calls (hold.go),
+//     used only by the task's goroutine; holdStart is when a Blocking call
+//     that keeps the slot began, and holdTimer the timer that gives the
+//     slot up (armHoldLocked), both under s.mu.
 //
-// The fields are packed, 56 bytes with no padding, so that a Task stays
+// The fields are packed, 80 bytes with no padding, so that a Task stays
 // in the 384-byte size class (TestQueuedTaskMemory, TestQueuedGoBytes).
-type taskThread struct {
+// That is why the Checkpoint countdown (Task.lowerCheck) and the hold's
+// state (Task.hold) are fields of Task, and fn's slot in the table of
+// task lengths is worked out again at the task's end (noteLength) rather
+// than kept.
+type osTask struct {
 	cpuStart     int64
 	markCPU      int64
 	uncomputed   atomic.Int64
+	blockAvg     int64
+	holdStart    int64
+	holdTimer    *time.Timer
 	tid          atomic.Int32
 	waitTid      atomic.Int32
 	lowered      atomic.Bool
-	loweredFrom  osprio.Attr
 	markTid      int32
 	computed     int32
 	lowerSeen    int32
-	lowerCheck   int8
+	loweredFrom  osprio.Attr
 	foundLowered bool
 	raised       bool
 	guardWin     uint8
+	handoff      bool
 }
 
 // osPrioritySlice is IsolationOSPriority's default slice. In that mode the

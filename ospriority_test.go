@@ -173,10 +173,10 @@ func TestSetCPUOfOwnTasks(t *testing.T) {
 		{"own, long slot time", &Task{s: own}, ms / 10, 5 * ms, int64(osLowerAfter)},
 		{"own, short", &Task{s: own}, ms / 10, ms / 5, ms / 10},
 		{"own, all kept", &Task{s: own}, ms, ms / 2, 0},
-		{"handed off", &Task{s: own, handoff: true}, 0, 5 * ms, 5 * ms},
+		{"handed off", &Task{s: own, os: osTask{handoff: true}}, 0, 5 * ms, 5 * ms},
 		{"other modes", &Task{s: &Scheduler{}}, 0, 5 * ms, 5 * ms},
 	} {
-		c.task.thread.uncomputed.Store(c.kept)
+		c.task.os.uncomputed.Store(c.kept)
 		c.task.runTime = c.slot
 		c.task.setCPU(-1, c.slot)
 		if got := c.task.laneCPU(); got != c.want {
@@ -194,11 +194,11 @@ func TestSetCPUOfOwnTasks(t *testing.T) {
 	if got := tk.laneCPU(); got != int64(osLowerAfter) {
 		t.Errorf("own, with a CPU reading before its thread is lowered: lane's measure %d, want %d (the reading is the charge's)", got, int64(osLowerAfter))
 	}
-	tk.thread.lowered.Store(true)
+	tk.os.lowered.Store(true)
 	if got := tk.laneCPU(); got != 3*ms {
 		t.Errorf("own, lowered: lane's measure %d, want the reading %d", got, 3*ms)
 	}
-	ho := &Task{s: own, handoff: true}
+	ho := &Task{s: own, os: osTask{handoff: true}}
 	ho.setCPU(3*ms, 5*ms)
 	ho.setCPU(cpuUnread, 6*ms)
 	if ho.laneCPU() != 3*ms || ho.cpuUsed >= 0 {
@@ -224,7 +224,7 @@ func TestOSPriorityHandsOffWhereThreadsCannotBeRaised(t *testing.T) {
 	if s.osOwn() {
 		t.Errorf("tasks may run on their own goroutines; want every task handed off")
 	}
-	if _, handoff := s.dispatch(emptyTask); !handoff {
+	if !s.dispatch(emptyTask) {
 		t.Errorf("dispatch did not hand a task off")
 	}
 	if want := "cannot be raised back"; !strings.Contains(buf.String(), want) {

@@ -34,7 +34,7 @@ package cpusched
 // Only a thread that waits locked is pinned: a hand-off thread, or a task's
 // own goroutine on its lowered thread. A parked task's waitTid is its
 // thread's id while it waits, negated by the pin to tell it to restore
-// (one field of Task.thread: a Task stays in its size class,
+// (one field of Task.os: a Task stays in its size class,
 // TestQueuedTaskMemory). A parked task is woken once, by whoever gave it
 // a slot (or by its cancellation, which does not pin), so a pin cannot
 // outlive the wake.
@@ -73,16 +73,16 @@ import (
 // caller is about to leave; with slice pins, next's hand-off thread is
 // placed for its slice (cpuTable.place).
 func (s *Scheduler) pinForHandOff(next *Task) {
-	tid := next.thread.waitTid.Load()
+	tid := next.os.waitTid.Load()
 	if tid <= 0 {
 		return
 	}
-	if s.os.pins != nil && next.handoff {
+	if s.os.pins != nil && next.os.handoff {
 		s.placeParked(next, placeLeave)
 		return
 	}
 	if pinHere(tid) {
-		next.thread.waitTid.Store(-tid)
+		next.os.waitTid.Store(-tid)
 	}
 }
 
@@ -99,7 +99,7 @@ func (s *Scheduler) slicePins() *cpuTable {
 // never-started task, call's inline start), for next's slice with slice
 // pins (cpuTable.place); with pin, the task it ran was long.
 func (s *Scheduler) placeInline(next *Task, pin bool) {
-	if pins := s.slicePins(); pins != nil && next.handoff {
+	if pins := s.slicePins(); pins != nil && next.os.handoff {
 		pins.place(next, int32(osprio.ThreadID()), placeIf(pin, placeSelf))
 	}
 }
@@ -107,9 +107,9 @@ func (s *Scheduler) placeInline(next *Task, pin bool) {
 // placeParked places the thread of next, a parked hand-off task about to be
 // woken, with slice pins (cpuTable.place).
 func (s *Scheduler) placeParked(next *Task, how placeHow) {
-	if tid := next.thread.waitTid.Load(); tid > 0 {
+	if tid := next.os.waitTid.Load(); tid > 0 {
 		s.os.pins.place(next, tid, how)
-		next.thread.waitTid.Store(-tid) // placed
+		next.os.waitTid.Store(-tid) // placed
 	}
 }
 
@@ -136,11 +136,11 @@ func (s *Scheduler) unpin(mask *osprio.Affinity) {
 // the wake if a hand-off pinned it. With slice pins, a hand-off thread's
 // wake was placed (cpuTable) and keeps its mask.
 func (s *Scheduler) waitPinnable(t *Task) {
-	if s.os.pins != nil && t.handoff {
+	if s.os.pins != nil && t.os.handoff {
 		tid := int32(osprio.ThreadID())
-		t.thread.waitTid.Store(tid)
+		t.os.waitTid.Store(tid)
 		<-t.wake
-		if t.thread.waitTid.Swap(0) > 0 {
+		if t.os.waitTid.Swap(0) > 0 {
 			// The waker did not place this thread (it woke before tid
 			// was stored, or a cancellation woke it): place itself.
 			s.os.pins.place(t, tid, placeSelf)
@@ -154,9 +154,9 @@ func (s *Scheduler) waitPinnable(t *Task) {
 		<-t.wake
 		return
 	}
-	t.thread.waitTid.Store(int32(osprio.ThreadID()))
+	t.os.waitTid.Store(int32(osprio.ThreadID()))
 	<-t.wake
-	if t.thread.waitTid.Swap(0) < 0 {
+	if t.os.waitTid.Swap(0) < 0 {
 		s.unpin(&mask)
 	}
 }

@@ -19,7 +19,7 @@ func (s *Scheduler) fitThreadLocked(t *Task) {
 	}
 	if s.os.guard.contended {
 		s.raiseLocked(t)
-	} else if t.thread.raised {
+	} else if t.os.raised {
 		s.relowerLocked(t)
 	}
 }
@@ -68,31 +68,31 @@ func (s *Scheduler) fitHandoffThread() (raised bool) {
 // handed-off task to leave its thread at its next Checkpoint instead
 // (leaveLocked); a task on its own goroutine has no lowered thread there.
 func (s *Scheduler) raiseLocked(t *Task) {
-	tid := int(t.thread.tid.Load())
+	tid := int(t.os.tid.Load())
 	if !s.os.raisable {
 		s.leaveLocked(t) // it leaves the thread instead (retire.go)
 	}
-	if !s.osOwn() || t.thread.raised || tid == 0 {
+	if !s.osOwn() || t.os.raised || tid == 0 {
 		return
 	}
-	from := t.thread.loweredFrom
+	from := t.os.loweredFrom
 	switch {
-	case t.handoff:
+	case t.os.handoff:
 		from = s.os.handoffFrom
-	case !t.thread.lowered.Load() || t.thread.foundLowered:
+	case !t.os.lowered.Load() || t.os.foundLowered:
 		return
 	}
 	if err := from.RestoreThread(tid); err != nil {
 		s.log.Warn("cpusched: raising a task's thread failed; it stays lowered", "err", err)
 		return
 	}
-	t.thread.raised = true
+	t.os.raised = true
 }
 
 // relowerLocked lowers the thread of t, raised while contended, again.
 func (s *Scheduler) relowerLocked(t *Task) {
-	tid := int(t.thread.tid.Load())
-	if !t.thread.raised || tid == 0 {
+	tid := int(t.os.tid.Load())
+	if !t.os.raised || tid == 0 {
 		return
 	}
 	if !s.os.raisable {
@@ -102,12 +102,12 @@ func (s *Scheduler) relowerLocked(t *Task) {
 			s.log.Warn("cpusched: lowering a task's thread again failed; it runs at normal priority", "err", err)
 			return
 		}
-		t.thread.raised = false
+		t.os.raised = false
 		return
 	}
 	if _, _, err := osprio.LowerThread(tid); err != nil {
 		s.log.Warn("cpusched: lowering a task's thread again failed; it runs at normal priority", "err", err)
 		return
 	}
-	t.thread.raised = false
+	t.os.raised = false
 }

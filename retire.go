@@ -58,26 +58,26 @@ import (
 	"github.com/cpusched/cpusched/internal/osprio"
 )
 
-// threadLeft is taskThread.markTid of a handed-off task that left its
+// threadLeft is osTask.markTid of a handed-off task that left its
 // hand-off thread: a handed-off task has no other use for the field, and
-// a field of its own would take the Task past its size class.
+// a field of its own would take the Task past its size class (osTask).
 const threadLeft = -1
 
-// left reports whether t is a handed-off task whose goroutine left its
-// hand-off thread. Call it on t's goroutine or under s.mu.
-func (t *Task) left() bool { return t.handoff && t.thread.markTid == threadLeft }
+// left reports whether its task is a handed-off one whose goroutine left
+// its hand-off thread. Call it on the task's goroutine or under s.mu.
+func (o *osTask) left() bool { return o.handoff && o.markTid == threadLeft }
 
 // mustLeave reports whether t's goroutine should leave its thread now: t
 // is a handed-off task whose lowered thread cannot be raised back, and
 // the scheduler is contended. Call it on t's goroutine; it locks s.mu
 // only on that path.
 func (s *Scheduler) mustLeave(t *Task) bool {
-	if !t.handoff || t.left() || s.os == nil || s.os.raisable || !s.os.keepNormal.Load() {
+	if !t.os.handoff || t.os.left() || s.os == nil || s.os.raisable || !s.os.keepNormal.Load() {
 		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !t.thread.raised && t.thread.tid.Load() != 0
+	return !t.os.raised && t.os.tid.Load() != 0
 }
 
 // leaveThread moves t's goroutine off its lowered hand-off thread and ends
@@ -87,15 +87,15 @@ func (s *Scheduler) mustLeave(t *Task) bool {
 // the rest of its stretch is not measured (charge.go): a Stats snapshot
 // read that clock, and the charge must not count less.
 func (s *Scheduler) leaveThread(t *Task) {
-	tid := t.thread.tid.Load()
+	tid := t.os.tid.Load()
 	read := s.readCPU(t)
 	s.mu.Lock()
 	if t.state == stateRunning {
 		s.chargeLocked(t, s.clock.Now(), s.taskCPULocked(t, &read))
 	}
 	t.unmarkCPU()
-	t.thread.markTid = threadLeft
-	t.thread.tid.Store(0) // the guard and the raise look for it no more
+	t.os.markTid = threadLeft
+	t.os.tid.Store(0) // the guard and the raise look for it no more
 	s.mu.Unlock()
 	switch retireThread() {
 	case retireEnded:
@@ -105,8 +105,8 @@ func (s *Scheduler) leaveThread(t *Task) {
 		s.log.Warn("cpusched: a lowered thread could not be ended and went back to the runtime's pool; it runs other goroutines at low priority until the process exits")
 	case retireStayed:
 		s.mu.Lock()
-		t.thread.markTid = 0
-		t.thread.tid.Store(tid)
+		t.os.markTid = 0
+		t.os.tid.Store(tid)
 		s.mu.Unlock()
 	}
 }
@@ -168,7 +168,7 @@ func retireThread() int {
 // be raised back, to leave that thread at its next Checkpoint; the
 // contended guard calls it where it would raise the thread (raiseLocked).
 func (s *Scheduler) leaveLocked(t *Task) {
-	if t.handoff && !t.left() && !t.thread.raised {
+	if t.os.handoff && !t.os.left() && !t.os.raised {
 		t.preempt.Or(preemptLeave)
 	}
 }

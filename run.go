@@ -34,12 +34,12 @@ func (s *Scheduler) execute(t *Task) error {
 func (s *Scheduler) call(t *Task, inline bool) (next *Task, left bool, err error) {
 	// Read before finish: once finish has ended a handed-off Run's Handle,
 	// its caller may recycle t (runTasks).
-	handoff := t.handoff
+	handoff := t.os.handoff
 	if err := t.ctx.Err(); err != nil {
 		// Its context ended while it was being dispatched: an expired
 		// context is never started.
 		n, first := s.finish(t, err, false)
-		if inline && n != nil && n.spawned && first && n.handoff == handoff {
+		if inline && n != nil && n.spawned && first && n.os.handoff == handoff {
 			return n, false, err
 		}
 		s.resume(n, first)
@@ -47,7 +47,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, left bool, err error
 	}
 	// fn runs under the task's pprof labels and, when tracing, in a
 	// "cpusched.run" region of its trace task.
-	if s.osOwn() && !t.handoff {
+	if s.osOwn() && !t.os.handoff {
 		s.noteWake(t)
 		s.lockThread(t, true)
 		defer s.unlockThread(t) // after the task has ended (the defer below)
@@ -55,7 +55,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, left bool, err error
 	restore := t.setLabels()
 	t.traceRegion(traceRun)
 	var start time.Time // with slice pins, for a hand-off task: when fn began
-	if t.handoff {
+	if t.os.handoff {
 		start = s.handoffBegin(t)
 		if s.mustLeave(t) {
 			s.leaveThread(t) // handed off just before the guard turned contended (retire.go)
@@ -67,7 +67,7 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, left bool, err error
 			return
 		}
 		t.leave(restore)
-		left = t.left() // read before finish, as handoff
+		left = t.os.left() // read before finish, as handoff
 		r := recover()
 		if r == nil {
 			err = errGoexit // runtime.Goexit in fn: end the task, let the goroutine exit
@@ -81,12 +81,12 @@ func (s *Scheduler) call(t *Task, inline bool) (next *Task, left bool, err error
 	err = t.fn(t)
 	normal = true
 	t.leave(restore)
-	left = t.left() // read before finish, as handoff
+	left = t.os.left() // read before finish, as handoff
 	// A long task's thread leaves its CPU to the next task, or goes on
 	// with it (pin.go).
 	pin := !start.IsZero() && time.Since(start) >= callerSpin
 	n, first := s.finish(t, err, false)
-	if inline && n != nil && n.spawned && first && n.handoff == handoff && !left {
+	if inline && n != nil && n.spawned && first && n.os.handoff == handoff && !left {
 		s.placeInline(n, pin)
 		return n, false, err
 	}

@@ -35,7 +35,7 @@ import (
 //	mode       ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go,
 //	           hold.go, lend.go, contention.go, raise.go, retire.go, pin.go
 //	                        IsolationOSPriority: its state (Scheduler.os,
-//	                        Task.thread), the CPU budget and GOMAXPROCS,
+//	                        Task.os), the CPU budget and GOMAXPROCS,
 //	                        which tasks are handed off, lowering a task's own
 //	                        thread, the hand-off threads, Blocking calls
 //	                        that keep their slots, lending slots to the rest
@@ -116,8 +116,8 @@ import (
 // Locking and ownership. s.mu guards the Scheduler's mutable fields and
 // every Task field except these:
 //   - Set before submit publishes the task and never changed after: s, ctx,
-//     classID, slice, spawned, callerWaits, handoff, lenSlot, groupName,
-//     trace. Read without the lock.
+//     classID, slice, spawned, callerWaits, groupName, trace (and
+//     os.handoff). Read without the lock.
 //   - preempt: atomic. Bits are set by anyone (the monitor,
 //     preemptForLocked, cancelLocked); cleared only under s.mu on the slot
 //     holder's paths (startLocked, yield, block). Checkpoint loads it
@@ -129,10 +129,11 @@ import (
 //     whoever makes a task wait (armHoldsLocked), to holdReleased by the
 //     hold timer, back to holdNone by the task's goroutine as the call
 //     ends (endHold). Read without the lock by the task's goroutine and
-//     the monitor. holdStart and holdTimer are under s.mu.
-//   - thread: IsolationOSPriority's thread state, whose atomics (tid,
+//     the monitor.
+//   - lowerCheck: the Checkpoint countdown, only the task's goroutine's.
+//   - os: IsolationOSPriority's state of the task, whose atomics (tid,
 //     waitTid, lowered, uncomputed) are read and some written without the
-//     lock; taskThread (ospriority.go) says who owns each field.
+//     lock; osTask (ospriority.go) says who owns each field.
 //   - wake: made once under s.mu by the goroutine that first makes the task
 //     wait for a slot (submit, for a queued Run task that runs on its
 //     caller; yield or unblock otherwise), unless the Task is a recycled

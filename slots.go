@@ -81,7 +81,7 @@ func (s *Scheduler) resumePinned(next *Task, first, pin bool) {
 		s.spawn(next, pin)
 		return
 	}
-	if next.handoff && s.os.pins != nil {
+	if next.os.handoff && s.os.pins != nil {
 		s.placeParked(next, placeIf(pin, placeLeave))
 	}
 	next.wake <- struct{}{}
@@ -122,10 +122,10 @@ func (s *Scheduler) yield(t *Task) {
 	sliceOver := now >= t.sliceEnd
 	cpu := s.taskCPULocked(t, &read)
 	s.chargeLocked(t, now, cpu) // renews the deadline when the request is used up
-	if cpu < 0 && read.clock >= 0 && !t.handoff && !t.thread.lowered.Load() {
+	if cpu < 0 && read.clock >= 0 && !t.os.handoff && !t.os.lowered.Load() {
 		// On its own goroutine, on a thread not marked yet: the stretch
 		// that begins is measured from here (charge.go).
-		t.markStretchLocked(t.thread.tid.Load(), read.clock)
+		t.markStretchLocked(t.os.tid.Load(), read.clock)
 	}
 	t.preempt.And(preemptCancel)
 	if sliceOver {
@@ -169,7 +169,7 @@ func (s *Scheduler) yield(t *Task) {
 
 // parkLocked takes the slot of t, which waits in the run queue now.
 func (s *Scheduler) parkLocked(t *Task) {
-	if s.osOwn() && !t.handoff && !t.thread.lowered.Load() {
+	if s.osOwn() && !t.os.handoff && !t.os.lowered.Load() {
 		t.unmarkCPU() // it waits unlocked (unlockThreadToWait)
 	}
 	s.releaseSlotLocked(t)
@@ -184,7 +184,7 @@ func (s *Scheduler) parkLocked(t *Task) {
 func (s *Scheduler) waitForSlot(t *Task) {
 	t.traceEndRegion()
 	unlocked := s.unlockThreadToWait(t)
-	if s.os != nil && !unlocked && !t.left() {
+	if s.os != nil && !unlocked && !t.os.left() {
 		s.waitPinnable(t) // the goroutine waits locked (pin.go)
 		s.yieldWoken()
 		if s.mustLeave(t) {

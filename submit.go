@@ -32,12 +32,12 @@ func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskO
 	// Where IsolationOSPriority hands the task off, fn must run on a
 	// low-priority hand-off thread, so the task is started like Go's and the
 	// caller waits for its end.
-	slot, handoff := s.dispatch(fn)
+	handoff := s.dispatch(fn)
 	t, group, err := s.initTask(runTasks.Get().(*Task), ctx, fn, opts, handoff)
 	if err != nil {
 		return err
 	}
-	t.lenSlot, t.handoff = slot, handoff
+	t.os.handoff = handoff
 	t.callerWaits = true
 	started, err := s.submit(t, group)
 	if err != nil {
@@ -108,7 +108,7 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 	if err != nil {
 		return nil, err
 	}
-	t.lenSlot, t.handoff = s.dispatch(fn)
+	t.os.handoff = s.dispatch(fn)
 	started, err := s.submit(t, group)
 	if err != nil {
 		return nil, err
@@ -182,7 +182,7 @@ var runTasks = sync.Pool{New: func() any { return new(Task) }}
 // left to the collector: the timer's function (releaseHold) may still be
 // about to run with it.
 func recycle(t *Task) {
-	if t.holdTimer != nil {
+	if t.os.holdTimer != nil {
 		return
 	}
 	wake := t.wake

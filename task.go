@@ -56,16 +56,14 @@ type Task struct {
 	// new one for Go's tasks, a hand-off thread's for tasks handed off.
 	// Run's other tasks run on the caller's goroutine.
 	spawned bool
-	// thread is the task's thread state in IsolationOSPriority
-	// (ospriority.go), zero in the other modes. It comes next so that
-	// thread.lowerCheck, which Checkpoint's fast path tests, shares
-	// preempt's cache line.
-	thread taskThread
-	// handoff: in IsolationOSPriority, fn runs on a hand-off thread
-	// (handoff.go), not on its own goroutine: the caller's for Run, a new
-	// one for Go.
-	handoff bool
-	started bool
+	// lowerCheck counts Checkpoints down to the next that calls the mode
+	// (osMode.countdown: IsolationOSPriority's check whether to lower
+	// the task's thread, lowering.go), or is lowerCheckMark for a call at
+	// the next; 0, as in the other modes, where none is due. The mode
+	// sets it; only the task's goroutine uses it. It shares preempt's
+	// cache line, as Checkpoint's fast path tests both.
+	lowerCheck int8
+	started    bool
 	// callerWaits is set for Run: the caller watches ctx while the task is
 	// queued, so no context.AfterFunc is registered until it starts.
 	callerWaits bool
@@ -73,10 +71,10 @@ type Task struct {
 	// lane (runqueue.go), linked through laneLink; laneRun
 	// while it holds a slot the lane gave it, within its first slice.
 	inLane, laneRun bool
-	// lenSlot is fn's slot in the table of task lengths by function that
-	// chooses between own goroutines and the hand-off (dispatch.go).
-	lenSlot  uint8
-	runIdx   int16 // index in Scheduler.running while it holds a slot (maxWorkers fits)
+	runIdx          int16 // index in Scheduler.running while it holds a slot (maxWorkers fits)
+	// os is the task's state in IsolationOSPriority (osTask,
+	// ospriority.go), zero in the other modes.
+	os       osTask
 	laneLink link[Task]
 
 	s       *Scheduler
@@ -96,9 +94,10 @@ type Task struct {
 	trace     *taskTrace     // set when runtime/trace was on as it was accepted
 
 	slice int32 // ns, at most maxSlice (int32: the Task's size class)
-	// hold: a Blocking call keeps the slot (IsolationOSPriority, see
-	// Blocking and the hold values in hold.go); here, it fills the rest of
-	// slice's word.
+	// hold: a Blocking call keeps the slot, which the task then holds
+	// while it waits (the hold values in hold.go: only IsolationOSPriority
+	// keeps slots so, osMode.blocking); here, it fills the rest of slice's
+	// word.
 	hold     atomic.Int32
 	sliceEnd int64 // when the current slice ends
 	// since is, while the task holds a slot, when its run time was last
@@ -110,15 +109,8 @@ type Task struct {
 	avgBurst int64 // moving averages over Blocking calls
 	avgWait  int64
 
-	// holdStart is when a Blocking call that keeps the slot began;
-	// blockAvg is the moving average of Blocking's fn durations, used only
-	// by the task's goroutine.
-	holdStart int64
-	holdTimer *time.Timer // set under s.mu
-	blockAvg  int64
-
 	// cpuUsed is, in IsolationOSPriority, the CPU time the task's thread
-	// has used on it (from thread.cpuStart), as of the task's last
+	// has used on it (from os.cpuStart), as of the task's last
 	// Checkpoint that came to the scheduler or Blocking call: the lane's
 	// measure of the task (runQueue.used), written under s.mu by the
 	// task's goroutine (and the hold timer). It is also where the charge
@@ -158,7 +150,7 @@ type taskContext struct {
 // after it happens, not in the same instant. For work that cannot call it,
 // see the package doc's "Work that cannot checkpoint".
 func (t *Task) Checkpoint() (err error) {
-	if t == nil || t.preempt.Load() == 0 && t.thread.lowerCheck == 0 {
+	if t == nil || t.preempt.Load() == 0 && t.lowerCheck == 0 {
 		return
 	}
 	return t.checkpointSlow()
@@ -176,9 +168,9 @@ func (t *Task) checkpointSlow() error {
 	if p == 0 {
 		// A task on its own goroutine, counting down to a check whether
 		// to lower its thread.
-		if t.thread.lowerCheck == lowerCheckMark {
+		if t.lowerCheck == lowerCheckMark {
 			t.s.lowerSelf(t, true)
-		} else if t.thread.lowerCheck--; t.thread.lowerCheck == 0 {
+		} else if t.lowerCheck--; t.lowerCheck == 0 {
 			t.s.lowerSelf(t, false)
 		}
 		return nil
