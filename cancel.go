@@ -126,7 +126,7 @@ func (s *Scheduler) cancelled(t *Task, a cancelAction, err error) {
 	case cancelRemoved:
 		s.notifyRemoved(t, err)
 	case cancelResumed:
-		s.resume(t, false)
+		s.resume(t, false, wakeAny)
 	}
 }
 

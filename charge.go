@@ -144,7 +144,7 @@ func (s *Scheduler) cpuSoFarLocked(t *Task, slot int64) (used int64, fallback bo
 	switch {
 	case !s.readsCPU():
 		return slot, true
-	case t.cpuUsed < 0 && s.osOwn() && !t.os.handoff && !t.os.lowered.Load():
+	case t.cpuUsed < 0 && s.os.waitsUnlocked(t):
 		return 0, false
 	case t.cpuUsed < 0:
 		return slot, true
@@ -154,6 +154,110 @@ func (s *Scheduler) cpuSoFarLocked(t *Task, slot int64) (used int64, fallback bo
 		return 0, false
 	}
 	return min(max(cpu-t.cpuUsed, 0), slot), false
+}
+
+// cpuRead is a reading of a task's thread's CPU clock taken on its
+// goroutine before s.mu (readCPU), for taskCPULocked: clock, or -1 where
+// none can be taken, or cpuUnread where none was; seq, the count of Stats
+// snapshots before it.
+type cpuRead struct {
+	clock int64
+	seq   uint64
+}
+
+// noCPURead is a cpuRead of no reading.
+var noCPURead = cpuRead{clock: cpuUnread}
+
+// readCPU reads, on t's goroutine, the CPU clock of t's thread, for
+// taskCPULocked to make t's CPU time of: in IsolationOSPriority, where the
+// goroutine is locked to its thread for t (osMode.clock); -1 elsewhere,
+// at no cost. A system call, so it is read before s.mu is taken.
+func (s *Scheduler) readCPU(t *Task) cpuRead {
+	r := cpuRead{clock: -1, seq: s.statsSeq.Load()}
+	if cpu, ok := s.cfg.hooks.taskCPU(t); ok {
+		r.clock = cpu
+	} else {
+		r.clock = s.os.clock(t)
+	}
+	return r
+}
+
+// taskCPULocked is, from r, read on t's goroutine (readCPU), the CPU time
+// t has used on its thread since fn began (cpuOfClockLocked). A Stats
+// snapshot since r (statsSeq) read the thread's clock later than r: the
+// clock is read again, into r, so that the charge counts at least what
+// the snapshot did (cpuSoFarLocked). Under s.mu, on t's goroutine.
+func (s *Scheduler) taskCPULocked(t *Task, r *cpuRead) int64 {
+	if r.clock >= 0 && r.seq != s.statsSeq.Load() {
+		*r = s.readCPU(t)
+	}
+	return s.cpuOfClockLocked(t, r.clock)
+}
+
+// cpuOfClockLocked is, from clock, a reading of t's thread's CPU clock,
+// the CPU time t has used on its thread since fn began, as the mode
+// measures it (osMode.cpuOfClockLocked): -1, for its slot time, where
+// clock is -1 or the mode cannot say; cpuUnread, and the tests' readings,
+// pass through. Under s.mu.
+func (s *Scheduler) cpuOfClockLocked(t *Task, clock int64) int64 {
+	if clock < 0 || s.cfg.hooks != nil && s.cfg.hooks.cpuReading != nil {
+		return clock
+	}
+	return s.os.cpuOfClockLocked(t, clock)
+}
+
+// taskCPUOfLocked is taskCPULocked's for running task t, its thread's
+// clock read from this thread (osMode.cpuOfLocked): for a Stats snapshot,
+// and for the hold timer; under s.mu.
+func (s *Scheduler) taskCPUOfLocked(t *Task) int64 {
+	if cpu, ok := s.cfg.hooks.taskCPU(t); ok {
+		return cpu
+	}
+	return s.os.cpuOfLocked(t)
+}
+
+// setCPU records t's CPU time since fn began (taskCPULocked's) as
+// t.cpuUsed, the charge's mark and, but for a task on its own goroutine
+// whose thread is not lowered, the run queue's measure of t with cpuClock
+// (laneCPU); under s.mu. Where cpu is -1 the measure is the mode's of
+// slot, t's slot time (osMode.slotMeasure: slot, or for a task on its own
+// goroutine, ownLaneCPU's); where cpuUnread (no reading was taken), it
+// stays as it was. Without a reading the measure is kept as ^measure,
+// which marks the stretch that begins as not measured.
+func (t *Task) setCPU(cpu, slot int64) {
+	switch {
+	case cpu >= 0:
+		t.cpuUsed = cpu
+		return
+	case cpu == cpuUnread:
+		cpu = t.laneCPU()
+	default:
+		cpu = t.s.os.slotMeasure(t, slot)
+	}
+	t.cpuUsed = ^cpu
+}
+
+// laneCPU is t's CPU time as the lane measures it (runQueue.used with
+// cpuClock): for a task on its own goroutine whose thread is not lowered
+// (osMode.waitsUnlocked), the mode's measure of its slot time
+// (ownLaneCPU); for the others, t.cpuUsed, kept as ^measure after a stretch without a reading
+// of its thread's clock. Under s.mu.
+func (t *Task) laneCPU() int64 {
+	switch {
+	case t.s.os.waitsUnlocked(t):
+		return t.ownLaneCPU(t.runTime)
+	case t.cpuUsed < 0:
+		return ^t.cpuUsed
+	}
+	return t.cpuUsed
+}
+
+// unmarkCPU marks the stretch t begins as not measured: its goroutine is
+// to wait unlocked, and may come back on another thread.
+func (t *Task) unmarkCPU() {
+	if t.cpuUsed >= 0 {
+		t.cpuUsed = ^t.cpuUsed
+	}
 }
 
 // readsCPU reports whether s reads its tasks' CPU time at all: in

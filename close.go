@@ -75,9 +75,10 @@ func (s *Scheduler) releaseWhenDrained() {
 	}
 }
 
-// release stops the monitor and the OS-priority workers and restores
-// GOMAXPROCS (IsolationOSPriority's raise in stopThreads, once its threads
-// have exited; IsolationReserve's here), once every task has ended.
+// release stops the monitor and the hand-off threads and restores
+// GOMAXPROCS (IsolationOSPriority's raise in osMode.close, once its
+// threads have exited; IsolationReserve's here), once every task has
+// ended.
 // Concurrent callers return when it is done.
 func (s *Scheduler) release() {
 	s.closeOnce.Do(func() {
@@ -86,7 +87,7 @@ func (s *Scheduler) release() {
 			close(s.monitorStop)
 			<-s.monitorDone
 		}
-		s.stopThreads()
+		s.os.close()
 		s.procs.release()
 	})
 }

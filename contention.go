@@ -234,7 +234,7 @@ func newGuard(src guardSource) *guard {
 // returns how long until the next window ends, or 0 when no task holds a
 // slot.
 func (s *Scheduler) guardLocked(now int64) (next int64) {
-	if s.os == nil || s.os.guard == nil || len(s.running) == 0 {
+	if s.os.guard == nil || len(s.running) == 0 {
 		return 0
 	}
 	g := s.os.guard
@@ -451,13 +451,9 @@ func (s *Scheduler) leaveContendedLocked(now int64) {
 	}
 }
 
-// contendedTimeLocked is the time the scheduler has been contended up to
-// now.
-func (s *Scheduler) contendedTimeLocked(now int64) int64 {
-	if s.os == nil || s.os.guard == nil {
-		return 0
-	}
-	g := s.os.guard
+// contendedTime is the time the scheduler has been contended up to now;
+// under s.mu.
+func (g *guard) contendedTime(now int64) int64 {
 	if g.contended {
 		return g.time + now - g.since
 	}

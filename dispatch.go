@@ -5,9 +5,9 @@ package cpusched
 
 import "reflect"
 
-// dispatch returns whether a task running fn is handed off to a hand-off thread: always where
-// IsolationOSPriority cannot run tasks on their own goroutines, never
-// outside that mode, and otherwise when the recent tasks that ran fn (or
+// dispatch returns whether a task running fn is handed off to a hand-off
+// thread (admit): always where tasks cannot run on their own goroutines,
+// never while contended, and otherwise when the recent tasks that ran fn (or
 // a function sharing its slot in the table) were long.
 //
 // Why long tasks are handed off. A task on its own goroutine starts on
@@ -21,19 +21,16 @@ import "reflect"
 // the hand-off costs a negligible part of its length; for short ones it is
 // the whole cost. So a function's tasks run on their own goroutines until
 // they turn out long, and go back to them once they are short again.
-func (s *Scheduler) dispatch(fn func(*Task) error) (handoff bool) {
-	if s.os == nil {
-		return false
-	}
-	if s.os.keepNormal.Load() {
+func (m *osMode) dispatch(fn func(*Task) error) (handoff bool) {
+	if m.keepNormal.Load() {
 		// No task goes to a lowered thread while other processes keep the
 		// CPUs busy (contention.go).
 		return false
 	}
-	if !s.osOwn() {
+	if !m.own {
 		return true
 	}
-	return s.os.lengths[fnSlot(fn)].Load() >= longScore
+	return m.lengths[fnSlot(fn)].Load() >= longScore
 }
 
 // The table of task lengths: a moving score per slot, 0 (short) to
@@ -60,7 +57,7 @@ func lengthSlot(key uintptr) uint8 {
 // long, not counting the time it did not compute, and its hand-off thread
 // computed that long too (cpu, from taskCPULocked: a SCHED_IDLE thread may hold
 // its slot without running). Under s.mu, after t's last charge.
-func (s *Scheduler) noteLength(t *Task, cpu int64) {
+func (m *osMode) noteLength(t *Task, cpu int64) {
 	var isLong bool
 	if t.os.handoff {
 		used := t.runTime - t.os.uncomputed.Load()
@@ -75,7 +72,7 @@ func (s *Scheduler) noteLength(t *Task, cpu int64) {
 	if isLong {
 		long = 1024
 	}
-	slot := &s.os.lengths[fnSlot(t.fn)] // finish clears t.fn after this
+	slot := &m.lengths[fnSlot(t.fn)] // finish clears t.fn after this
 	old := slot.Load()
 	if n := old - old/4 + long/4; n != old {
 		slot.Store(n) // only on change: a settled slot's cache line stays shared

@@ -57,9 +57,9 @@ import (
 // s.os.idleThreads can be claimed, and a dispatcher takes it out of
 // s.os.idleThreads under s.mu first, so there is one dispatcher per spin.
 //
-// tid is the thread's id, for the pins (pin.go) and for spawn's raise of
-// an idle thread (contention.go). mask, pinnable and pinned are the
-// pinned hand-off (pin.go): the thread's CPU mask, read while it ran its
+// tid is the thread's id, for the pins (pin.go) and for startHandoff's
+// raise of an idle thread (contention.go). mask, pinnable and pinned are
+// the pinned hand-off (pin.go): the thread's CPU mask, read while it ran its
 // last task; pinnable, set under s.mu as the thread goes idle, lets a
 // dispatcher pin it to the dispatcher's CPU before it sends on next, and
 // pinned tells the thread to put its mask back.
@@ -160,17 +160,13 @@ func awaitEnd(t *Task, spin bool) error {
 	return t.handle.err
 }
 
-// spawn starts first-run task t: on a new goroutine, or if t is handed off
-// (IsolationOSPriority), on an idle hand-off thread or a new one. It
+// startHandoff starts t, a handed-off task that never ran, on an idle
+// hand-off thread or a new one (spawn, through osMode.spawnHandoff). It
 // reports whether that thread was awake (see handoffThread).
 //
 // With pin, the caller is a task's thread about to wait, and an idle
 // hand-off thread that is asleep is woken on its CPU (pin.go).
-func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
-	if !t.os.handoff {
-		go s.runGo(t)
-		return false
-	}
+func (s *Scheduler) startHandoff(t *Task, pin bool) (awake bool) {
 	s.mu.Lock()
 	if n := len(s.os.idleThreads); n > 0 {
 		w := s.os.idleThreads[n-1]
@@ -191,7 +187,7 @@ func (s *Scheduler) spawn(t *Task, pin bool) (awake bool) {
 	return false
 }
 
-// handoffBegin is call's step on a hand-off thread before fn runs: it
+// handoffBegin is beginFn's step on a hand-off thread before fn runs: it
 // reads the thread's CPU clock for taskCPULocked, fits the thread to the
 // scheduler's state (fitHandoffThread) and records it for the guard
 // (contention.go). With slice pins it returns when fn began, for the
@@ -218,9 +214,9 @@ func (s *Scheduler) maxIdleThreads() int { return s.workers + 1 }
 
 // handoffLoop is a hand-off thread's goroutine: it locks its thread,
 // notes the setting the thread came with (osMode.handoffFrom), runs t and
-// then the tasks handed to it (call lowers the thread, handoffBegin),
-// until it is told to stop or the idle pool is full. pin is spawn's, for
-// t's placement.
+// then the tasks handed to it (handoffBegin lowers the thread), until it
+// is told to stop or the idle pool is full. pin is startHandoff's, for t's
+// placement.
 func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 	defer s.os.threads.Done()
 	runtime.LockOSThread() // never unlocked, see the file comment
@@ -236,7 +232,7 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 	}
 	for t != stopThread {
 		start := time.Now()
-		if s.runGo(t) {
+		if s.runGo(t).left {
 			return // the goroutine left its lowered thread, which ended (retire.go)
 		}
 		// Spin only after tasks that ended within callerSpin (handoffThread).
@@ -270,11 +266,8 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 }
 
 // stopThreads tells idle hand-off threads to exit and waits for all of
-// them.
+// them, then puts GOMAXPROCS back (osMode.close).
 func (s *Scheduler) stopThreads() {
-	if s.os == nil {
-		return
-	}
 	s.mu.Lock()
 	s.os.threadsStopping = true
 	idle := s.os.idleThreads

@@ -5,20 +5,22 @@ package cpusched
 // once another task waits (the hold timer, armHoldLocked). Giving the slot
 // up and getting it back there costs a hand-off between threads: for a
 // short call, more than the call. The timer's goroutine, releaseHold, is
-// one more that gives a slot to a task (pickLocked).
+// one more that gives a slot to a task (pickLocked). The core calls the
+// hold at block (blocking, holdLocked), Blocking (endHold, noteBlock) and
+// preemptForLocked (waitingLocked): transitions.go.
 
 import "time"
 
 // keepsSlot reports whether t's Blocking call, about to begin, keeps its
-// slot: in IsolationOSPriority, where the moving average of t's calls (for
-// its first call, of all tasks' calls) is under blockHold.
-func (s *Scheduler) keepsSlot(t *Task) bool {
-	if s.os == nil {
-		return false
+// slot: where the moving average of t's calls (for its first call, of all
+// tasks' calls) is under blockHold.
+func (m *osMode) keepsSlot(t *Task) bool {
+	if m == nil {
+		return false // only this mode keeps slots so
 	}
 	avg := t.os.blockAvg
 	if avg == 0 {
-		avg = s.os.blockAvg.Load() // a first call: go by the other tasks' calls
+		avg = m.blockAvg.Load() // a first call: go by the other tasks' calls
 	}
 	return avg > 0 && avg < int64(blockHold)
 }
@@ -27,11 +29,11 @@ func (s *Scheduler) keepsSlot(t *Task) bool {
 // (see Blocking). While no task waits for a slot that costs nobody
 // anything; once one does, the hold timer gives the slot up blockHold
 // after the call began.
-func (s *Scheduler) holdLocked(t *Task, now int64) {
+func (m *osMode) holdLocked(t *Task, now int64) {
 	t.hold.Store(holdKept)
 	t.os.holdStart = now
-	if s.rq.nwaiting > 0 {
-		s.armHoldLocked(t, now)
+	if m.s.rq.nwaiting > 0 {
+		m.armHoldLocked(t, now)
 	}
 }
 
@@ -53,7 +55,8 @@ const blockHold = 50 * time.Microsecond
 // has run for blockHold, so the slot goes to another task now. The time
 // it kept the slot is charged as run time, as the slot was taken (its
 // thread's CPU clock read from here: charge.go).
-func (s *Scheduler) releaseHold(t *Task) {
+func (m *osMode) releaseHold(t *Task) {
+	s := m.s
 	s.mu.Lock()
 	now := s.clock.Now() // after any Stats snapshot's: RunTime never goes back
 	if !t.hold.CompareAndSwap(holdArmed, holdReleased) {
@@ -63,15 +66,16 @@ func (s *Scheduler) releaseHold(t *Task) {
 	s.giveUpSlotLocked(t, now, s.taskCPUOfLocked(t))
 	next, first := s.pickLocked(now)
 	s.mu.Unlock()
-	s.resume(next, first)
+	s.resume(next, first, wakeAny)
 }
 
 // endHold ends a Blocking call that kept its slot when it began: if
 // holdTimer gave the slot up meanwhile, t waits for one again.
-func (s *Scheduler) endHold(t *Task, start int64) {
+func (m *osMode) endHold(t *Task, start int64) {
+	s := m.s
 	now := s.clock.Now()
-	s.noteBlock(t, now-start)
-	if s.osOwn() {
+	m.noteBlock(t, now-start)
+	if m.own {
 		// The slot time this call kept is waiting, which the monitor does
 		// not count toward lowering: all of it, or up to blockHold where
 		// the hold timer gave the slot up.
@@ -91,46 +95,47 @@ func (s *Scheduler) endHold(t *Task, start int64) {
 		return
 	}
 	t.hold.Store(holdNone)
-	unlocked := s.unlockThreadToWait(t)
+	w := m.unlockToWait(t)
 	s.unblock(t, now-start)
-	if unlocked {
-		s.lockThread(t, false)
-	}
+	m.relock(t, w)
 }
 
-// noteBlock adds a Blocking call of d to t's and the scheduler's moving
-// averages.
-func (s *Scheduler) noteBlock(t *Task, d int64) {
+// noteBlock is Blocking's step once a call of d has returned: it adds d
+// to t's and the scheduler's moving averages, which keepsSlot goes by.
+func (m *osMode) noteBlock(t *Task, d int64) {
+	if m == nil {
+		return
+	}
 	d = max(d, 1)
 	t.os.blockAvg = ewma(t.os.blockAvg, d)
-	if s.os != nil {
-		s.os.blockAvg.Store(ewma(s.os.blockAvg.Load(), d))
-	}
+	m.blockAvg.Store(ewma(m.blockAvg.Load(), d))
 }
 
 // armHoldsLocked sets the hold timers of the Blocking calls that keep
 // their slots, now that a task waits for one.
-func (s *Scheduler) armHoldsLocked(now int64) {
-	if s.os == nil {
-		return
-	}
-	for _, r := range s.running {
+func (m *osMode) armHoldsLocked(now int64) {
+	for _, r := range m.s.running {
 		if r.hold.Load() == holdKept {
-			s.armHoldLocked(r, now)
+			m.armHoldLocked(r, now)
 		}
 	}
 }
 
 // armHoldLocked sets t's hold timer to give its slot up blockHold after
 // its Blocking call began.
-func (s *Scheduler) armHoldLocked(t *Task, now int64) {
+func (m *osMode) armHoldLocked(t *Task, now int64) {
 	if !t.hold.CompareAndSwap(holdKept, holdArmed) {
 		return // fn returned meanwhile
 	}
 	d := max(time.Duration(t.os.holdStart+int64(blockHold)-now), 0)
 	if t.os.holdTimer == nil {
-		t.os.holdTimer = time.AfterFunc(d, func() { s.releaseHold(t) })
+		t.os.holdTimer = time.AfterFunc(d, func() { m.releaseHold(t) })
 	} else {
 		t.os.holdTimer.Reset(d)
 	}
 }
+
+// reusable reports whether a Run's Task may go back to runTasks
+// (recycle): not where its Blocking calls set a hold timer, whose function
+// (releaseHold) may still be about to run with it.
+func (o *osTask) reusable() bool { return o.holdTimer == nil }

@@ -132,28 +132,16 @@ func (l *lender) decide(slots, lent int) int {
 	return 0
 }
 
-// slotsLocked is how many tasks may hold slots now: the workers less the
-// slots lent to the rest of the program.
-func (s *Scheduler) slotsLocked() int {
-	if s.os == nil {
-		return s.workers
-	}
-	return s.workers - s.os.lent
-}
-
 // setLentLocked sets how many slots are lent, at now, and counts the slot
 // time lent so far (Stats.LentTime).
-func (s *Scheduler) setLentLocked(n int, now int64) {
-	s.stats.lentTime = s.lentTimeLocked(now)
-	s.os.lent, s.os.lentSince = n, now
+func (m *osMode) setLentLocked(n int, now int64) {
+	m.lentTime = m.lentTimeLocked(now)
+	m.lent, m.lentSince = n, now
 }
 
 // lentTimeLocked is the slot time lent up to now.
-func (s *Scheduler) lentTimeLocked(now int64) int64 {
-	if s.os == nil {
-		return s.stats.lentTime
-	}
-	return s.stats.lentTime + int64(s.os.lent)*max(now-s.os.lentSince, 0)
+func (m *osMode) lentTimeLocked(now int64) int64 {
+	return m.lentTime + int64(m.lent)*max(now-m.lentSince, 0)
 }
 
 // lendLocked runs the lender's part of a monitor pass at now: it samples
@@ -161,18 +149,16 @@ func (s *Scheduler) lentTimeLocked(now int64) int64 {
 // returns how long until the next sample (0 when the lender has nothing
 // to watch) and the tasks given a returned slot, which the caller resumes
 // after unlocking.
-func (s *Scheduler) lendLocked(now int64) (next int64, start []startedTask) {
-	if s.os == nil {
-		return 0, nil
-	}
-	l := s.os.lender
-	if l.off || len(s.running) == 0 && s.rq.nwaiting == 0 && now-s.os.lastLendStart >= int64(lendWindow)*l.tick {
+func (m *osMode) lendLocked(now int64) (next int64, start []startedTask) {
+	s := m.s
+	l := m.lender
+	if l.off || len(s.running) == 0 && s.rq.nwaiting == 0 && now-m.lastLendStart >= int64(lendWindow)*l.tick {
 		// Nothing has run for a window: nothing to lend, and the next
 		// task starts on every slot again. (Looking on for a window
 		// after the last start keeps the monitor from being woken by
 		// every one of a stream of short tasks.)
-		if s.os.lent > 0 {
-			s.setLentLocked(0, now)
+		if m.lent > 0 {
+			m.setLentLocked(0, now)
 		}
 		*l = lender{sample: l.sample, tick: l.tick, off: l.off}
 		return 0, nil
@@ -185,15 +171,15 @@ func (s *Scheduler) lendLocked(now int64) (next int64, start []startedTask) {
 	if !l.take(len(s.running)) {
 		return tick, nil
 	}
-	switch l.decide(s.slotsLocked(), s.os.lent) {
+	switch l.decide(s.slotsLocked(), m.lent) {
 	case +1:
-		s.setLentLocked(s.os.lent+1, now)
-		s.stats.lends++
+		m.setLentLocked(m.lent+1, now)
+		m.lends++
 		for _, r := range s.running {
 			r.preempt.Or(preemptLend) // the first to come gives its slot up
 		}
 	case -1:
-		s.setLentLocked(s.os.lent-1, now)
+		m.setLentLocked(m.lent-1, now)
 		for {
 			t, first := s.pickLocked(now)
 			if t == nil {

@@ -59,28 +59,16 @@ func (s *Scheduler) monitor() {
 			if slices {
 				next = s.expireSlicesLocked(now)
 			}
-			lowering := false
-			if s.osOwn() {
-				var d int64
-				d, lowering = s.lowerLongLocked(now)
-				next = min(next, d)
-			}
-			d, started := s.lendLocked(now)
-			if d > 0 {
-				next = min(next, d)
-			}
-			if gd := s.guardLocked(now); gd > 0 {
-				next = min(next, gd)
-				d = max(d, gd)
-			}
-			if !slices && !lowering && d == 0 {
+			d, look, started := s.os.monitorLocked(now)
+			next = min(next, d)
+			if !slices && !look {
 				s.watching = false
 				s.mu.Unlock()
 				break
 			}
 			s.mu.Unlock()
 			for _, st := range started {
-				s.resume(st.t, st.first)
+				s.resume(st.t, st.first, wakeAny)
 			}
 			timer.Reset(time.Duration(next))
 			select {

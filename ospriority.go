@@ -134,6 +134,8 @@ import (
 // modes, made in New (openOSMode). The rest of the core calls the mode at
 // named points (see the file comment).
 type osMode struct {
+	// s is the scheduler whose mode this is.
+	s *Scheduler
 	// Set in New and never changed. own: tasks may run on their own
 	// goroutines, whose threads are lowered once long (lowering.go);
 	// false where every task is handed off. raisable: a lowered thread
@@ -169,11 +171,15 @@ type osMode struct {
 	// Under s.mu. lastStart is when a task on its own goroutine last got
 	// a slot, for the monitor's lowering (lowerLongLocked); lastLendStart
 	// when any task did, for the lender. lent is how many slots are lent
-	// to the rest of the program now, since lentSince (lend.go).
+	// to the rest of the program now, since lentSince (lend.go); lends
+	// counts the slots lent so far, and lentTime the slot time lent up to
+	// lentSince (Stats.Lends, Stats.LentTime).
 	lastStart     int64
 	lastLendStart int64
 	lent          int
 	lentSince     int64
+	lends         uint64
+	lentTime      int64
 
 	// The hand-off threads (handoff.go), under s.mu: the idle ones, and
 	// whether Close is stopping them; threads counts them all.
@@ -192,7 +198,7 @@ type osMode struct {
 // production.
 func (s *Scheduler) openOSMode(h testHooks) {
 	cfg := s.cfg
-	m := &osMode{procs: raiseProcs(cfg.workers+spareProcs, s.log)}
+	m := &osMode{s: s, procs: raiseProcs(cfg.workers+spareProcs, s.log)}
 	s.os = m
 	if !h.noSlicePins {
 		m.pins = newCPUTable(cfg.workers)
@@ -244,12 +250,32 @@ func (s *Scheduler) osStartLocked(t *Task, now int64) {
 	}
 }
 
+// beginFn is the mode's part of call before fn runs on t's goroutine
+// (osMode.begin), recorded in r. A task on its own goroutine counts the
+// time its goroutine took to run as not computing (noteWake), and is
+// locked to its thread (lockThread), which end unlocks; a hand-off
+// thread reads its CPU clock and is fitted to the scheduler's state
+// (handoffBegin), and its task leaves it if it must, handed off just
+// before the guard turned contended (retire.go).
+func (s *Scheduler) beginFn(t *Task, r *osRun) {
+	if r.handoff {
+		r.start = s.handoffBegin(t)
+		s.os.mayLeave(t)
+		return
+	}
+	if s.os.own {
+		s.noteWake(t)
+		s.lockThread(t, true)
+		r.locked = true
+	}
+}
+
 // osEndLocked is the mode's part of finish, t ending on its slot: the
 // table of task lengths learns t's (cpu is taskCPULocked's reading, or -1), and
 // the guard's state of t's thread is cleared.
 func (s *Scheduler) osEndLocked(t *Task, cpu int64) {
 	if s.os.own {
-		s.noteLength(t, cpu)
+		s.os.noteLength(t, cpu)
 	}
 	t.os.raised, t.os.guardWin = false, 0
 	if t.os.handoff {
@@ -277,60 +303,45 @@ func (s *Scheduler) yieldWoken() {
 	osprio.Yield()
 }
 
-// cpuRead is a reading of a task's thread's CPU clock taken on its
-// goroutine before s.mu (readCPU), for taskCPULocked: clock, or -1 where
-// none can be taken, or cpuUnread where none was; seq, the count of Stats
-// snapshots before it.
-type cpuRead struct {
-	clock int64
-	seq   uint64
-}
-
-// noCPURead is a cpuRead of no reading.
-var noCPURead = cpuRead{clock: cpuUnread}
-
-// readCPU reads, on t's goroutine, the CPU clock of t's thread, for
-// taskCPULocked to make t's CPU time of: in IsolationOSPriority, where the
-// goroutine is locked to its thread for t (a hand-off thread once fn began
-// on it, until it leaves it: retire.go; its own thread while fn runs); -1
-// elsewhere, at no cost. A system call, so it is read before s.mu is
-// taken.
-func (s *Scheduler) readCPU(t *Task) cpuRead {
-	r := cpuRead{clock: -1, seq: s.statsSeq.Load()}
-	if cpu, ok := s.cfg.hooks.taskCPU(t); ok {
-		r.clock = cpu
-	} else if s.rq.cpuClock && t.os.tid.Load() != 0 && !t.os.left() {
-		r.clock = osprio.ThreadCPU()
+// threadClock is the mode's reading for readCPU (osMode.clock): the CPU
+// clock of t's thread, read on t's goroutine where that is locked to its
+// thread for t (a hand-off thread once fn began on it, until it leaves it:
+// retire.go; its own thread while fn runs); -1 elsewhere, at no cost.
+func (m *osMode) threadClock(t *Task) int64 {
+	if m.s.rq.cpuClock && t.os.tid.Load() != 0 && !t.os.left() {
+		return osprio.ThreadCPU()
 	}
-	return r
+	return -1
 }
 
-// taskCPULocked is, from r, read on t's goroutine (readCPU), the CPU time
-// t has used on its thread since fn began (cpuOfClockLocked). A Stats
-// snapshot since r (statsSeq) read the thread's clock later than r: the
-// clock is read again, into r, so that the charge counts at least what
-// the snapshot did (cpuSoFarLocked). Under s.mu, on t's goroutine.
-func (s *Scheduler) taskCPULocked(t *Task, r *cpuRead) int64 {
-	if r.clock >= 0 && r.seq != s.statsSeq.Load() {
-		*r = s.readCPU(t)
+// threadCPUOfLocked is the mode's part of taskCPUOfLocked
+// (osMode.cpuOfLocked): running task t's CPU time since fn began, its
+// thread's clock read from this thread (osprio.ThreadCPUOf); -1 where
+// there is no thread to read, or it cannot be read. Under s.mu.
+func (m *osMode) threadCPUOfLocked(t *Task) int64 {
+	tid := t.os.tid.Load()
+	if !m.s.rq.cpuClock || tid == 0 || t.os.left() {
+		return -1
 	}
-	return s.cpuOfClockLocked(t, r.clock)
+	clock := osprio.ThreadCPUOf(int(tid))
+	if clock <= 0 {
+		return -1 // unreadable (not expected of a thread locked to a running task)
+	}
+	return m.cpuOfClock(t, clock)
 }
 
-// cpuOfClockLocked is, from clock, a reading of t's thread's CPU clock,
-// the CPU time t has used on its thread since fn began: for a
-// hand-off thread, since then (cpuStart); for a task on its own goroutine,
-// since the mark its lowering measures from (markCPU; taken at its first
-// Checkpoint, or by the monitor, and on each thread it moves to: what
-// it computed on earlier threads counts on), and once its thread counts
-// as lowered, the same (cpuStart, which lowering sets to that mark). It
-// is -1, for its slot time, where clock is -1, and for a task on its own
-// goroutine whose thread has no mark yet; cpuUnread passes through.
-// Under s.mu: markTid and markCPU are the monitor's too.
-func (s *Scheduler) cpuOfClockLocked(t *Task, clock int64) int64 {
+// cpuOfClock is, from clock, a reading (at least 0) of t's thread's CPU
+// clock, the CPU time t has used on its thread since fn began
+// (cpuOfClockLocked): for a hand-off thread, since then (cpuStart); for a
+// task on its own goroutine, since the mark its lowering measures from
+// (markCPU; taken at its first Checkpoint, or by the monitor, and on each
+// thread it moves to: what it computed on earlier threads counts on), and
+// once its thread counts as lowered, the same (cpuStart, which lowering
+// sets to that mark). It is -1, for its slot time, for a task on its own
+// goroutine whose thread has no mark yet. Under s.mu: markTid and markCPU
+// are the monitor's too.
+func (m *osMode) cpuOfClock(t *Task, clock int64) int64 {
 	switch {
-	case clock < 0 || s.cfg.hooks != nil && s.cfg.hooks.cpuReading != nil:
-		return clock
 	case t.os.handoff || t.os.lowered.Load():
 		return clock - t.os.cpuStart
 	case t.os.markTid == t.os.tid.Load():
@@ -339,81 +350,17 @@ func (s *Scheduler) cpuOfClockLocked(t *Task, clock int64) int64 {
 	return -1
 }
 
-// taskCPUOfLocked is taskCPULocked's for running task t, its thread's
-// clock read from this thread (osprio.ThreadCPUOf): for a Stats snapshot,
-// and for the hold timer; under s.mu.
-func (s *Scheduler) taskCPUOfLocked(t *Task) int64 {
-	if cpu, ok := s.cfg.hooks.taskCPU(t); ok {
-		return cpu
-	}
-	tid := t.os.tid.Load()
-	if !s.rq.cpuClock || tid == 0 || t.os.left() {
-		return -1
-	}
-	clock := osprio.ThreadCPUOf(int(tid))
-	if clock <= 0 {
-		return -1 // unreadable (not expected of a thread locked to a running task)
-	}
-	return s.cpuOfClockLocked(t, clock)
-}
-
-// setCPU records t's CPU time since fn began (taskCPULocked's) as
-// t.cpuUsed, the charge's mark (charge.go) and, but for a task on its own
-// goroutine whose thread is not lowered, the run queue's measure of t with
-// cpuClock (laneCPU); under s.mu. Where cpu is -1 the measure is slot,
-// t's slot time, and for a task on its own goroutine whose thread is not
-// lowered, ownLaneCPU's; where cpuUnread (no reading was taken), it
-// stays as it was. Without a reading the measure is kept as ^measure,
-// which marks the stretch that begins as not measured.
-func (t *Task) setCPU(cpu, slot int64) {
-	switch {
-	case cpu >= 0:
-		t.cpuUsed = cpu
-		return
-	case cpu == cpuUnread:
-		cpu = t.laneCPU()
-	case t.s.osOwn() && !t.os.handoff:
-		cpu = t.ownLaneCPU(slot)
-	default:
-		cpu = slot
-	}
-	t.cpuUsed = ^cpu
-}
-
-// laneCPU is t's CPU time as the lane measures it (runQueue.used with
-// cpuClock): for a task on its own goroutine whose thread is not lowered,
-// ownLaneCPU of its slot time; for the others, t.cpuUsed, kept as
-// ^measure after a stretch without a reading of its thread's clock.
-// Under s.mu.
-func (t *Task) laneCPU() int64 {
-	switch {
-	case t.s.osOwn() && !t.os.handoff && !t.os.lowered.Load():
-		return t.ownLaneCPU(t.runTime)
-	case t.cpuUsed < 0:
-		return ^t.cpuUsed
-	}
-	return t.cpuUsed
-}
-
 // ownLaneCPU is the lane's measure of a task on its own goroutine whose
-// thread is not lowered, slot its slot time: that less the time it did not
-// compute (t.os.uncomputed), at most osLowerAfter. The slot time counts
-// stretches in which it did not compute (t.os.uncomputed, and the
-// kernel running other threads), which on a busy machine pass the lane's
-// slice on their own and sent small tasks behind the long ones: it has
-// computed less than osLowerAfter, or the monitor or its own Checkpoint
-// would have lowered its thread (lowerIfLongLocked), so it counts as that
-// at most.
+// thread is not lowered, slot its slot time (osMode.slotMeasure): that
+// less the time it did not compute (t.os.uncomputed), at most
+// osLowerAfter. The slot time counts stretches in which it did not
+// compute (t.os.uncomputed, and the kernel running other threads), which
+// on a busy machine pass the lane's slice on their own and sent small
+// tasks behind the long ones: it has computed less than osLowerAfter, or
+// the monitor or its own Checkpoint would have lowered its thread
+// (lowerIfLongLocked), so it counts as that at most.
 func (t *Task) ownLaneCPU(slot int64) int64 {
 	return min(max(0, slot-t.os.uncomputed.Load()), int64(osLowerAfter))
-}
-
-// unmarkCPU marks the stretch t begins as not measured (charge.go): its
-// goroutine is to wait unlocked, and may come back on another thread.
-func (t *Task) unmarkCPU() {
-	if t.cpuUsed >= 0 {
-		t.cpuUsed = ^t.cpuUsed
-	}
 }
 
 // osOwn reports whether tasks may run on their own goroutines in

@@ -15,10 +15,11 @@ package cpusched
 // handed to the woken thread (with the goroutines and timers queued on it)
 // waited with it
 // (docs/measurements/ospriority-settings.md#pinned-hand-offs). So the
-// yielding thread pins the next thread to its own CPU (handOff), and the
-// woken thread puts its own mask back as soon as it runs (waitPinnable;
-// handoffThread.wait for an idle hand-off thread), before anything else: two
-// system calls per hand-off, at most one hand-off per slice and slot.
+// yielding thread pins the next thread to its own CPU (placeWoken, for
+// resume's wakeYield), and the woken thread puts its own mask back as
+// soon as it runs (unparkThread; handoffThread.wait for an idle hand-off
+// thread), before anything else: two system calls per hand-off, at most
+// one hand-off per slice and slot.
 //
 // Where slice pins place the hand-off threads (below), this pin is left to
 // a task's own goroutine waiting on its lowered thread; so it runs for
@@ -68,48 +69,24 @@ import (
 	"github.com/cpusched/cpusched/internal/osprio"
 )
 
-// pinForHandOff pins the thread that next, a parked task given a slot by
-// the calling task's thread, waits on to this thread's CPU, which the
-// caller is about to leave; with slice pins, next's hand-off thread is
-// placed for its slice (cpuTable.place).
-func (s *Scheduler) pinForHandOff(next *Task) {
+// placeWoken is resume's step before it wakes next, a parked task given a
+// slot (osMode.waking). At a Checkpoint's hand-off (wakeYield) the thread
+// next waits on is pinned to this thread's CPU, which the caller is about
+// to leave; with slice pins, a hand-off thread is placed for its slice
+// instead (cpuTable.place), pinned there where the caller's task ran long
+// (wakeYield, wakeLeave).
+func (s *Scheduler) placeWoken(next *Task, hint wakeHint) {
 	tid := next.os.waitTid.Load()
 	if tid <= 0 {
-		return
+		return // not waiting locked, or not yet
 	}
 	if s.os.pins != nil && next.os.handoff {
-		s.placeParked(next, placeLeave)
+		s.os.pins.place(next, tid, placeIf(hint != wakeAny, placeLeave))
+		next.os.waitTid.Store(-tid) // placed
 		return
 	}
-	if pinHere(tid) {
+	if hint == wakeYield && pinHere(tid) {
 		next.os.waitTid.Store(-tid)
-	}
-}
-
-// slicePins returns the slice pins' table, nil without slice pins or
-// outside IsolationOSPriority.
-func (s *Scheduler) slicePins() *cpuTable {
-	if s.os == nil {
-		return nil
-	}
-	return s.os.pins
-}
-
-// placeInline places this hand-off thread, which goes on to run next (a
-// never-started task, call's inline start), for next's slice with slice
-// pins (cpuTable.place); with pin, the task it ran was long.
-func (s *Scheduler) placeInline(next *Task, pin bool) {
-	if pins := s.slicePins(); pins != nil && next.os.handoff {
-		pins.place(next, int32(osprio.ThreadID()), placeIf(pin, placeSelf))
-	}
-}
-
-// placeParked places the thread of next, a parked hand-off task about to be
-// woken, with slice pins (cpuTable.place).
-func (s *Scheduler) placeParked(next *Task, how placeHow) {
-	if tid := next.os.waitTid.Load(); tid > 0 {
-		s.os.pins.place(next, tid, how)
-		next.os.waitTid.Store(-tid) // placed
 	}
 }
 
@@ -131,33 +108,56 @@ func (s *Scheduler) unpin(mask *osprio.Affinity) {
 	}
 }
 
-// waitPinnable is waitForSlot's wait on t.wake where t's goroutine waits
-// locked to a lowered thread: its mask is read first and put back after
-// the wake if a hand-off pinned it. With slice pins, a hand-off thread's
-// wake was placed (cpuTable) and keeps its mask.
-func (s *Scheduler) waitPinnable(t *Task) {
+// parkThread is waitForSlot's step before t's goroutine waits on t.wake
+// for its slot back (osMode.park). A task on its own goroutine whose
+// thread is not lowered waits unlocked (unlockThreadToWait); one that
+// waits locked to a lowered thread makes itself pinnable: with slice
+// pins, a hand-off thread's waker places it (cpuTable); otherwise its mask
+// is read first, to be put back after the wake if a hand-off pinned it.
+func (s *Scheduler) parkThread(t *Task, p *osPark) {
+	p.unlocked = s.unlockThreadToWait(t)
+	if p.unlocked || t.os.left() {
+		return
+	}
+	p.locked = true
 	if s.os.pins != nil && t.os.handoff {
-		tid := int32(osprio.ThreadID())
-		t.os.waitTid.Store(tid)
-		<-t.wake
-		if t.os.waitTid.Swap(0) > 0 {
-			// The waker did not place this thread (it woke before tid
-			// was stored, or a cancellation woke it): place itself.
-			s.os.pins.place(t, tid, placeSelf)
-		} else {
-			s.os.pins.woken(tid)
+		p.placed, p.tid = true, int32(osprio.ThreadID())
+		t.os.waitTid.Store(p.tid)
+		return
+	}
+	if p.masked = p.mask.ReadAffinity(); p.masked {
+		t.os.waitTid.Store(int32(osprio.ThreadID()))
+	}
+}
+
+// unparkThread is waitForSlot's step once t's goroutine has its slot
+// back (osMode.unpark), parkThread's undo. A thread that waited locked
+// puts back the mask a hand-off pinned (or, with slice pins, places
+// itself where its waker did not: it woke before it was pinnable, or a
+// cancellation woke it), yields its CPU once (yieldWoken), and leaves the
+// thread if it must (retire.go). Then, as any task back on its slot, the
+// time its goroutine took to run counts as not computing (noteWake), and
+// an unlocked goroutine is locked to its thread again (lockThread).
+func (s *Scheduler) unparkThread(t *Task, p *osPark) {
+	if p.locked {
+		switch {
+		case p.placed:
+			if t.os.waitTid.Swap(0) > 0 {
+				s.os.pins.place(t, p.tid, placeSelf)
+			} else {
+				s.os.pins.woken(p.tid)
+			}
+		case p.masked:
+			if t.os.waitTid.Swap(0) < 0 {
+				s.unpin(&p.mask)
+			}
 		}
-		return
+		s.yieldWoken()
+		s.os.mayLeave(t) // contended while it waited
 	}
-	var mask osprio.Affinity
-	if !mask.ReadAffinity() {
-		<-t.wake
-		return
-	}
-	t.os.waitTid.Store(int32(osprio.ThreadID()))
-	<-t.wake
-	if t.os.waitTid.Swap(0) < 0 {
-		s.unpin(&mask)
+	s.noteWake(t)
+	if p.unlocked {
+		s.lockThread(t, false)
 	}
 }
 

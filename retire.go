@@ -80,6 +80,16 @@ func (s *Scheduler) mustLeave(t *Task) bool {
 	return !t.os.raised && t.os.tid.Load() != 0
 }
 
+// leaveIfMust has t's goroutine leave its thread if it must (mustLeave,
+// leaveThread): at a Checkpoint that comes to the scheduler, before a
+// Blocking call waits, once it has its slot back, and before fn begins on
+// a hand-off thread (osMode.mayLeave).
+func (s *Scheduler) leaveIfMust(t *Task) {
+	if s.mustLeave(t) {
+		s.leaveThread(t)
+	}
+}
+
 // leaveThread moves t's goroutine off its lowered hand-off thread and ends
 // the thread (see the file comment). From then on t runs unlocked, as a
 // task on its own goroutine whose thread is not lowered, until it ends.

@@ -6,18 +6,33 @@ package cpusched
 import (
 	"context"
 	"runtime/debug"
-	"time"
 )
 
-// runGo is the goroutine of Go tasks: after one ends, it runs the next task
-// if that is also a Go task that never started, saving a goroutine start.
-// It reports whether the goroutine left its hand-off thread on the way
-// (retire.go).
-func (s *Scheduler) runGo(t *Task) (left bool) {
-	for t != nil {
-		t, left, _ = s.call(t, true)
+// spawn starts the goroutine of t, a spawned task that never ran (Go's,
+// or a Run handed off), which is where every such task starts: a new
+// goroutine that runs t and then the next never-started Go task it can
+// (runGo), or in IsolationOSPriority, for a task handed off, a hand-off
+// thread's (osMode.spawnHandoff: an idle one woken, or a new one,
+// handoffLoop). It reports whether that thread was awake (handoffThread);
+// hint is resume's.
+func (s *Scheduler) spawn(t *Task, hint wakeHint) (awake bool) {
+	if awake, ok := s.os.spawnHandoff(t, hint); ok {
+		return awake
 	}
-	return left
+	go s.runGo(t)
+	return false
+}
+
+// runGo is the goroutine of Go tasks, and a hand-off thread's: after one
+// ends, it runs the next task if that is also a Go task that never started
+// and may run on this goroutine (osRun.continues), saving a goroutine
+// start. It returns the mode's record of the last task's run, which tells
+// a hand-off thread whether its goroutine left it (retire.go).
+func (s *Scheduler) runGo(t *Task) (last osRun) {
+	for t != nil {
+		t, last, _ = s.call(t, true)
+	}
+	return last
 }
 
 // execute runs Run task t, which holds a slot, and ends it.
@@ -27,71 +42,56 @@ func (s *Scheduler) execute(t *Task) error {
 }
 
 // call runs fn with panic recovery and ends the task. When inline is true
-// and the next task is a Go task that never ran and is dispatched as t was
-// (on its own goroutine or handed off), call returns it instead of
-// starting a goroutine for it. left reports that t's goroutine left its
-// hand-off thread (retire.go): it then runs no next task inline.
-func (s *Scheduler) call(t *Task, inline bool) (next *Task, left bool, err error) {
-	// Read before finish: once finish has ended a handed-off Run's Handle,
+// and the next task is a Go task that never ran and may run on this
+// goroutine (run.continues), call returns it instead of starting a
+// goroutine for it. run is the mode's record of the call (osRun).
+func (s *Scheduler) call(t *Task, inline bool) (next *Task, run osRun, err error) {
+	// Made before finish: once finish has ended a handed-off Run's Handle,
 	// its caller may recycle t (runTasks).
-	handoff := t.os.handoff
+	run = s.os.newRun(t)
 	if err := t.ctx.Err(); err != nil {
 		// Its context ended while it was being dispatched: an expired
 		// context is never started.
 		n, first := s.finish(t, err, false)
-		if inline && n != nil && n.spawned && first && n.os.handoff == handoff {
-			return n, false, err
+		if inline && n != nil && n.spawned && first && run.continues(n) {
+			return n, run, err
 		}
-		s.resume(n, first)
-		return nil, false, err
+		s.resume(n, first, wakeAny)
+		return nil, run, err
 	}
 	// fn runs under the task's pprof labels and, when tracing, in a
 	// "cpusched.run" region of its trace task.
-	if s.osOwn() && !t.os.handoff {
-		s.noteWake(t)
-		s.lockThread(t, true)
-		defer s.unlockThread(t) // after the task has ended (the defer below)
-	}
 	restore := t.setLabels()
 	t.traceRegion(traceRun)
-	var start time.Time // with slice pins, for a hand-off task: when fn began
-	if t.os.handoff {
-		start = s.handoffBegin(t)
-		if s.mustLeave(t) {
-			s.leaveThread(t) // handed off just before the guard turned contended (retire.go)
-		}
-	}
+	s.os.begin(t, &run)
 	normal := false
 	defer func() {
-		if normal {
-			return
+		if !normal {
+			t.leave(restore)
+			run.returned(t)
+			r := recover()
+			if r == nil {
+				err = errGoexit // runtime.Goexit in fn: end the task, let the goroutine exit
+			} else {
+				err = &PanicError{Value: r, Stack: debug.Stack()}
+			}
+			n, first := s.finish(t, err, r != nil)
+			s.resume(n, first, wakeAny)
+			next = nil
 		}
-		t.leave(restore)
-		left = t.os.left() // read before finish, as handoff
-		r := recover()
-		if r == nil {
-			err = errGoexit // runtime.Goexit in fn: end the task, let the goroutine exit
-		} else {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
-		}
-		n, first := s.finish(t, err, r != nil)
-		s.resume(n, first)
-		next = nil
+		s.os.end(t, &run) // after the task has ended
 	}()
 	err = t.fn(t)
 	normal = true
 	t.leave(restore)
-	left = t.os.left() // read before finish, as handoff
-	// A long task's thread leaves its CPU to the next task, or goes on
-	// with it (pin.go).
-	pin := !start.IsZero() && time.Since(start) >= callerSpin
+	run.returned(t)
 	n, first := s.finish(t, err, false)
-	if inline && n != nil && n.spawned && first && n.os.handoff == handoff && !left {
-		s.placeInline(n, pin)
-		return n, false, err
+	if inline && n != nil && n.spawned && first && run.continues(n) {
+		s.os.runsNext(n, &run)
+		return n, run, err
 	}
-	s.resumePinned(n, first, pin)
-	return nil, left, err
+	s.resume(n, first, run.hint())
+	return nil, run, err
 }
 
 // finish ends t, which holds a slot, and hands the slot on. The caller must
@@ -109,9 +109,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 	}
 	cpu := s.taskCPULocked(t, &read)
 	s.chargeLocked(t, now, cpu)
-	if s.os != nil {
-		s.osEndLocked(t, max(cpu, -1))
-	}
+	s.os.endedLocked(t, max(cpu, -1))
 	s.releaseSlotLocked(t)
 	s.rq.deactivate(t)
 	switch {

@@ -6,8 +6,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-
-	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // The core, as a map. The policy decides which waiting task gets the next
@@ -216,8 +214,6 @@ type counters struct {
 	queueWait, maxQueueWait, runTime                                      int64
 	laneRunTime                                                           int64 // slot time the small-task lane gave
 	cpuTime, cpuFallback                                                  int64 // CPU time charged, and the part of it that is slot time (charge.go)
-	lends                                                                 uint64
-	lentTime                                                              int64 // slot time lent, up to lentSince
 	classSubmitted                                                        [numClasses]uint64
 	classRunTime, classCPUTime                                            [numClasses]int64
 	classWaits, classRuns                                                 [numClasses]Histogram
@@ -323,7 +319,7 @@ func New(opts ...Option) (*Scheduler, error) {
 		laneShare = *hooks.laneShare
 	}
 	s.rq = newRunQueue(int64(cfg.slice), cfg.workers, laneShare, s.clock.Now())
-	s.rq.cpuClock = s.os != nil && osprio.Supported()
+	s.rq.cpuClock = s.os.cpuClock()
 	if !hooks.noMonitor {
 		s.monitorKick = make(chan struct{}, 1)
 		s.monitorStop = make(chan struct{})

@@ -27,9 +27,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	t.state = stateRunning
 	t.runIdx = int16(len(s.running))
 	s.running = append(s.running, t)
-	if s.os != nil {
-		s.osStartLocked(t, now)
-	}
+	s.os.acquiredLocked(t, now)
 	t.since = now
 	t.sliceEnd = now + s.rq.sliceLeft(t)
 	t.preempt.And(preemptCancel)
@@ -59,56 +57,43 @@ func (s *Scheduler) releaseSlotLocked(t *Task) {
 	s.running = s.running[:last]
 	t.runIdx = -1
 	t.laneRun = false
-	if pins := s.slicePins(); pins != nil {
-		pins.left(t, len(s.running))
-	}
+	s.os.releasedLocked(t, len(s.running))
 }
 
-// resume lets next run on the slot it was given; next nil: the caller left
-// a slot empty.
-func (s *Scheduler) resume(next *Task, first bool) { s.resumePinned(next, first, false) }
+// slotsLocked is how many tasks may hold slots now: the workers less the
+// slots lent to the rest of the program (lend.go).
+func (s *Scheduler) slotsLocked() int { return s.workers - s.os.lentLocked() }
 
-// resumePinned is resume where, with pin, the caller is a long task's
-// thread that leaves its CPU to next (slice pins: cpuTable.place).
-func (s *Scheduler) resumePinned(next *Task, first, pin bool) {
-	if next == nil {
-		if pins := s.slicePins(); pins != nil {
-			pins.drop()
-		}
-		return
-	}
-	if next.spawned && first {
-		s.spawn(next, pin)
-		return
-	}
-	if next.os.handoff && s.os.pins != nil {
-		s.placeParked(next, placeIf(pin, placeLeave))
-	}
-	next.wake <- struct{}{}
-}
+// wakeHint says what the goroutine that gives a task its slot (resume)
+// does next. IsolationOSPriority wakes the task's thread on the CPU that a
+// long task's thread leaves (pin.go); the other modes ignore it.
+type wakeHint uint8
 
-// handOff is resume for yield, whose thread waits for a slot once next is
-// on its way: in IsolationOSPriority next's thread is woken on this
-// thread's CPU (pin.go).
-func (s *Scheduler) handOff(next *Task, first bool) {
-	if s.os == nil {
-		s.resume(next, first)
-		return
+const (
+	wakeAny   wakeHint = iota // the caller goes on, or its task was short
+	wakeLeave                 // the caller's task ran long, and has ended
+	wakeYield                 // the caller yields its slot at a Checkpoint, and waits
+)
+
+// resume lets next run on the slot it was given, after unlocking: it
+// starts next's goroutine if next never ran and is spawned, and otherwise
+// wakes next on its wake channel. next nil: the caller left a slot empty.
+func (s *Scheduler) resume(next *Task, first bool, hint wakeHint) {
+	switch {
+	case next == nil:
+		s.os.slotLeftEmpty()
+	case next.spawned && first:
+		s.spawn(next, hint)
+	default:
+		s.os.waking(next, hint)
+		next.wake <- struct{}{}
 	}
-	if next.spawned && first {
-		s.spawn(next, true)
-		return
-	}
-	s.pinForHandOff(next)
-	next.wake <- struct{}{}
 }
 
 // yield is Checkpoint's slow path: charge t's run time and, if another task
 // should run now, give it t's slot and wait for a slot again.
 func (s *Scheduler) yield(t *Task) {
-	if s.mustLeave(t) {
-		s.leaveThread(t) // before it parks: its wake is then a goroutine's (retire.go)
-	}
+	s.os.mayLeave(t) // before it parks: its wake is then a goroutine's
 	read := s.readCPU(t)
 	s.mu.Lock()
 	now := s.clock.Now() // after any Stats snapshot's: RunTime never goes back
@@ -122,11 +107,7 @@ func (s *Scheduler) yield(t *Task) {
 	sliceOver := now >= t.sliceEnd
 	cpu := s.taskCPULocked(t, &read)
 	s.chargeLocked(t, now, cpu) // renews the deadline when the request is used up
-	if cpu < 0 && read.clock >= 0 && !t.os.handoff && !t.os.lowered.Load() {
-		// On its own goroutine, on a thread not marked yet: the stretch
-		// that begins is measured from here (charge.go).
-		t.markStretchLocked(t.os.tid.Load(), read.clock)
-	}
+	s.os.checkpointChargedLocked(t, cpu, read.clock)
 	t.preempt.And(preemptCancel)
 	if sliceOver {
 		t.sliceEnd = now + s.rq.sliceLeft(t)
@@ -137,7 +118,7 @@ func (s *Scheduler) yield(t *Task) {
 		s.rq.add(t)
 		s.parkLocked(t)
 		s.mu.Unlock()
-		s.resume(nil, false)
+		s.resume(nil, false, wakeAny)
 		s.waitForSlot(t)
 		return
 	}
@@ -163,15 +144,13 @@ func (s *Scheduler) yield(t *Task) {
 	s.stats.preempted++
 	first := s.startLocked(next, now)
 	s.mu.Unlock()
-	s.handOff(next, first)
+	s.resume(next, first, wakeYield)
 	s.waitForSlot(t)
 }
 
 // parkLocked takes the slot of t, which waits in the run queue now.
 func (s *Scheduler) parkLocked(t *Task) {
-	if s.osOwn() && !t.os.handoff && !t.os.lowered.Load() {
-		t.unmarkCPU() // it waits unlocked (unlockThreadToWait)
-	}
+	s.os.parkedLocked(t)
 	s.releaseSlotLocked(t)
 	t.state = stateParked
 	if t.wake == nil {
@@ -183,26 +162,16 @@ func (s *Scheduler) parkLocked(t *Task) {
 // again.
 func (s *Scheduler) waitForSlot(t *Task) {
 	t.traceEndRegion()
-	unlocked := s.unlockThreadToWait(t)
-	if s.os != nil && !unlocked && !t.os.left() {
-		s.waitPinnable(t) // the goroutine waits locked (pin.go)
-		s.yieldWoken()
-		if s.mustLeave(t) {
-			s.leaveThread(t) // contended while it waited (retire.go)
-		}
-	} else {
-		<-t.wake
-	}
-	s.noteWake(t)
-	if unlocked {
-		s.lockThread(t, false)
-	}
+	var p osPark
+	s.os.park(t, &p)
+	<-t.wake
+	s.os.unpark(t, &p)
 	t.traceRegion(traceRun)
 }
 
 // block gives up t's slot for a Blocking call.
 func (s *Scheduler) block(t *Task, now int64) blockHow {
-	keep := s.keepsSlot(t)
+	keep := s.os.keepsSlot(t)
 	read := noCPURead
 	if !keep {
 		read = s.readCPU(t) // a system call: not on the kept path
@@ -213,7 +182,7 @@ func (s *Scheduler) block(t *Task, now int64) blockHow {
 		return blockNested
 	}
 	if keep {
-		s.holdLocked(t, now)
+		s.os.holdLocked(t, now)
 		s.mu.Unlock()
 		return blockKept
 	}
@@ -221,7 +190,7 @@ func (s *Scheduler) block(t *Task, now int64) blockHow {
 	s.giveUpSlotLocked(t, now, s.taskCPULocked(t, &read))
 	next, first := s.pickLocked(now)
 	s.mu.Unlock()
-	s.resume(next, first)
+	s.resume(next, first, wakeAny)
 	return blockReleased
 }
 
@@ -288,7 +257,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	s.watchLocked()
 	s.mu.Unlock()
 	<-t.wake
-	s.noteWake(t)
+	s.os.noteWake(t)
 }
 
 // ewma is a moving average that weighs the newest sample 1/4.
@@ -308,7 +277,7 @@ func ewma(avg, sample int64) int64 {
 // early, nor does a task in the lane while the lane would not run it:
 // EEVDF does not pick lane tasks, so a yield would not give it the slot.
 func (s *Scheduler) preemptForLocked(t *Task, now int64) {
-	s.armHoldsLocked(now)
+	s.os.waitingLocked(now)
 	if t.inLane {
 		if s.rq.lanePeek(now) != nil {
 			s.preemptForLaneLocked(now)

@@ -198,7 +198,6 @@ func (s *Scheduler) Stats() Stats {
 		Running:         len(s.running),
 		Blocked:         s.blocked,
 		Workers:         s.workers,
-		Lends:           c.lends,
 		Isolation:       s.cfg.isolation,
 		QueueWait:       time.Duration(c.queueWait),
 		MaxQueueWait:    time.Duration(c.maxQueueWait),
@@ -206,8 +205,6 @@ func (s *Scheduler) Stats() Stats {
 		LaneRunTime:     time.Duration(c.laneRunTime),
 		CPUTime:         time.Duration(c.cpuTime),
 		CPUTimeFallback: time.Duration(c.cpuFallback),
-		LentTime:        time.Duration(s.lentTimeLocked(s.clock.Now())),
-		ContendedTime:   time.Duration(s.contendedTimeLocked(s.clock.Now())),
 		Groups:          make(map[string]GroupStats, len(s.groups)),
 	}
 	now := s.clock.Now()
@@ -249,15 +246,7 @@ func (s *Scheduler) Stats() Stats {
 	}
 	st.OtherGroups = addRun(s.otherGroups.snapshot(), groupRun[&s.otherGroups])
 	st.OtherGroups.Weight = DefaultGroupWeight
-	if s.os != nil {
-		st.Lent = s.os.lent
-		st.ThreadsRaisable = s.os.raisable
-		st.RetiredThreads = s.os.retired.Load()
-		st.LooseThreads = s.os.loose.Load()
-		if g := s.os.guard; g != nil {
-			st.Contended, st.Contentions = g.contended, g.contentions
-		}
-	}
+	s.os.statsLocked(&st, now)
 	return st
 }
 

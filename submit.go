@@ -29,26 +29,26 @@ import (
 // (docs/performance.md#library-costs); see IsolationOSPriority for its
 // hand-off.
 func (s *Scheduler) Run(ctx context.Context, fn func(*Task) error, opts ...TaskOption) error {
-	// Where IsolationOSPriority hands the task off, fn must run on a
-	// low-priority hand-off thread, so the task is started like Go's and the
-	// caller waits for its end.
-	handoff := s.dispatch(fn)
-	t, group, err := s.initTask(runTasks.Get().(*Task), ctx, fn, opts, handoff)
+	t, group, err := s.initTask(runTasks.Get().(*Task), ctx, fn, opts, false)
 	if err != nil {
 		return err
 	}
-	t.os.handoff = handoff
+	// Where IsolationOSPriority hands the task off, fn must run on a
+	// low-priority hand-off thread, so the task is started like Go's
+	// (spawned) and the caller waits for its end.
+	t.spawned = s.os.admit(t)
 	t.callerWaits = true
 	started, err := s.submit(t, group)
 	if err != nil {
 		recycle(t)
 		return err
 	}
-	if handoff {
-		// fn runs on a hand-off thread; this goroutine only waits for the end. It
-		// must not touch t.wake, which that thread owns once t has started.
+	if t.spawned {
+		// fn runs on a hand-off thread; this goroutine only waits for the
+		// end. It must not touch t.wake, which that thread owns once t has
+		// started.
 		if started {
-			err := awaitEnd(t, s.spawn(t, false))
+			err := awaitEnd(t, s.spawn(t, wakeAny))
 			recycle(t)
 			return err
 		}
@@ -108,13 +108,13 @@ func (s *Scheduler) Go(ctx context.Context, fn func(*Task) error, opts ...TaskOp
 	if err != nil {
 		return nil, err
 	}
-	t.os.handoff = s.dispatch(fn)
+	s.os.admit(t)
 	started, err := s.submit(t, group)
 	if err != nil {
 		return nil, err
 	}
 	if started {
-		s.spawn(t, false)
+		s.spawn(t, wakeAny)
 	}
 	return &t.handle, nil
 }
@@ -182,7 +182,7 @@ var runTasks = sync.Pool{New: func() any { return new(Task) }}
 // left to the collector: the timer's function (releaseHold) may still be
 // about to run with it.
 func recycle(t *Task) {
-	if t.os.holdTimer != nil {
+	if !t.os.reusable() {
 		return
 	}
 	wake := t.wake

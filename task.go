@@ -166,13 +166,8 @@ func (t *Task) checkpointSlow() error {
 		return t.cancelErr()
 	}
 	if p == 0 {
-		// A task on its own goroutine, counting down to a check whether
-		// to lower its thread.
-		if t.lowerCheck == lowerCheckMark {
-			t.s.lowerSelf(t, true)
-		} else if t.lowerCheck--; t.lowerCheck == 0 {
-			t.s.lowerSelf(t, false)
-		}
+		// Only the countdown is set, and only the mode sets it.
+		t.s.os.countdown(t)
 		return nil
 	}
 	t.s.yield(t)
@@ -252,27 +247,23 @@ func (t *Task) Blocking(fn func()) {
 		fn()
 		return
 	case blockKept:
-		defer t.s.endHold(t, start)
+		defer t.s.os.endHold(t, start)
 		fn()
 		return
 	}
-	// A task on its own goroutine whose thread is not lowered waits, in
-	// fn and for its slot back, unlocked: waking it is a goroutine's wake,
-	// not a thread's. One on a lowered thread that cannot be raised
-	// leaves it first while contended (retire.go).
-	if t.s.mustLeave(t) {
-		t.s.leaveThread(t)
-	}
-	unlocked := t.s.unlockThreadToWait(t)
+	// In IsolationOSPriority a task on its own goroutine whose thread is
+	// not lowered waits, in fn and for its slot back, unlocked: waking it
+	// is a goroutine's wake, not a thread's. One on a lowered thread that
+	// cannot be raised leaves it first while contended (retire.go).
+	t.s.os.mayLeave(t)
+	w := t.s.os.unlockToWait(t)
 	t.traceRegion(traceBlocking)
 	defer func() {
 		t.traceEndRegion()
 		d := t.s.clock.Now() - start
-		t.s.noteBlock(t, d)
+		t.s.os.noteBlock(t, d)
 		t.s.unblock(t, d)
-		if unlocked {
-			t.s.lockThread(t, false)
-		}
+		t.s.os.relock(t, w)
 		t.traceRegion(traceRun)
 	}()
 	fn()

@@ -1,0 +1,424 @@
+package cpusched
+
+// The transitions: the points where the core calls IsolationOSPriority.
+// The core (submit.go, slots.go, run.go, task.go, monitor.go, stats.go,
+// close.go) calls the mode only through these methods of Scheduler.os, and
+// tests none of the mode's state itself. In the other modes Scheduler.os
+// is nil: each transition is then a no-op, or answers what leaves the
+// core's path as it is, and inlines to that nil test, so those modes pay a
+// compare (BenchmarkRun, BenchmarkCheckpoint). The mode's work is in the
+// file each names. As the runtime's proc.go keeps its Ms (threads) apart
+// from its Ps (the right to run Go code) and moves a P between Ms through
+// acquirep, releasep and handoffp, the core owns the slots and the mode
+// the threads that the tasks holding them run on.
+//
+// In the order of a task's life (the lifecycle at the top of scheduler.go):
+//
+//	admit          Run, Go        a new task is handed off or not (dispatch.go)
+//	spawnHandoff   spawn          a handed-off task's first start, on a
+//	                              hand-off thread (handoff.go)
+//	acquiredLocked startLocked    a task holds a slot (osStartLocked)
+//	newRun, begin  call           fn begins: its own goroutine locked to
+//	  osRun, end                  its thread (lowering.go), or a hand-off
+//	                              thread fitted (handoff.go); and fn's end
+//	countdown      Checkpoint     the countdown to a lowering check ran out
+//	                              (lowering.go)
+//	mayLeave       yield,         a task on a lowered thread that cannot be
+//	               Blocking       raised leaves it while contended (retire.go)
+//	taskCPU,       yield, block,  the lane's measure of a task, by its
+//	  setCPULocked unblock        thread's CPU clock (ospriority.go)
+//	park, unpark   waitForSlot    the wait for the slot back at a
+//	                              Checkpoint, on a lowered thread or not
+//	                              (pin.go)
+//	blocking,      block,         a Blocking call keeps the slot or gives it
+//	  holdLocked,  Blocking,      up, and waits unlocked or not (hold.go)
+//	  endHold,     unblock
+//	  unlockToWait,
+//	  relock,
+//	  noteWake,
+//	  noteBlock
+//	waitingLocked  preempt-       a task waits: kept slots arm their timers
+//	               ForLocked      (hold.go)
+//	releasedLocked releaseSlot-   a task's slot is taken (pin.go)
+//	               Locked
+//	slotLeftEmpty, resume         the slot goes on: nobody takes it, or the
+//	  waking                      next task's thread is placed or pinned
+//	                              (pin.go)
+//	ending,        finish         a task ends: its length noted
+//	  endedLocked                 (osEndLocked)
+//	lentLocked     slotsLocked    slots lent to the rest of the program
+//	                              (lend.go)
+//	monitorLocked  monitor        lower long tasks' threads, lend slots,
+//	                              guard against other processes
+//	statsLocked    Stats          the mode's counters
+//	close          release        stop the hand-off threads, put
+//	                              GOMAXPROCS back (handoff.go)
+//
+// wakeHint (slots.go) is the one word the core passes the mode about
+// itself: what the goroutine that hands a slot on does next.
+
+import (
+	"math"
+	"time"
+
+	"github.com/cpusched/cpusched/internal/osprio"
+)
+
+// admit is Run's and Go's step for t, a new task: whether t is handed off
+// (dispatch), in which case the scheduler starts its goroutine (spawn).
+func (m *osMode) admit(t *Task) (handoff bool) {
+	if m == nil {
+		return false
+	}
+	t.os.handoff = m.dispatch(t.fn)
+	return t.os.handoff
+}
+
+// spawnHandoff is spawn's step for t, a task that never ran: if t is
+// handed off, a hand-off thread starts it (ok), and awake reports whether
+// that thread was awake (startHandoff). hint is the caller's (resume).
+func (m *osMode) spawnHandoff(t *Task, hint wakeHint) (awake, ok bool) {
+	if m == nil || !t.os.handoff {
+		return false, false
+	}
+	return m.s.startHandoff(t, hint != wakeAny), true
+}
+
+// acquiredLocked is startLocked's step, t having just been given a slot
+// at now (osStartLocked).
+func (m *osMode) acquiredLocked(t *Task, now int64) {
+	if m != nil {
+		m.s.osStartLocked(t, now)
+	}
+}
+
+// releasedLocked is releaseSlotLocked's step, t having given its slot up,
+// n slots now taken: the slice pins count it (cpuTable.left).
+func (m *osMode) releasedLocked(t *Task, n int) {
+	if m != nil && m.pins != nil {
+		m.pins.left(t, n)
+	}
+}
+
+// slotLeftEmpty is resume's step where the caller leaves its slot empty:
+// every slice pin is put back (cpuTable.drop).
+func (m *osMode) slotLeftEmpty() {
+	if m != nil && m.pins != nil {
+		m.pins.drop()
+	}
+}
+
+// waking is resume's step before it wakes next, a task given a slot that
+// waits for it: next's thread is placed for its slice, or pinned to the
+// caller's CPU, as hint says (placeWoken).
+func (m *osMode) waking(next *Task, hint wakeHint) {
+	if m != nil {
+		m.s.placeWoken(next, hint)
+	}
+}
+
+// lentLocked is how many slots are lent to the rest of the program now
+// (lend.go), for slotsLocked.
+func (m *osMode) lentLocked() int {
+	if m == nil {
+		return 0
+	}
+	return m.lent
+}
+
+// waitingLocked is preemptForLocked's step, a task now waiting for a slot
+// at now: the Blocking calls that keep theirs set their timers
+// (armHoldsLocked).
+func (m *osMode) waitingLocked(now int64) {
+	if m != nil {
+		m.armHoldsLocked(now)
+	}
+}
+
+// osRun is the mode's record of one call of a task's fn (call), kept by
+// the task's goroutine: what happens after the task has ended must not
+// read the task, which a Run caller may have recycled by then. The zero
+// value, the other modes', changes nothing.
+type osRun struct {
+	handoff bool // the task was handed off
+	locked  bool // begin locked the task's own goroutine to its thread: end unlocks it
+	left    bool // the goroutine left its hand-off thread (retire.go): it runs no next task
+	long    bool // with slice pins, fn ran past callerSpin: its thread leaves its CPU to the next (pin.go)
+	// start is, with slice pins, when fn began on a hand-off thread.
+	start time.Time
+}
+
+// newRun is call's first step: the record of this call of t's fn.
+func (m *osMode) newRun(t *Task) osRun { return osRun{handoff: t.os.handoff} }
+
+// begin is call's step before fn runs (beginFn).
+func (m *osMode) begin(t *Task, r *osRun) {
+	if m != nil {
+		m.s.beginFn(t, r)
+	}
+}
+
+// returned is call's step once fn has returned or panicked, before the
+// task is ended (finish): whether its goroutine left its hand-off thread,
+// and with slice pins whether fn ran long.
+func (r *osRun) returned(t *Task) {
+	if r.handoff {
+		r.handoffReturned(t)
+	}
+}
+
+// handoffReturned is returned's step for a handed-off task.
+func (r *osRun) handoffReturned(t *Task) {
+	r.left = t.os.left()
+	r.long = !r.start.IsZero() && time.Since(r.start) >= callerSpin
+}
+
+// continues reports whether n, a task that never ran, given the slot of
+// the task that has just ended, may run next on the same goroutine
+// (runGo): it is dispatched as that task was, on its own goroutine or
+// handed off, and the goroutine did not leave its thread.
+func (r *osRun) continues(n *Task) bool { return n.os.handoff == r.handoff && !r.left }
+
+// hint is how the goroutine hands on the slot of the task that has just
+// ended (resume): a long task's thread leaves its CPU to the next.
+func (r *osRun) hint() wakeHint {
+	if r.long {
+		return wakeLeave
+	}
+	return wakeAny
+}
+
+// runsNext is call's step where its goroutine goes on to run n
+// (continues): with slice pins, a hand-off thread places itself for n's
+// slice (cpuTable.place).
+func (m *osMode) runsNext(n *Task, r *osRun) {
+	if m != nil && m.pins != nil {
+		m.placeNext(n, r)
+	}
+}
+
+// placeNext is runsNext's step with slice pins.
+func (m *osMode) placeNext(n *Task, r *osRun) {
+	if n.os.handoff {
+		m.pins.place(n, int32(osprio.ThreadID()), placeIf(r.long, placeSelf))
+	}
+}
+
+// end is call's last step, after the task has ended and its slot has gone
+// on: the task's own goroutine is unlocked from its thread, whose setting
+// is put back (unlockThread).
+func (m *osMode) end(t *Task, r *osRun) {
+	if r.locked {
+		m.s.unlockThread(t)
+	}
+}
+
+// countdown is Checkpoint's step where no preempt bit is set but the
+// task's countdown (Task.lowerCheck, which only this mode sets) is: at
+// its end, the check whether to lower the task's thread (lowerSelf).
+func (m *osMode) countdown(t *Task) {
+	if t.lowerCheck == lowerCheckMark {
+		m.s.lowerSelf(t, true)
+	} else if t.lowerCheck--; t.lowerCheck == 0 {
+		m.s.lowerSelf(t, false)
+	}
+}
+
+// mayLeave is the step of t's goroutine at a Checkpoint that comes to the
+// scheduler (yield) and before a Blocking call waits: a handed-off task
+// whose lowered thread cannot be raised leaves it while contended
+// (mustLeave, leaveThread).
+func (m *osMode) mayLeave(t *Task) {
+	if m != nil {
+		m.s.leaveIfMust(t)
+	}
+}
+
+// endedLocked is finish's step under s.mu, t ending on its slot, cpu
+// its CPU time since fn began, or -1 (osEndLocked).
+func (m *osMode) endedLocked(t *Task, cpu int64) {
+	if m != nil {
+		m.s.osEndLocked(t, cpu)
+	}
+}
+
+// osPark is the mode's state of a task's goroutine across its wait for
+// its slot back at a Checkpoint (park, unpark).
+type osPark struct {
+	unlocked bool  // an own goroutine waits unlocked from its thread: locked again after
+	locked   bool  // it waits locked to a lowered thread: it yields on waking, and may leave
+	placed   bool  // with slice pins, a hand-off thread that its waker places (cpuTable.place)
+	masked   bool  // mask is the thread's CPU mask, put back if its waker pinned it
+	tid      int32 // the waiting thread, where placed
+	mask     osprio.Affinity
+}
+
+// park is waitForSlot's step before t's goroutine waits on t.wake
+// (parkThread).
+func (m *osMode) park(t *Task, p *osPark) {
+	if m != nil {
+		m.s.parkThread(t, p)
+	}
+}
+
+// unpark is waitForSlot's step once t's goroutine has its slot back
+// (unparkThread).
+func (m *osMode) unpark(t *Task, p *osPark) {
+	if m != nil {
+		m.s.unparkThread(t, p)
+	}
+}
+
+// osWait says whether a task's own goroutine waits unlocked from its
+// thread (unlockToWait), to be locked again after (relock).
+type osWait struct{ unlocked bool }
+
+// unlockToWait is Blocking's step where the call gives the slot up,
+// before fn runs: t's goroutine waits, in fn and for its slot back,
+// unlocked from its thread where that is not lowered (unlockThreadToWait).
+func (m *osMode) unlockToWait(t *Task) osWait {
+	if m == nil {
+		return osWait{}
+	}
+	return osWait{m.s.unlockThreadToWait(t)}
+}
+
+// relock is unlockToWait's undo, once t holds a slot again
+// (lockThread).
+func (m *osMode) relock(t *Task, w osWait) {
+	if w.unlocked {
+		m.s.lockThread(t, false)
+	}
+}
+
+// noteWake is unblock's step once t's goroutine, parked after a Blocking
+// call, has its slot back (noteWake).
+func (m *osMode) noteWake(t *Task) {
+	if m != nil {
+		m.s.noteWake(t)
+	}
+}
+
+// clock is readCPU's reading of t's thread's CPU clock, on t's goroutine
+// (threadClock); -1 in the other modes.
+func (m *osMode) clock(t *Task) int64 {
+	if m == nil {
+		return -1
+	}
+	return m.threadClock(t)
+}
+
+// cpuOfClockLocked is cpuOfClockLocked's step: t's CPU time since fn
+// began from clock, a reading of its thread's clock (cpuOfClock); -1, for
+// its slot time, in the other modes, which read no clock.
+func (m *osMode) cpuOfClockLocked(t *Task, clock int64) int64 {
+	if m == nil {
+		return -1
+	}
+	return m.cpuOfClock(t, clock)
+}
+
+// cpuOfLocked is taskCPUOfLocked's step: running task t's CPU time since
+// fn began, its thread's clock read from this thread (threadCPUOfLocked);
+// -1 in the other modes.
+func (m *osMode) cpuOfLocked(t *Task) int64 {
+	if m == nil {
+		return -1
+	}
+	return m.threadCPUOfLocked(t)
+}
+
+// waitsUnlocked reports whether t runs on its own goroutine and its thread
+// is not lowered, so that it waits unlocked from its thread
+// (unlockThreadToWait), and the charge of its stretches is measured only
+// from the mark taken as it locks a thread again (markAfterWait): for the
+// lane's measure (laneCPU) and a Stats snapshot (cpuSoFarLocked).
+func (m *osMode) waitsUnlocked(t *Task) bool {
+	return m != nil && m.own && !t.os.handoff && !t.os.lowered.Load()
+}
+
+// slotMeasure is the lane's measure of t from slot, its slot time, where
+// its thread's clock gives none (setCPU, laneCPU): for a task on its own
+// goroutine, ownLaneCPU's; slot for the others, and in the other modes.
+func (m *osMode) slotMeasure(t *Task, slot int64) int64 {
+	if m != nil && m.own && !t.os.handoff {
+		return t.ownLaneCPU(slot)
+	}
+	return slot
+}
+
+// parkedLocked is parkLocked's step, t having given its slot up to wait
+// for it in the run queue: where t's goroutine waits unlocked
+// (waitsUnlocked), the stretch it begins is marked as not measured
+// (unmarkCPU), as it may come back on another thread.
+func (m *osMode) parkedLocked(t *Task) {
+	if m.waitsUnlocked(t) {
+		t.unmarkCPU()
+	}
+}
+
+// checkpointChargedLocked is yield's step once it has charged t, at a
+// Checkpoint, with cpu (taskCPULocked's) from clock, the reading: a task
+// on its own goroutine on a thread that has no mark yet (cpu -1 from a
+// clock read) has its thread marked, and the stretch that begins is
+// measured from clock (markStretchLocked).
+func (m *osMode) checkpointChargedLocked(t *Task, cpu, clock int64) {
+	if m != nil && cpu < 0 && clock >= 0 && !t.os.handoff && !t.os.lowered.Load() {
+		t.markStretchLocked(t.os.tid.Load(), clock)
+	}
+}
+
+// monitorLocked is the mode's part of a monitor pass at now: it lowers
+// the threads of long tasks on their own goroutines (lowerLongLocked),
+// lends slots or takes them back (lendLocked) and runs the guard
+// (guardLocked). It returns how long until it needs the next pass
+// (math.MaxInt64 for never), whether the monitor should keep running for
+// it, and the tasks a slot given back lets run, which the caller resumes
+// after unlocking.
+func (m *osMode) monitorLocked(now int64) (next int64, look bool, started []startedTask) {
+	next = math.MaxInt64
+	if m == nil {
+		return next, false, nil
+	}
+	s := m.s
+	if m.own {
+		next, look = s.lowerLongLocked(now)
+	}
+	d, started := m.lendLocked(now)
+	if d > 0 {
+		next, look = min(next, d), true
+	}
+	if d := s.guardLocked(now); d > 0 {
+		next, look = min(next, d), true
+	}
+	return next, look, started
+}
+
+// statsLocked adds the mode's counters to st, at now.
+func (m *osMode) statsLocked(st *Stats, now int64) {
+	if m == nil {
+		return
+	}
+	st.Lends = m.lends
+	st.LentTime = time.Duration(m.lentTimeLocked(now))
+	st.Lent = m.lent
+	st.ThreadsRaisable = m.raisable
+	st.RetiredThreads = m.retired.Load()
+	st.LooseThreads = m.loose.Load()
+	if g := m.guard; g != nil {
+		st.Contended, st.Contentions = g.contended, g.contentions
+		st.ContendedTime = time.Duration(g.contendedTime(now))
+	}
+}
+
+// close is release's step, once every task has ended: the hand-off threads
+// exit, and GOMAXPROCS is put back (stopThreads).
+func (m *osMode) close() {
+	if m != nil {
+		m.s.stopThreads()
+	}
+}
+
+// cpuClock reports whether the lane measures tasks by their threads' CPU
+// clocks (runQueue.cpuClock): in this mode, where the clocks can be read.
+func (m *osMode) cpuClock() bool { return m != nil && osprio.Supported() }
