@@ -5,15 +5,32 @@ package cpusched
 // goroutines outside the scheduler always find a free P and their threads
 // preempt the tasks' threads in the kernel the moment they wake. No
 // Checkpoint is needed for that protection; Checkpoint still orders
-// cpusched's own tasks. The mode's parts, one file each:
+// cpusched's own tasks.
 //
+// The mode is a layer under the core. The core owns the slots: it starts,
+// parks and ends tasks, and hands slots on. The mode owns the threads the
+// tasks run on: which goroutine runs a task (its own, or a hand-off
+// thread's), locked or not, at what priority, on which CPU. The core calls
+// the mode only at named transitions (transitions.go, which lists them in
+// the order of a task's life), methods of Scheduler.os, the nil *osMode in
+// the other modes, where each does nothing; it tests no state of the
+// mode's. The mode calls back into the core only where it hands a slot on
+// itself (the hold timer, releaseHold; a lent slot given back, lendLocked;
+// a Blocking call that kept its slot and lost it, endHold) or charges a
+// task whose thread it moves (leaveThread), through the core's own steps
+// (giveUpSlotLocked, pickLocked, resume, unblock, chargeLocked,
+// taskCPULocked). The mode's parts, one file each:
+//
+//	transitions.go the layer's surface: each point where the core calls
+//	               the mode, and what the mode does there
 //	ospriority.go  this overview; the mode's state, on the Scheduler
-//	               (osMode, nil in the other modes) and on each Task
-//	               (osTask); the points where the core calls the mode;
-//	               yield on wake; the lane's measure of a task by its
-//	               thread's CPU clock (readCPU, setCPU); the mode's
-//	               defaults, and New's probes of what the operating system
-//	               allows (osAccess)
+//	               (osMode) and on each Task (osTask); its parts of a
+//	               slot's start (osStartLocked), of fn's start (beginFn)
+//	               and of a task's end (osEndLocked); yield on wake; what
+//	               the thread's CPU clock says of a task, for the lane and
+//	               the charge (threadClock, cpuOfClock, ownLaneCPU); the
+//	               mode's defaults, and New's probes of what the operating
+//	               system allows (osAccess)
 //	procs.go       the CPU budget the worker count comes from, and the
 //	               GOMAXPROCS raise while the mode is open
 //	dispatch.go    which tasks run on their own goroutines and which are
@@ -27,30 +44,17 @@ package cpusched
 //	lend.go        fewer tasks at once while the rest of the program keeps
 //	               busy every P the tasks leave it
 //	contention.go  the guard: whether other processes keep the CPUs the
-//	               task threads may use busy (contended) or not (quiet)
+//	               task threads may use busy (contended) or not (quiet);
+//	               it decides, and reads threads' clocks, never sets them
 //	raise.go       its orders carried out: contended, no task thread is
 //	               lowered, and lowered ones are raised back
 //	retire.go      where a lowered thread cannot be raised back: hand-off
 //	               threads at nice 10, not SCHED_IDLE, and contended, tasks
 //	               leave their lowered threads, which end
 //	pin.go         a Checkpoint's hand-off wakes the next task's thread on
-//	               the CPU the yielding thread leaves, and slice pins
-//
-// Where the core calls the mode: each call is guarded by Scheduler.os (or
-// Task.handoff, which only the mode sets, or the run queue's cpuClock), or
-// does nothing in the other modes. New (openOSMode); Run and Go
-// (dispatch, then spawn for a handed-off task); startLocked
-// (osStartLocked), releaseSlotLocked and resumePinned (the slice pins);
-// call (lockThread and unlockThread for a task on its own goroutine,
-// handoffBegin for a handed-off one, placeInline for the next); finish
-// (readCPU, taskCPULocked, osEndLocked); yield (readCPU, taskCPULocked,
-// slotsLocked, handOff); chargeLocked (setCPU), parkLocked (unmarkCPU)
-// and the hold timer (taskCPUOfLocked);
-// waitForSlot (unlockThreadToWait, waitPinnable, yieldWoken, noteWake,
-// lockThread); block (keepsSlot, holdLocked, readCPU); Blocking and
-// unblock (unlockThreadToWait, readCPU, noteWake, lockThread); the
-// monitor (lowerLongLocked, lendLocked, guardLocked); Checkpoint's
-// countdown (lowerSelf); Stats; Close (stopThreads).
+//	               the CPU the yielding thread leaves, and slice pins; a
+//	               parked task's wait on its thread (parkThread,
+//	               unparkThread)
 //
 // What the mode does to threads, and who does it:
 //   - lock: a task's own goroutine is locked to its thread while fn runs
@@ -67,7 +71,7 @@ package cpusched
 //     the guard raises the running tasks' lowered threads back to their
 //     setting (enterContendedLocked, and each window, guardLocked),
 //     startLocked a parked task's (fitThreadLocked), a hand-off thread
-//     itself before its task (fitHandoffThread) and spawn an idle
+//     itself before its task (fitHandoffThread) and startHandoff an idle
 //     hand-off thread before it wakes it; leaving contention lowers the
 //     running ones again (relowerLocked). Raising needs the privilege
 //     that own goroutines need (osMode.own).
@@ -75,13 +79,13 @@ package cpusched
 //     lower it (lowerIfLongLocked); every running task's lowered thread,
 //     every guardWindow, for the guard (markThreadsLocked); a lowered or
 //     hand-off thread its own, and a task's own thread while fn runs, for
-//     the lane and the charge (readCPU, charge.go), and a Stats snapshot
-//     a running task's (taskCPUOfLocked).
+//     the lane and the charge (threadClock, for readCPU: charge.go), and
+//     a Stats snapshot a running task's (threadCPUOfLocked).
 //   - pin: the yielding thread at a Checkpoint's hand-off pins the next
-//     task's waiting thread to its own CPU (pinForHandOff, or give for an
+//     task's waiting thread to its own CPU (placeWoken, or give for an
 //     idle hand-off thread), which puts its mask back as it wakes
-//     (unpin); with slice pins the waker places a long task's hand-off
-//     thread for its slice (cpuTable.place) (pin.go).
+//     (unparkThread, unpin); with slice pins the waker places a long
+//     task's hand-off thread for its slice (cpuTable.place) (pin.go).
 //   - yield on wake: a lowered thread that runs again after sleeping, a
 //     hand-off thread given a task or a parked task given its slot back,
 //     offers its CPU once (yieldWoken).
@@ -131,8 +135,8 @@ import (
 )
 
 // osMode is IsolationOSPriority's state: Scheduler.os, nil in the other
-// modes, made in New (openOSMode). The rest of the core calls the mode at
-// named points (see the file comment).
+// modes, made in New (openOSMode). The core calls the mode only through
+// its methods in transitions.go (see the file comment).
 type osMode struct {
 	// s is the scheduler whose mode this is.
 	s *Scheduler

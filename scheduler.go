@@ -10,7 +10,9 @@ import (
 
 // The core, as a map. The policy decides which waiting task gets the next
 // free slot; the mechanism moves tasks between slots and goroutines and
-// never decides an order.
+// never decides an order; the mode (IsolationOSPriority) decides which
+// threads the tasks' goroutines run on, and how, and is called by the
+// mechanism only at the transitions in transitions.go.
 //
 //	policy     runqueue.go  runQueue: class queues, groups, throttling, pick;
 //	                        no goroutines, channels, clock, lock or statistics
@@ -23,16 +25,19 @@ import (
 //	                        Blocking) and asked back (preemption)
 //	           charge.go    what a stretch on a slot is charged: the task's
 //	                        CPU time where its thread's clock can say
-//	           run.go       fn is called, and the task ended
+//	           run.go       a task's goroutine is started (spawn), fn is
+//	                        called, and the task ended
 //	           cancel.go    the one cancel path, and the context watches
 //	           monitor.go   the goroutine that ends slices (and, in
 //	                        IsolationOSPriority, lowers long tasks' threads,
 //	                        samples for lend.go and runs the guard)
 //	           close.go     Close and the release of what New started
 //	           groups.go    SetGroupWeight and the group counters
-//	mode       ospriority.go, procs.go, dispatch.go, lowering.go, handoff.go,
-//	           hold.go, lend.go, contention.go, raise.go, retire.go, pin.go
-//	                        IsolationOSPriority: its state (Scheduler.os,
+//	mode       transitions.go, ospriority.go, procs.go, dispatch.go,
+//	           lowering.go, handoff.go, hold.go, lend.go, contention.go,
+//	           raise.go, retire.go, pin.go
+//	                        IsolationOSPriority: the points where the core
+//	                        calls it, its state (Scheduler.os,
 //	                        Task.os), the CPU budget and GOMAXPROCS,
 //	                        which tasks are handed off, lowering a task's own
 //	                        thread, the hand-off threads, Blocking calls
@@ -40,8 +45,7 @@ import (
 //	                        of the program, the guard against outside
 //	                        contention and what it orders, threads that
 //	                        cannot be raised back, pins (ospriority.go maps
-//	                        them, and lists the points where the core calls
-//	                        the mode)
+//	                        them)
 //	API        options.go, isolation.go, class.go, taskoptions.go,
 //	           task.go (Task, Handle), stats.go, observe.go, errors.go
 //	tests      testhooks.go the test seams New reads (nil in production)
@@ -67,8 +71,8 @@ import (
 //     to its thread while fn runs (lowering.go); for the tasks dispatch
 //     hands off (long ones, or all where a lowered thread cannot be raised
 //     back), a hand-off thread's goroutine, locked to a lowered thread for
-//     good (handoff.go). The scheduler starts it (spawn) when
-//     Task.spawned is set. A task's own goroutine is its goroutine when
+//     good (handoff.go). The scheduler starts it (spawn, run.go, the one
+//     place a task's goroutine starts) when Task.spawned is set. A task's own goroutine is its goroutine when
 //     that is not a hand-off thread's.
 //   - worker: a slot (Workers, WithWorkers); the pooled low-priority
 //     threads are hand-off threads, never workers.
@@ -137,8 +141,9 @@ import (
 //     caller; yield or unblock otherwise), unless the Task is a recycled
 //     one that has it, empty (recycle); received on only by the task's
 //     goroutine, sent on by the goroutine that gives it a slot (or that
-//     removed a queued Run task), after unlocking. The Run caller in
-//     IsolationOSPriority never touches it: it waits on handle.done.
+//     removed a queued Run task), after unlocking. The caller of a Run
+//     whose task is spawned (handed off, in IsolationOSPriority) never
+//     touches it: it waits on handle.done.
 //   - handle.done: atomic pointer, its channel made on demand by a
 //     waiter (Handle.Done) or marked closed by the end (Handle.end).
 //   - handle.err: written by the goroutine that ends the task, before it

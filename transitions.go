@@ -1,61 +1,81 @@
 package cpusched
 
 // The transitions: the points where the core calls IsolationOSPriority.
-// The core (submit.go, slots.go, run.go, task.go, monitor.go, stats.go,
-// close.go) calls the mode only through these methods of Scheduler.os, and
-// tests none of the mode's state itself. In the other modes Scheduler.os
-// is nil: each transition is then a no-op, or answers what leaves the
-// core's path as it is, and inlines to that nil test, so those modes pay a
-// compare (BenchmarkRun, BenchmarkCheckpoint). The mode's work is in the
-// file each names. As the runtime's proc.go keeps its Ms (threads) apart
-// from its Ps (the right to run Go code) and moves a P between Ms through
+// The core (submit.go, slots.go, run.go, task.go, charge.go, monitor.go,
+// stats.go, close.go, scheduler.go) calls the mode only through these
+// methods of
+// Scheduler.os, and tests no state of the mode's itself. In the other
+// modes Scheduler.os is nil: each transition then does nothing, or
+// answers what leaves the core's path as it is, and inlines to that nil
+// test where Run and Checkpoint pass, so those modes pay a compare
+// (BenchmarkRun, BenchmarkCheckpoint). Where a transition's answer steers
+// the core (a Blocking call that keeps its slot, a hand-off thread that
+// starts a task, a next task run on the same goroutine), the answer is
+// the mode's. As the runtime's proc.go keeps its Ms (threads) apart from
+// its Ps (the right to run Go code) and moves a P between Ms through
 // acquirep, releasep and handoffp, the core owns the slots and the mode
-// the threads that the tasks holding them run on.
+// the threads the tasks holding them run on.
 //
-// In the order of a task's life (the lifecycle at the top of scheduler.go):
+// In the order of a task's life (the lifecycle at the top of scheduler.go),
+// with the core's function that calls each, and where the mode's work is:
 //
-//	admit          Run, Go        a new task is handed off or not (dispatch.go)
-//	spawnHandoff   spawn          a handed-off task's first start, on a
-//	                              hand-off thread (handoff.go)
-//	acquiredLocked startLocked    a task holds a slot (osStartLocked)
-//	newRun, begin  call           fn begins: its own goroutine locked to
-//	  osRun, end                  its thread (lowering.go), or a hand-off
-//	                              thread fitted (handoff.go); and fn's end
-//	countdown      Checkpoint     the countdown to a lowering check ran out
-//	                              (lowering.go)
-//	mayLeave       yield,         a task on a lowered thread that cannot be
-//	               Blocking       raised leaves it while contended (retire.go)
-//	taskCPU,       yield, block,  the lane's measure of a task, by its
-//	  setCPULocked unblock        thread's CPU clock (ospriority.go)
-//	park, unpark   waitForSlot    the wait for the slot back at a
-//	                              Checkpoint, on a lowered thread or not
-//	                              (pin.go)
-//	blocking,      block,         a Blocking call keeps the slot or gives it
-//	  holdLocked,  Blocking,      up, and waits unlocked or not (hold.go)
-//	  endHold,     unblock
+//	admit            Run, Go        a new task is handed off or not
+//	                                (dispatch.go)
+//	spawnHandoff     spawn          a handed-off task's first start, on a
+//	                                hand-off thread (handoff.go)
+//	acquiredLocked   startLocked    a task has a slot (osStartLocked)
+//	newRun, begin,   call           fn begins: on its own goroutine,
+//	  osRun, runsNext,              locked to its thread (lowering.go), or
+//	  end                           on a hand-off thread, fitted to the
+//	                                guard's state (handoff.go); fn's end
+//	countdown        Checkpoint     a countdown to a lowering check ran
+//	                                out (lowering.go)
+//	mayLeave         yield,         a task whose lowered thread cannot be
+//	                 Blocking       raised leaves it (retire.go)
+//	clock,           readCPU,       a task's CPU time by its thread's
+//	  cpuOfClock-    cpuOfClock-    clock, for the charge and the lane
+//	  Locked,        Locked,        (ospriority.go); where there is none,
+//	  cpuOfLocked,   taskCPUOf-     the lane's measure of its slot time
+//	  slotMeasure,   Locked,        (ownLaneCPU), and whether the task
+//	  waitsUnlocked  setCPU,        waits unlocked, its stretches measured
+//	                 laneCPU,       from when it locks a thread again
+//	                 cpuSoFar-      (lowering.go: markAfterWait)
+//	                 Locked
+//	checkpoint-      yield          an own thread marked at a charge that
+//	  ChargedLocked                 found no mark (lowering.go)
+//	park, unpark     waitForSlot    the wait for the slot back at a
+//	                                Checkpoint (pin.go)
+//	keepsSlot,       block,         a Blocking call keeps its slot or
+//	  holdLocked,    Blocking       gives it up and waits unlocked or not
+//	  endHold,                      (hold.go, lowering.go)
 //	  unlockToWait,
 //	  relock,
-//	  noteWake,
 //	  noteBlock
-//	waitingLocked  preempt-       a task waits: kept slots arm their timers
-//	               ForLocked      (hold.go)
-//	releasedLocked releaseSlot-   a task's slot is taken (pin.go)
-//	               Locked
-//	slotLeftEmpty, resume         the slot goes on: nobody takes it, or the
-//	  waking                      next task's thread is placed or pinned
-//	                              (pin.go)
-//	ending,        finish         a task ends: its length noted
-//	  endedLocked                 (osEndLocked)
-//	lentLocked     slotsLocked    slots lent to the rest of the program
-//	                              (lend.go)
-//	monitorLocked  monitor        lower long tasks' threads, lend slots,
-//	                              guard against other processes
-//	statsLocked    Stats          the mode's counters
-//	close          release        stop the hand-off threads, put
-//	                              GOMAXPROCS back (handoff.go)
+//	noteWake         unblock        back on a slot after Blocking
+//	                                (lowering.go)
+//	waitingLocked    preempt-       a task waits: kept slots arm their
+//	                 ForLocked      timers (hold.go)
+//	parkedLocked     parkLocked     a task parks: a stretch that resumes
+//	                                unlocked is not measured (charge.go)
+//	releasedLocked   releaseSlot-   a task's slot is taken (pin.go)
+//	                 Locked
+//	slotLeftEmpty,   resume         the slot goes on: nobody takes it, or
+//	  waking                        the next task's thread is placed or
+//	                                pinned (pin.go)
+//	endedLocked      finish         a task ends: the table of task
+//	                                lengths learns it (osEndLocked)
+//	lentLocked       slotsLocked    slots lent to the rest of the program
+//	                                (lend.go)
+//	monitorLocked    monitor        long tasks' threads lowered, slots
+//	                                lent, the guard (lowering.go, lend.go,
+//	                                contention.go)
+//	statsLocked      Stats          the mode's counters
+//	close            release        the hand-off threads stopped,
+//	                                GOMAXPROCS put back (handoff.go)
+//	cpuClock         New            the lane reads threads' CPU clocks
 //
-// wakeHint (slots.go) is the one word the core passes the mode about
-// itself: what the goroutine that hands a slot on does next.
+// The core tells the mode one thing about itself: what the goroutine that
+// hands a slot on does next (wakeHint, slots.go).
 
 import (
 	"math"
