@@ -40,7 +40,9 @@ func (s *Scheduler) kickMonitor() {
 // also check for themselves at their Checkpoints (lowerSelf); the monitor
 // is what lowers a task that makes none. In IsolationOSPriority it also
 // wakes every lendTick while tasks run or wait, to sample for lending
-// (lendLocked), and starts the tasks a slot given back lets run.
+// (lendLocked), runs the guard, which closes a window every guardWindow
+// (guardLocked), and starts the tasks a slot given back lets run: the
+// mode's part of each pass is osMode.monitorLocked.
 func (s *Scheduler) monitor() {
 	defer close(s.monitorDone)
 	timer := time.NewTimer(time.Hour)
