@@ -191,8 +191,9 @@ func (s *Scheduler) startHandoff(t *Task, pin bool) (awake bool) {
 // reads the thread's CPU clock for taskCPULocked, fits the thread to the
 // scheduler's state (fitHandoffThread) and records it for the guard
 // (contention.go). With slice pins it returns when fn began, for the
-// placement of the next task (pin.go); the zero time otherwise.
-func (s *Scheduler) handoffBegin(t *Task) (start time.Time) {
+// placement of the next task (pin.go), by the monotonic clock
+// (systemClock, never a test's); 0 otherwise.
+func (s *Scheduler) handoffBegin(t *Task) (start int64) {
 	if s.rq.cpuClock {
 		t.os.cpuStart = osprio.ThreadCPU() // fn runs on this locked hand-off thread
 	}
@@ -203,7 +204,7 @@ func (s *Scheduler) handoffBegin(t *Task) (start time.Time) {
 	}
 	t.os.tid.Store(int32(osprio.ThreadID()))
 	if s.os.pins != nil {
-		start = time.Now()
+		start = systemClock{}.Now()
 	}
 	return start
 }

@@ -48,7 +48,7 @@ func (s *Scheduler) execute(t *Task) error {
 func (s *Scheduler) call(t *Task, inline bool) (next *Task, run osRun, err error) {
 	// Made before finish: once finish has ended a handed-off Run's Handle,
 	// its caller may recycle t (runTasks).
-	run = s.os.newRun(t)
+	run.of(t)
 	if err := t.ctx.Err(); err != nil {
 		// Its context ended while it was being dispatched: an expired
 		// context is never started.

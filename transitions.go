@@ -24,7 +24,7 @@ package cpusched
 //	spawnHandoff     spawn          a handed-off task's first start, on a
 //	                                hand-off thread (handoff.go)
 //	acquiredLocked   startLocked    a task has a slot (osStartLocked)
-//	newRun, begin,   call           fn begins: on its own goroutine,
+//	osRun.of, begin, call           fn begins: on its own goroutine,
 //	  osRun, runsNext,              locked to its thread (lowering.go), or
 //	  end                           on a hand-off thread, fitted to the
 //	                                guard's state (handoff.go); fn's end
@@ -164,12 +164,15 @@ type osRun struct {
 	locked  bool // begin locked the task's own goroutine to its thread: end unlocks it
 	left    bool // the goroutine left its hand-off thread (retire.go): it runs no next task
 	long    bool // with slice pins, fn ran past callerSpin: its thread leaves its CPU to the next (pin.go)
-	// start is, with slice pins, when fn began on a hand-off thread.
-	start time.Time
+	// start is, with slice pins, when fn began on a hand-off thread, by
+	// the monotonic clock (handoffBegin); 0 without.
+	start int64
 }
 
-// newRun is call's first step: the record of this call of t's fn.
-func (m *osMode) newRun(t *Task) osRun { return osRun{handoff: t.os.handoff} }
+// of is call's first step: r, zero, becomes the record of this call of
+// t's fn. (Set in place: an osRun literal copied in stalled the store
+// that followed, measurably in Run.)
+func (r *osRun) of(t *Task) { r.handoff = t.os.handoff }
 
 // begin is call's step before fn runs (beginFn).
 func (m *osMode) begin(t *Task, r *osRun) {
@@ -190,7 +193,7 @@ func (r *osRun) returned(t *Task) {
 // handoffReturned is returned's step for a handed-off task.
 func (r *osRun) handoffReturned(t *Task) {
 	r.left = t.os.left()
-	r.long = !r.start.IsZero() && time.Since(r.start) >= callerSpin
+	r.long = r.start > 0 && systemClock{}.Now()-r.start >= int64(callerSpin)
 }
 
 // continues reports whether n, a task that never ran, given the slot of
