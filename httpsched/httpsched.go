@@ -63,19 +63,38 @@ type handler struct {
 // included), a nil s or a nil h makes it return an error naming it (and the
 // option's valid range) and no handler.
 func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handler, error) {
-	if s == nil {
-		return nil, errors.New("httpsched: the scheduler is nil")
-	}
-	if h == nil {
-		return nil, errors.New("httpsched: the handler is nil")
-	}
-	cfg, err := newConfig(opts)
+	cfg, err := checkConfig(s, h, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := cpusched.CheckTaskOptions(cfg.taskOpts...); err != nil {
-		return nil, fmt.Errorf("httpsched: WithTaskOptions: %w", err)
+	if len(cfg.auto.names) > 0 {
+		return nil, fmt.Errorf("httpsched: %s: an option of Auto, not of a handler of one route", cfg.auto.names[0])
 	}
+	return newHandler(s, h, cfg), nil
+}
+
+// checkConfig returns the config of opts for s and h, or an error for a
+// nil s or h, or an invalid option.
+func checkConfig(s *cpusched.Scheduler, h http.Handler, opts []Option) (config, error) {
+	if s == nil {
+		return config{}, errors.New("httpsched: the scheduler is nil")
+	}
+	if h == nil {
+		return config{}, errors.New("httpsched: the handler is nil")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return config{}, err
+	}
+	if err := cpusched.CheckTaskOptions(cfg.taskOpts...); err != nil {
+		return config{}, fmt.Errorf("httpsched: WithTaskOptions: %w", err)
+	}
+	return cfg, nil
+}
+
+// newHandler returns the handler of s, h and cfg, which NewHandler or
+// NewAuto has checked.
+func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
 	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s), clock: overrunClockFor(s)}
 	if cfg.maxQueueWait > 0 {
 		hd.limit = admission.New(cfg.maxQueueWait, s.Workers())
@@ -84,7 +103,7 @@ func NewHandler(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Han
 		hd.clock.active.Add(1)
 		runtime.AddCleanup(hd, func(c *overrunClock) { c.active.Add(-1) }, hd.clock)
 	}
-	return hd, nil
+	return hd
 }
 
 // Handler returns a handler that runs each request to h as a task of s

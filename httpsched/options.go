@@ -32,6 +32,7 @@ type config struct {
 	logger          *slog.Logger                                                        // nil: slog.Default() when logging
 	loadHeader      bool                                                                // WithLoadMetricsHeader
 	errorHandler    func(w http.ResponseWriter, r *http.Request, status int, err error) // nil: plain text
+	auto            autoConfig                                                          // Auto's options (auto.go)
 	// Set by newConfig; only the package's tests replace them
 	// (export_test.go).
 	now    func() time.Duration               // times the wait of a request whose task never started

@@ -1,0 +1,256 @@
+// Package autoroute sorts a server's routes into heavy and light by the
+// CPU their requests use, for the wrappers that serve a whole server
+// (httpsched.Auto, echosched.Auto, ginsched.Auto): a heavy route's
+// requests run as cpusched tasks, a light one's directly.
+//
+// How a request's CPU is measured. The thread CPU clock is the only
+// cheap measure of one goroutine's work, and it is a goroutine's only
+// while the goroutine stays on one thread. A light route's sampled
+// request is served with its goroutine locked to its thread
+// (MeasureLocked): the clock before and after is its CPU, and the time it
+// waits on I/O, a lock or a channel is not counted, so a route that waits
+// long and computes little stays light. A heavy route's request runs
+// inside a task, where IsolationOSPriority locks and unlocks the
+// goroutine itself (and moves it off a thread it cannot raise): locking
+// it again there would keep it on that thread. So a task's sample reads
+// the thread and its clock at the start and the end (Begin, End) and
+// counts only where the thread is the same; where the mode does not lock
+// (IsolationReserve, IsolationNone) the wrappers lock it for the sample,
+// which those modes allow. CPU that a request's handler hands to other
+// goroutines is not counted.
+//
+// Cost. A route's first warmSamples requests are measured, then one in
+// lightEvery of a light route's (two clock reads, two thread ids and a
+// lock of the thread: a few microseconds, most of it what the runtime
+// pays when a locked goroutine blocks) and one in heavyEvery of a heavy
+// route's. The others pay a map lookup and an atomic add.
+//
+// The decision. Each sample moves the route's average CPU per request a
+// quarter of the way to it (avgShift): a route that turns heavy is
+// moved within a few samples. A light route turns heavy when the average
+// reaches the threshold, a heavy one light when it falls under half of it,
+// so that a route near the threshold does not flap.
+package autoroute
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultThreshold is the CPU per request at or above which a route is
+// heavy, without a threshold of the user's. docs/performance.md#auto
+// gives the measurement behind it.
+const DefaultThreshold = 500 * time.Microsecond
+
+// Limits of the threshold and of the number of routes tracked, as the
+// options' errors quote them.
+const (
+	MinThreshold     = 10 * time.Microsecond
+	MaxThreshold     = 10 * time.Second
+	DefaultMaxRoutes = 256
+	MinMaxRoutes     = 1
+	MaxMaxRoutes     = 1 << 16
+)
+
+// OtherRoute names the one route that the requests of every route beyond
+// the bound share.
+const OtherRoute = "(other)"
+
+const (
+	warmSamples = 4  // a route's first requests, all measured
+	lightEvery  = 32 // then one in lightEvery of a light route's
+	heavyEvery  = 4  // and one in heavyEvery of a heavy route's
+	avgShift    = 2  // each sample moves the average 1/(1<<avgShift) of the way
+)
+
+// CheckThreshold returns an error naming d and the valid range if d is
+// not a valid threshold.
+func CheckThreshold(d time.Duration) error {
+	if d < MinThreshold || d > MaxThreshold {
+		return fmt.Errorf("%v is out of range (%v..%v)", d, MinThreshold, MaxThreshold)
+	}
+	return nil
+}
+
+// CheckMaxRoutes returns an error naming n and the valid range if n is
+// not a valid bound on the routes tracked.
+func CheckMaxRoutes(n int) error {
+	if n < MinMaxRoutes || n > MaxMaxRoutes {
+		return fmt.Errorf("%d is out of range (%d..%d)", n, MinMaxRoutes, MaxMaxRoutes)
+	}
+	return nil
+}
+
+// Table tracks the routes of one wrapped server. Its methods are safe for
+// concurrent use.
+type Table struct {
+	threshold int64 // ns
+	max       int
+	// routes is read without a lock on every request and replaced, under
+	// mu, by a copy with one more route: a route is added once, read on
+	// every request after.
+	routes atomic.Pointer[map[string]*Route]
+	mu     sync.Mutex
+	order  []*Route // in the order they were added, under mu
+	other  *Route
+}
+
+// New returns an empty Table with threshold and a bound of max routes,
+// which the caller has checked (CheckThreshold, CheckMaxRoutes).
+func New(threshold time.Duration, max int) *Table {
+	t := &Table{threshold: int64(threshold), max: max}
+	t.other = &Route{name: OtherRoute, table: t}
+	m := map[string]*Route{}
+	t.routes.Store(&m)
+	return t
+}
+
+// Threshold returns t's threshold.
+func (t *Table) Threshold() time.Duration { return time.Duration(t.threshold) }
+
+// Route returns the route name, added at its first request; beyond the
+// bound, the route OtherRoute that all the others share.
+func (t *Table) Route(name string) *Route {
+	if r, ok := (*t.routes.Load())[name]; ok {
+		return r
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := *t.routes.Load()
+	if r, ok := old[name]; ok {
+		return r
+	}
+	if len(old) >= t.max {
+		return t.other
+	}
+	r := &Route{name: name, table: t}
+	m := make(map[string]*Route, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[name] = r
+	t.order = append(t.order, r)
+	t.routes.Store(&m)
+	return r
+}
+
+// Stats are one route's figures.
+type Stats struct {
+	Route    string
+	Heavy    bool
+	CPU      time.Duration // average CPU per sampled request
+	Requests uint64        // requests served, as a task or directly
+	Sampled  uint64        // requests measured
+	Moves    uint64        // times it changed between heavy and light
+}
+
+// Stats returns the figures of every route t tracks, in the order they
+// were added, the shared OtherRoute last if any request used it.
+func (t *Table) Stats() []Stats {
+	t.mu.Lock()
+	routes := append([]*Route(nil), t.order...)
+	t.mu.Unlock()
+	if t.other.requests.Load() > 0 {
+		routes = append(routes, t.other)
+	}
+	st := make([]Stats, len(routes))
+	for i, r := range routes {
+		st[i] = r.Stats()
+	}
+	return st
+}
+
+// Route is one route of a Table.
+type Route struct {
+	name     string
+	table    *Table
+	requests atomic.Uint64
+	sampled  atomic.Uint64
+	moves    atomic.Uint64
+	cpu      atomic.Int64 // average, ns; valid once sampled > 0
+	heavy    atomic.Bool
+	// task is what the wrapper made to run the route's requests as
+	// tasks, at the first heavy request.
+	task atomic.Pointer[any]
+}
+
+// Name returns r's name.
+func (r *Route) Name() string { return r.name }
+
+// Heavy reports whether r's requests are to run as tasks.
+func (r *Route) Heavy() bool { return r.heavy.Load() }
+
+// Next counts a request of r and reports whether it is to be measured.
+func (r *Route) Next() (sample bool) {
+	n := r.requests.Add(1)
+	if n <= warmSamples {
+		return true
+	}
+	every := uint64(lightEvery)
+	if r.heavy.Load() {
+		every = heavyEvery
+	}
+	return n%every == 0
+}
+
+// Record takes cpu, a request's CPU time in ns, into r's average and
+// moves r between heavy and light where the average has crossed.
+func (r *Route) Record(cpu int64) {
+	if cpu < 0 {
+		return
+	}
+	var avg int64
+	if r.sampled.Add(1) == 1 {
+		avg = cpu
+		r.cpu.Store(avg)
+	} else {
+		for {
+			old := r.cpu.Load()
+			avg = old + (cpu-old)>>avgShift
+			if r.cpu.CompareAndSwap(old, avg) {
+				break
+			}
+		}
+	}
+	heavy := r.heavy.Load()
+	switch {
+	case !heavy && avg >= r.table.threshold:
+		if r.heavy.CompareAndSwap(false, true) {
+			r.moves.Add(1)
+		}
+	case heavy && avg < r.table.threshold/2:
+		if r.heavy.CompareAndSwap(true, false) {
+			r.moves.Add(1)
+		}
+	}
+}
+
+// Task returns what make made, given r, to run r's requests as tasks:
+// made at the first call.
+func (r *Route) Task(make func(*Route) any) any {
+	if p := r.task.Load(); p != nil {
+		return *p
+	}
+	v := make(r)
+	if r.task.CompareAndSwap(nil, &v) {
+		return v
+	}
+	return *r.task.Load()
+}
+
+// Stats returns r's figures.
+func (r *Route) Stats() Stats {
+	st := Stats{
+		Route:    r.name,
+		Heavy:    r.heavy.Load(),
+		Requests: r.requests.Load(),
+		Sampled:  r.sampled.Load(),
+		Moves:    r.moves.Load(),
+	}
+	if st.Sampled > 0 {
+		st.CPU = time.Duration(r.cpu.Load())
+	}
+	return st
+}
