@@ -14,7 +14,10 @@ func Measurable() bool { return osprio.Supported() }
 // CPU clock, for Unlock: a light route's sample.
 func Lock() Reading {
 	runtime.LockOSThread()
-	return Begin()
+	if !Measurable() {
+		return Reading{}
+	}
+	return Reading{tid: lockedThread, cpu: osprio.ThreadCPU()}
 }
 
 // Unlock records in r the thread's CPU time since b, read by Lock, and
@@ -24,12 +27,16 @@ func (r *Route) Unlock(b Reading) {
 	runtime.UnlockOSThread()
 }
 
-// Reading is where a sample in a task began: the thread and its CPU
-// clock.
+// Reading is where a sample began: the thread (lockedThread for Lock's:
+// the goroutine cannot leave it) and its CPU clock.
 type Reading struct {
 	tid int
 	cpu int64
 }
+
+// lockedThread is the tid of Lock's readings, whose thread need not be
+// read again: a thread id is a system call.
+const lockedThread = -1
 
 // Begin reads the calling thread and its CPU clock, for End.
 func Begin() Reading {
@@ -43,7 +50,7 @@ func Begin() Reading {
 // the thread b read (see the package comment); it returns whether it
 // was.
 func (r *Route) End(b Reading) bool {
-	if b.tid == 0 || osprio.ThreadID() != b.tid {
+	if b.tid == 0 || b.tid != lockedThread && osprio.ThreadID() != b.tid {
 		return false
 	}
 	r.Record(osprio.ThreadCPU() - b.cpu)
