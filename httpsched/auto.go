@@ -98,6 +98,9 @@ type autoHandler struct {
 	// (IsolationReserve, IsolationNone), so a heavy request's sample does.
 	lockInTask bool
 	makeTask   func(*autoroute.Route) any // a heavy route's Handler
+	// light is a Handler of h with the options, never served: the light
+	// requests count in its meter (s's) and carry its load header.
+	light *handler
 }
 
 // NewAuto returns a handler that serves h, a whole server, as Auto says.
@@ -129,11 +132,9 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 	a.table = autoroute.New(threshold, maxRoutes)
 	autoroute.Register(s, a.table)
 	a.lockInTask = s.Stats().Isolation != cpusched.IsolationOSPriority
-	a.makeTask = func(rt *autoroute.Route) any {
-		cfg := a.cfg
-		cfg.auto = autoConfig{}
-		return newHandler(s, &autoTask{a: a, rt: rt}, cfg)
-	}
+	cfg.auto = autoConfig{}
+	a.makeTask = func(rt *autoroute.Route) any { return newHandler(s, &autoTask{a: a, rt: rt}, cfg) }
+	a.light = newHandler(s, h, cfg)
 	return a, nil
 }
 
@@ -173,10 +174,16 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 // (cpusched.WithIdleRelease) or the handler wraps the wait in
 // TaskFrom(r.Context()).Blocking.
 //
+// The options other than Auto's own apply to each heavy route's Handler
+// as Handler says. A light route's request counts in s's load reports
+// too (their rates), and with WithLoadMetricsHeader its response carries
+// the report as it was when the request came.
+//
 // Cost on a light route's request, once classified
-// (BenchmarkAutoLight against BenchmarkDirect): the route lookup (for a
-// ServeMux, its Handler method: the mux routes the request twice) and an
-// atomic add; no allocation. AutoRoutesOf and AutoRoutes give each
+// (BenchmarkAutoLight against BenchmarkAutoMuxDirect): the route lookup
+// (for a ServeMux, its Handler method: the mux routes the request twice),
+// a few atomic operations, and a sample's clock reads spread over the
+// requests; no allocation. AutoRoutesOf and AutoRoutes give each
 // route's figures, and promsched exports them.
 //
 // An invalid option, a nil s or a nil h makes Auto panic with the error
@@ -205,6 +212,10 @@ func (a *autoHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt.Heavy() {
 		rt.Task(a.makeTask).(http.Handler).ServeHTTP(w, r)
 		return
+	}
+	a.light.meter.Arrive()
+	if a.cfg.loadHeader {
+		a.light.addLoadHeader(w)
 	}
 	if rt.Next() {
 		a.serveLocked(rt, w, r)

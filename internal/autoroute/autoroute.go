@@ -20,10 +20,13 @@
 // goroutines is not counted.
 //
 // Cost. A route's first warmSamples requests are measured, then one in
-// lightEvery of a light route's (two clock reads, two thread ids and a
-// lock of the thread: a few microseconds, most of it what the runtime
-// pays when a locked goroutine blocks) and one in heavyEvery of a heavy
-// route's. The others pay a map lookup and an atomic add.
+// lightEvery of a light route's (two reads of the thread's clock, system
+// calls, and a lock of the thread: microseconds, more where a locked
+// goroutine blocks), one in tinyEvery of a light route's whose average
+// is under a tinyShare of the threshold (a route that grows heavy is
+// still seen within a few hundred requests), and one in heavyEvery of a
+// heavy route's (inside a task: two thread ids more). The others pay a
+// map lookup and an atomic add.
 //
 // The decision. Each sample moves the route's average CPU per request a
 // quarter of the way to it (avgShift): a route that turns heavy is
@@ -59,9 +62,11 @@ const (
 const OtherRoute = "(other)"
 
 const (
-	warmSamples = 4  // a route's first requests, all measured
-	lightEvery  = 32 // then one in lightEvery of a light route's
-	heavyEvery  = 4  // and one in heavyEvery of a heavy route's
+	warmSamples = 4   // a route's first requests, all measured
+	lightEvery  = 32  // then one in lightEvery of a light route's
+	tinyEvery   = 256 // or of one under a tinyShare of the threshold
+	tinyShare   = 8
+	heavyEvery  = 4 // and one in heavyEvery of a heavy route's
 	avgShift    = 2  // each sample moves the average 1/(1<<avgShift) of the way
 )
 
@@ -188,9 +193,14 @@ func (r *Route) Next() (sample bool) {
 	if n <= warmSamples {
 		return true
 	}
-	every := uint64(lightEvery)
-	if r.heavy.Load() {
+	var every uint64
+	switch {
+	case r.heavy.Load():
 		every = heavyEvery
+	case r.cpu.Load() < r.table.threshold/tinyShare:
+		every = tinyEvery
+	default:
+		every = lightEvery
 	}
 	return n%every == 0
 }

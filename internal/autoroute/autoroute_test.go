@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched/internal/leakcheck"
+	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 func TestMain(m *testing.M) { leakcheck.VerifyTestMain(m) }
@@ -19,23 +20,35 @@ func TestSampling(t *testing.T) {
 	tb := New(time.Millisecond, 8)
 	r := tb.Route("/a")
 	var sampled []int
-	for i := 1; i <= 200; i++ {
+	for i := 1; i <= 600; i++ {
 		if r.Next() {
 			sampled = append(sampled, i)
 		}
 	}
-	want := []int{1, 2, 3, 4, 32, 64, 96, 128, 160, 192}
+	// No sample recorded: its average is 0, under an eighth of the
+	// threshold.
+	if want := []int{1, 2, 3, 4, 256, 512}; fmt.Sprint(sampled) != fmt.Sprint(want) {
+		t.Errorf("light route sampled requests %v, want %v", sampled, want)
+	}
+	r.Record(int64(time.Millisecond / 4))
+	sampled = sampled[:0]
+	for i := 601; i <= 700; i++ {
+		if r.Next() {
+			sampled = append(sampled, i)
+		}
+	}
+	want := []int{608, 640, 672}
 	if fmt.Sprint(sampled) != fmt.Sprint(want) {
 		t.Errorf("light route sampled requests %v, want %v", sampled, want)
 	}
-	r.Record(int64(2 * time.Millisecond))
+	r.Record(int64(4 * time.Millisecond)) // 0.25 + 3.75/4 ms: heavy
 	sampled = sampled[:0]
-	for i := 201; i <= 216; i++ {
+	for i := 701; i <= 716; i++ {
 		if r.Next() {
 			sampled = append(sampled, i)
 		}
 	}
-	if want := []int{204, 208, 212, 216}; fmt.Sprint(sampled) != fmt.Sprint(want) {
+	if want := []int{704, 708, 712, 716}; fmt.Sprint(sampled) != fmt.Sprint(want) {
 		t.Errorf("heavy route sampled requests %v, want %v", sampled, want)
 	}
 }
@@ -116,14 +129,13 @@ func TestMeasure(t *testing.T) {
 	tb := New(time.Millisecond, 8)
 	spinning, sleeping := tb.Route("spin"), tb.Route("sleep")
 	b := Lock()
-	deadline := time.Now().Add(5 * time.Millisecond)
-	for time.Now().Before(deadline) {
+	for osprio.ThreadCPU()-b.cpu < int64(5*time.Millisecond) {
 	}
 	spinning.Unlock(b)
 	b = Lock()
 	time.Sleep(5 * time.Millisecond)
 	sleeping.Unlock(b)
-	if st := spinning.Stats(); st.CPU < 3*time.Millisecond || st.CPU > 50*time.Millisecond {
+	if st := spinning.Stats(); st.CPU < 5*time.Millisecond || st.CPU > 50*time.Millisecond {
 		t.Errorf("5 ms of spinning measured %v", st.CPU)
 	}
 	if st := sleeping.Stats(); st.CPU > time.Millisecond {
