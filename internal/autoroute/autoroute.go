@@ -67,7 +67,7 @@ const (
 	tinyEvery   = 256 // or of one under a tinyShare of the threshold
 	tinyShare   = 8
 	heavyEvery  = 4 // and one in heavyEvery of a heavy route's
-	avgShift    = 2  // each sample moves the average 1/(1<<avgShift) of the way
+	avgShift    = 2 // each sample moves the average 1/(1<<avgShift) of the way
 )
 
 // CheckThreshold returns an error naming d and the valid range if d is
