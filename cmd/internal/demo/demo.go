@@ -19,7 +19,8 @@
 //	                 httpsched: 503 with Retry-After once the scheduler is
 //	                 closed); checkpoint=0 runs a task's passes straight
 //	                 through with no Checkpoint, as a library call that
-//	                 cannot yield would (direct passes never checkpoint);
+//	                 cannot yield would (direct passes call
+//	                 Checkpoint too, a no-op but in Auto's tasks);
 //	                 the task options class, nice and group apply
 //	                 to sched=1 (Config.Groups weights groups and counts
 //	                 their passes); a sched=1 answer carries the task's
@@ -30,6 +31,19 @@
 //	/stats           JSON: see Stats
 //	/metrics         Prometheus metrics: promsched's, the Go runtime's, the process's
 //	/debug/pprof/    net/http/pprof, on this server's own mux
+//
+// With Config.Auto (`cpusched serve -auto`) the whole mux is served
+// through httpsched.Auto, and no route is marked by hand: Auto measures
+// the CPU of each route's requests (a route is its mux pattern, so
+// /checksum is one route whatever its parameters) and runs the requests
+// of the routes it finds heavy as tasks. /checksum then ignores sched:
+// sched=1 is served as sched=0, since its passes would otherwise run as a
+// task inside Auto's task, and Auto, not the client, decides whether a
+// request runs as one. The passes run on the handler goroutine, with a
+// Checkpoint after every pass unless checkpoint=0 (a no-op while the
+// route is light: the handler has no task then); class, nice and group
+// apply to the requests Auto runs as tasks, and such an answer carries
+// Cpusched-Waited-Ns. /stats lists Auto's routes (Stats.AutoRoutes).
 package demo
 
 import (
@@ -103,15 +117,23 @@ type Config struct {
 	// slots by them, and Stats.PassesByGroup counts each one's passes.
 	// nil tracks none.
 	Groups map[string]int
+	// Auto serves the whole mux through httpsched.Auto with the server's
+	// scheduler (see the package comment): the routes whose requests use
+	// httpsched.DefaultHeavyThreshold of CPU or more run as tasks. false
+	// serves the mux as it is, /checksum's sched choosing.
+	Auto bool
 }
 
 // Server holds the demo's scheduler, buffer and counters. Its handler is
 // safe for concurrent use. Close it to stop the scheduler.
 type Server struct {
-	cfg     Config
-	sched   *cpusched.Scheduler
-	buf     []byte // read-only after NewServer: CRC32 input
-	mux     *http.ServeMux
+	cfg   Config
+	sched *cpusched.Scheduler
+	buf   []byte // read-only after NewServer: CRC32 input
+	mux   *http.ServeMux
+	// handler is what the server serves: mux, or with Config.Auto mux
+	// wrapped in httpsched.Auto.
+	handler http.Handler
 	started time.Time
 	// scheduled serves the checksum requests that run as tasks
 	// (httpsched.Handler over checksumScheduled).
@@ -183,6 +205,18 @@ func NewServer(cfg Config) (*Server, error) {
 	s.routeAs("/debug/pprof/profile", "/debug/pprof/", pprof.Profile)
 	s.routeAs("/debug/pprof/symbol", "/debug/pprof/", pprof.Symbol)
 	s.routeAs("/debug/pprof/trace", "/debug/pprof/", pprof.Trace)
+	s.handler = s.mux
+	if cfg.Auto {
+		// A bad class, nice or group gives no options here, so that the
+		// request reaches checksum, whose 400 names the parameter.
+		s.handler = httpsched.Auto(sched, s.mux, httpsched.WithRequestTaskOptions(func(r *http.Request) ([]cpusched.TaskOption, error) {
+			opts, _, param, _ := parseTaskOptions(r.URL.Query())
+			if param != "" {
+				return nil, nil
+			}
+			return opts, nil
+		}))
+	}
 	return s, nil
 }
 
@@ -204,8 +238,9 @@ func (s *Server) routeAs(path, name string, h http.HandlerFunc) {
 	})
 }
 
-// Handler returns the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the server's HTTP handler: with Config.Auto, the one
+// httpsched.Auto made.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Close closes the scheduler (see cpusched.Scheduler.Close): running tasks
 // go on until they end or ctx ends, and are then cancelled. Requests that
@@ -340,46 +375,66 @@ func parseChecksum(r *http.Request, defaultPasses int, defaultSched bool) (p che
 	if p.checkpoint, ok = parseBit(q, "checkpoint", true); !ok {
 		return p, "checkpoint", fmt.Sprintf("must be 0 (a task's passes without Checkpoint) or 1 (a Checkpoint after every pass), got %q", q.Get("checkpoint"))
 	}
+	p.opts, p.group, param, reason = parseTaskOptions(q)
+	return p, param, reason
+}
+
+// parseTaskOptions parses the task options of q: class, nice and group.
+// On a bad one it returns its name and the reason.
+func parseTaskOptions(q url.Values) (opts []cpusched.TaskOption, group, param, reason string) {
 	if q.Has("class") {
 		c, err := cpusched.ParseClass(q.Get("class"))
 		if err != nil {
-			return p, "class", err.Error()
+			return nil, "", "class", err.Error()
 		}
-		p.opts = append(p.opts, cpusched.WithClass(c))
+		opts = append(opts, cpusched.WithClass(c))
 	}
 	if q.Has("nice") {
 		n, err := strconv.Atoi(q.Get("nice"))
 		if err != nil || n < cpusched.MinNice || n > cpusched.MaxNice {
-			return p, "nice", fmt.Sprintf("must be an integer in %d..%d, got %q", cpusched.MinNice, cpusched.MaxNice, q.Get("nice"))
+			return nil, "", "nice", fmt.Sprintf("must be an integer in %d..%d, got %q", cpusched.MinNice, cpusched.MaxNice, q.Get("nice"))
 		}
-		p.opts = append(p.opts, cpusched.WithNice(n))
+		opts = append(opts, cpusched.WithNice(n))
 	}
 	if q.Has("group") {
 		if g := q.Get("group"); len(g) > MaxGroupLen {
-			return p, "group", fmt.Sprintf("must be at most %d bytes, got %d", MaxGroupLen, len(g))
+			return nil, "", "group", fmt.Sprintf("must be at most %d bytes, got %d", MaxGroupLen, len(g))
 		}
-		p.group = q.Get("group")
-		p.opts = append(p.opts, cpusched.WithGroup(p.group))
+		group = q.Get("group")
+		opts = append(opts, cpusched.WithGroup(group))
 	}
-	return p, "", ""
+	return opts, group, "", ""
 }
 
 // checksum runs the CRC32 passes and answers
 // {"passes":N,"crc":"xxxxxxxx","sched":B}. Responses of one endpoint have one
 // length (ab counts a change of length as a failed request). With sched=1 the
 // passes run as a task through httpsched, which answers 503 when the
-// scheduler is closed or its queue full, and 500 if the task panicked.
+// scheduler is closed or its queue full, and 500 if the task panicked. With
+// Config.Auto every request takes the direct path, sched=1 too (B is then
+// false), and runs as a task where Auto found the route heavy.
 func (s *Server) checksum(w http.ResponseWriter, r *http.Request, defaultPasses int, defaultSched bool) {
 	p, param, reason := parseChecksum(r, defaultPasses, defaultSched)
 	if param != "" {
 		badRequest(w, param, "%s", reason)
 		return
 	}
+	if s.cfg.Auto {
+		p.sched = false
+	}
 	if p.sched {
 		s.scheduled.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), checksumParamsKey{}, &p)))
 		return
 	}
-	done, crc, err := s.checksumDirect(r.Context(), p.passes)
+	task := httpsched.TaskFrom(r.Context()) // nil but under Auto, on a heavy route
+	var group *atomic.Uint64
+	if task != nil {
+		group = s.groupCounter(p.group) // the group is the task's (Auto's request options)
+	}
+	done, crc, err := s.checksumDirect(r.Context(), task, p.passes, p.checkpoint, group)
+	if task != nil {
+		w.Header().Set(WaitedHeader, strconv.FormatInt(int64(task.Waited()), 10))
+	}
 	writeChecksum(w, p, done, crc, err)
 }
 
@@ -421,19 +476,38 @@ func writeChecksum(w http.ResponseWriter, p checksumParams, done int, crc uint32
 }
 
 // checksumDirect runs n passes on the calling goroutine, stopping early if
-// ctx ends (the client is gone or the server stops).
-func (s *Server) checksumDirect(ctx context.Context, n int) (done int, crc uint32, err error) {
+// ctx ends (the client is gone or the server stops). t is the task the
+// goroutine runs as (httpsched.TaskFrom: Auto's, on a heavy route), or nil:
+// with checkpoint set, every pass but the last ends with t.Checkpoint, as
+// a handler written for Auto does, and an error from it stops the passes.
+// A nil t's Checkpoint returns nil at once (BenchmarkChecksumDirect
+// measures the loop with and without it). The passes count as the
+// scheduler's where t is not nil, and in group too (nil: none).
+func (s *Server) checksumDirect(ctx context.Context, t *cpusched.Task, n int, checkpoint bool, group *atomic.Uint64) (done int, crc uint32, err error) {
+	counter := &s.passesDirect
+	if t != nil {
+		counter = &s.passesSched
+	}
 	cancelled := ctx.Done()
 	for done < n {
 		crc = crc32.Update(crc, crc32.IEEETable, s.buf)
 		done++
-		s.passDone(&s.passesDirect, done)
+		s.passDone(counter, done)
+		if group != nil {
+			group.Add(1)
+		}
+		if done == n {
+			break
+		}
 		select {
 		case <-cancelled:
-			if done < n {
-				return done, crc, ctx.Err()
-			}
+			return done, crc, ctx.Err()
 		default:
+		}
+		if checkpoint {
+			if err := t.Checkpoint(); err != nil {
+				return done, crc, err
+			}
 		}
 	}
 	return done, crc, nil

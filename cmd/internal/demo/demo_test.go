@@ -163,24 +163,36 @@ func TestBadRequests(t *testing.T) {
 
 // TestChecksumTaskWithoutCheckpoint: with checkpoint=0 a task's passes
 // never reach a Checkpoint, so a cancellation does not stop them; with a
-// Checkpoint per pass the first one after it does.
+// Checkpoint per pass the first one after it does. The same holds for the
+// direct path's passes inside a task, as Auto runs them (given a context
+// that is not cancelled, so that only Checkpoint can stop them).
 func TestChecksumTaskWithoutCheckpoint(t *testing.T) {
 	s, _ := newTestServer(t, Config{Workers: 1})
-	for _, checkpoint := range []bool{false, true} {
-		ctx, cancel := context.WithCancel(context.Background())
-		var done int
-		var passErr error
-		_ = s.sched.Run(ctx, func(task *cpusched.Task) error {
+	passes := map[string]func(*cpusched.Task, bool) (int, uint32, error){
+		"task": func(task *cpusched.Task, checkpoint bool) (int, uint32, error) {
+			return s.checksumTask(task, 5, checkpoint, nil)
+		},
+		"direct in a task": func(task *cpusched.Task, checkpoint bool) (int, uint32, error) {
+			return s.checksumDirect(context.Background(), task, 5, checkpoint, nil)
+		},
+	}
+	for name, run := range passes {
+		for _, checkpoint := range []bool{false, true} {
+			ctx, cancel := context.WithCancel(context.Background())
+			var done int
+			var passErr error
+			_ = s.sched.Run(ctx, func(task *cpusched.Task) error {
+				cancel()
+				// Checkpoint sees the cancellation shortly after it happens.
+				time.Sleep(50 * time.Millisecond)
+				done, _, passErr = run(task, checkpoint)
+				return nil
+			})
 			cancel()
-			// Checkpoint sees the cancellation shortly after it happens.
-			time.Sleep(50 * time.Millisecond)
-			done, _, passErr = s.checksumTask(task, 5, checkpoint, nil)
-			return nil
-		})
-		cancel()
-		wantDone := map[bool]int{false: 5, true: 1}[checkpoint]
-		if done != wantDone || (passErr != nil) != checkpoint {
-			t.Errorf("checkpoint %v: got %d passes (error %v), want %d passes, an error only with Checkpoints", checkpoint, done, passErr, wantDone)
+			wantDone := map[bool]int{false: 5, true: 1}[checkpoint]
+			if done != wantDone || (passErr != nil) != checkpoint {
+				t.Errorf("%s, checkpoint %v: got %d passes (error %v), want %d passes, an error only with Checkpoints", name, checkpoint, done, passErr, wantDone)
+			}
 		}
 	}
 }

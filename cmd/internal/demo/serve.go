@@ -34,6 +34,8 @@ type Listening struct {
 	// Raisable is cpusched.Stats.ThreadsRaisable: in IsolationOSPriority,
 	// whether a lowered thread can be raised back here.
 	Raisable bool
+	// Auto is Config.Auto: the mux served through httpsched.Auto.
+	Auto bool
 }
 
 // String returns the fixed, machine-readable form
@@ -42,14 +44,18 @@ type Listening struct {
 //
 // that `cpusched serve` prints after "cpusched serve: " and that programs
 // starting it parse to find the port. In IsolationOSPriority, where it
-// matters, " raisable=true" or " raisable=false" follows gomaxprocs.
+// matters, " raisable=true" or " raisable=false" follows gomaxprocs; with
+// Auto, " auto=true" ends the list.
 func (l Listening) String() string {
-	raisable := ""
+	more := ""
 	if l.Isolation == cpusched.IsolationOSPriority {
-		raisable = fmt.Sprintf(" raisable=%t", l.Raisable)
+		more = fmt.Sprintf(" raisable=%t", l.Raisable)
+	}
+	if l.Auto {
+		more += " auto=true"
 	}
 	return fmt.Sprintf("listening on http://%s (isolation=%s workers=%d gomaxprocs=%d%s)",
-		l.Addr, l.Isolation, l.Workers, l.GOMAXPROCS, raisable)
+		l.Addr, l.Isolation, l.Workers, l.GOMAXPROCS, more)
 }
 
 // Serve builds a Server from cfg, listens on addr (port 0 picks a free
@@ -94,7 +100,7 @@ func (s *Server) serve(ctx context.Context, ln net.Listener, ready func(Listenin
 
 	if ready != nil {
 		st := s.sched.Stats()
-		ready(Listening{Addr: ln.Addr().String(), Isolation: st.Isolation, Workers: st.Workers, GOMAXPROCS: gomaxprocs(), Raisable: st.ThreadsRaisable})
+		ready(Listening{Addr: ln.Addr().String(), Isolation: st.Isolation, Workers: st.Workers, GOMAXPROCS: gomaxprocs(), Raisable: st.ThreadsRaisable, Auto: s.cfg.Auto})
 	}
 
 	var errs []error

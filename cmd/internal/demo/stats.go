@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/httpsched"
 )
 
 // Stats is what GET /stats returns, as JSON. Times are in milliseconds.
@@ -21,7 +22,9 @@ type Stats struct {
 	Garbage      int     `json:"garbage_bytes"` // Config.Garbage: a fast request's response buffer
 
 	// Passes counts the CRC32 passes done since the server started, split
-	// into those run on handler goroutines (sched=0) and as tasks (sched=1).
+	// into those run on handler goroutines outside any task (sched=0) and
+	// as tasks (sched=1, or with Config.Auto the requests Auto runs as
+	// tasks).
 	Passes       uint64 `json:"passes"`
 	PassesDirect uint64 `json:"passes_direct"`
 	PassesSched  uint64 `json:"passes_sched"`
@@ -32,12 +35,26 @@ type Stats struct {
 	// Requests counts the requests each route received (whatever their
 	// status), by path; every pprof path counts under "/debug/pprof/".
 	Requests map[string]uint64 `json:"requests"`
+	// AutoRoutes are the routes httpsched.Auto tracks, with Config.Auto
+	// (absent without), in the order of their first requests.
+	AutoRoutes []AutoRoute `json:"auto_routes,omitempty"`
 
 	Scheduler SchedulerStats `json:"scheduler"`
 	GC        GCStats        `json:"gc"`
 	// SchedLatency is /sched/latencies:seconds: the time goroutines spent
 	// runnable before they ran, over the process's life.
 	SchedLatency Histogram `json:"sched_latency"`
+}
+
+// AutoRoute is httpsched.AutoRoute for JSON: one route's figures.
+type AutoRoute struct {
+	Route string `json:"route"` // the mux pattern, e.g. "GET /checksum"
+	Heavy bool   `json:"heavy"` // its requests run as tasks now
+	// CPUMS is its average CPU per sampled request; 0 before the first.
+	CPUMS    float64 `json:"cpu_ms"`
+	Requests uint64  `json:"requests"`
+	Sampled  uint64  `json:"sampled"` // requests measured
+	Moves    uint64  `json:"moves"`   // moves between heavy and light
 }
 
 // SchedulerStats is cpusched.Stats with every field, named for JSON.
@@ -152,6 +169,11 @@ func (s *Server) Stats() Stats {
 	st.Isolation, st.Workers = st.Scheduler.Isolation, st.Scheduler.Workers
 	for name, n := range s.requests {
 		st.Requests[name] = n.Load()
+	}
+	routes, _ := httpsched.AutoRoutesOf(s.handler)
+	for _, r := range routes {
+		st.AutoRoutes = append(st.AutoRoutes, AutoRoute{Route: r.Route, Heavy: r.Heavy, CPUMS: ms(r.CPU),
+			Requests: r.Requests, Sampled: r.Sampled, Moves: r.Moves})
 	}
 
 	samples := []metrics.Sample{
