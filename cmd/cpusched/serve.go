@@ -30,6 +30,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	slice := fs.Duration("slice", 0, fmt.Sprintf("scheduler time slice; 0 lets the isolation mode choose (%v, or 10ms for ospriority)", cpusched.DefaultSlice))
 	garbage := fs.Int("garbage", demo.DefaultGarbage, fmt.Sprintf("bytes of the response buffer every fast request (/delay, /delay1ms) builds and leaves to the collector, 0..%d; with any, the CRC32 work also allocates %d KiB every %d passes; 0: no garbage at all", demo.MaxGarbage, demo.TaskGarbage>>10, demo.TaskGarbageEvery))
 	groups := fs.String("groups", "", fmt.Sprintf("groups to track, NAME=WEIGHT,... (weights %d..%d): /checksum?group=NAME's tasks share the slots by them, and /stats counts each one's passes", demo.MinGroupWeight, demo.MaxGroupWeight))
+	auto := fs.Bool("auto", false, "serve the whole server through httpsched.Auto: the routes whose requests use the most CPU (here /checksum) run as tasks, found by measuring, none marked; /checksum's sched is then ignored (sched=1 is served as sched=0), and /stats lists the routes")
 	heavy := fs.Bool("gc", false, fmt.Sprintf("heavy garbage: -garbage %d (%d KiB per fast request), to keep the collector always busy", demo.HeavyGarbage, demo.HeavyGarbage>>10))
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched serve [flags]")
@@ -73,7 +74,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// The scheduler's few events (mode, GOMAXPROCS raised and restored,
 	// fallback) go to stderr, as they did before WithLogger existed.
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, Garbage: *garbage, Logger: logger, Groups: groupWeights}
+	cfg := demo.Config{Isolation: mode, Workers: *workers, Slice: *slice, Garbage: *garbage, Logger: logger, Groups: groupWeights, Auto: *auto}
 	return demo.Serve(ctx, *addr, cfg, func(l demo.Listening) {
 		fmt.Fprintf(stdout, "cpusched serve: %s\n", l)
 	})

@@ -63,17 +63,27 @@ func TestServeListenFailure(t *testing.T) {
 }
 
 // listeningLine is the line the benchmark parses.
-var listeningLine = regexp.MustCompile(`^cpusched serve: listening on (http://127\.0\.0\.1:[1-9][0-9]*) \(isolation=(\S+) workers=([1-9][0-9]*) gomaxprocs=([1-9][0-9]*)( raisable=(true|false))?\)$`)
+var listeningLine = regexp.MustCompile(`^cpusched serve: listening on (http://127\.0\.0\.1:[1-9][0-9]*) \(isolation=(\S+) workers=([1-9][0-9]*) gomaxprocs=([1-9][0-9]*)( raisable=(true|false))?( auto=true)?\)$`)
 
 func TestServeRunsUntilCancelled(t *testing.T) {
+	t.Run("mux", func(t *testing.T) { testServeRuns(t, false) })
+	t.Run("auto", func(t *testing.T) { testServeRuns(t, true) })
+}
+
+// testServeRuns runs serve, with -auto or without, until cancelled.
+func testServeRuns(t *testing.T, auto bool) {
 	verifyNoLeaks(t)
+	args := []string{"serve", "-addr", "127.0.0.1:0", "-isolation", "none", "-workers", "2", "-gc"}
+	if auto {
+		args = append(args, "-auto")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out, stdout := io.Pipe()
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		code := dispatch(ctx, []string{"serve", "-addr", "127.0.0.1:0", "-isolation", "none", "-workers", "2", "-gc"}, stdout, &stderr)
+		code := dispatch(ctx, args, stdout, &stderr)
 		stdout.Close()
 		done <- code
 	}()
@@ -82,8 +92,8 @@ func TestServeRunsUntilCancelled(t *testing.T) {
 		t.Fatalf("reading the listening line: %v (stderr %q)", err, stderr.String())
 	}
 	m := listeningLine.FindStringSubmatch(strings.TrimSuffix(line, "\n"))
-	if m == nil || m[2] != "none" || m[3] != "2" {
-		t.Fatalf("got %q, want a line matching %v with isolation=none workers=2", line, listeningLine)
+	if m == nil || m[2] != "none" || m[3] != "2" || (m[7] != "") != auto {
+		t.Fatalf("got %q, want a line matching %v with isolation=none workers=2, auto=true only with -auto", line, listeningLine)
 	}
 	for _, path := range []string{"/delay1ms", "/checksumWithCpuWorker?n=2", "/stats"} {
 		resp, err := http.Get(m[1] + path)
