@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -35,14 +36,14 @@ func TestLabLibcallsUsageErrors(t *testing.T) {
 		checkUsageError(t, []string{"lab", "libcalls", "-privileged"}, "-privileged keeps root's privileges")
 	}
 	var stdout, stderr bytes.Buffer
-	for _, args := range [][]string{{"lab-child", "libcalls"}, {"lab-child", "libcalls", "serve", "-cost", "99"}} {
+	for _, args := range [][]string{{"lab-child", "libcalls"}, {"lab-child", "libcalls", "serve", "-cost", "99"}, {"lab-child", "libcalls", "serve", "-floor", "-auto"}} {
 		if code := dispatch(context.Background(), args, &stdout, &stderr); code != 2 {
 			t.Errorf("%q: got exit %d, want 2", args, code)
 		}
 	}
 }
 
-// TestLabLibcallsQuick runs the whole experiment, servers and floor
+// TestLabLibcallsQuick runs the whole experiment, servers, auto and floor
 // included (as uid 65534 when the test runs as root), in short windows
 // with cheap calls, and checks the document's shape, not its figures.
 func TestLabLibcallsQuick(t *testing.T) {
@@ -62,12 +63,12 @@ func TestLabLibcallsQuick(t *testing.T) {
 	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
 		t.Fatalf("output %q: %v", stdout.String(), err)
 	}
-	if doc.Runs != 1 || len(doc.Results) != 1 || doc.Server == "" || len(doc.Targets) != 3 {
-		t.Fatalf("got %d runs (%d results), server %q, %d targets; want 1 run of -quick, a server and 3 targets",
+	if doc.Runs != 1 || len(doc.Results) != 1 || doc.Server == "" || len(doc.Targets) != 4 {
+		t.Fatalf("got %d runs (%d results), server %q, %d targets; want 1 run of -quick, a server and 4 targets",
 			doc.Runs, len(doc.Results), doc.Server, len(doc.Targets))
 	}
 	r := doc.Results[0]
-	want := []string{libcalls.StepIdle, libcalls.StepDirect, libcalls.StepSched}
+	want := []string{libcalls.StepIdle, libcalls.StepDirect, libcalls.StepSched, libcalls.StepAuto}
 	if r.FloorSkipped == "" {
 		want = append(want, libcalls.StepFloor)
 	}
@@ -78,7 +79,7 @@ func TestLabLibcallsQuick(t *testing.T) {
 		if s.Step != want[i] || s.Probe.Completed == 0 {
 			t.Errorf("step %d: got %s with %d probe responses, want %s with some", i, s.Step, s.Probe.Completed, want[i])
 		}
-		if s.Step == libcalls.StepDirect || s.Step == libcalls.StepSched {
+		if s.Step == libcalls.StepDirect || s.Step == libcalls.StepSched || s.Step == libcalls.StepAuto {
 			for _, kind := range libcalls.Kinds {
 				if k := s.Kind(kind); k == nil || k.Calls <= 0 || k.Failed != 0 {
 					t.Errorf("step %s: got %s %+v, want calls in the window and none failed", s.Step, kind, k)
@@ -86,8 +87,24 @@ func TestLabLibcallsQuick(t *testing.T) {
 			}
 		}
 	}
-	if r.Server.Isolation == "" || (r.Floor != nil && r.Floor.IdleThreads == 0) {
-		t.Errorf("got server %+v, floor %+v; want an isolation mode and the floor's lowered threads", r.Server, r.Floor)
+	if r.Server.Isolation == "" || (r.Floor != nil && r.Floor.IdleThreads == 0) || r.Auto == nil || r.Auto.Isolation == "" {
+		t.Errorf("got server %+v, auto %+v, floor %+v; want isolation modes and the floor's lowered threads", r.Server, r.Auto, r.Floor)
+	}
+	if a := r.Step(libcalls.StepAuto); a != nil && a.P99XSched <= 0 {
+		t.Errorf("auto step: got p99 x sched %v, want a ratio", a.P99XSched)
+	}
+	if a := r.Step(libcalls.StepAuto); a != nil && runtime.GOOS == "linux" {
+		// A gzip of 2 MiB takes tens of milliseconds of CPU: heavy from its
+		// first request, the warm-up's.
+		var gzip *libcalls.AutoRoute
+		for i := range a.Routes {
+			if a.Routes[i].Route == "GET /direct/gzip" {
+				gzip = &a.Routes[i]
+			}
+		}
+		if gzip == nil || !gzip.Heavy || gzip.CPUMs <= 0 {
+			t.Errorf("auto step: got gzip's route %+v of %+v, want it heavy with its CPU", gzip, a.Routes)
+		}
 	}
 	if !strings.Contains(stderr.String(), "lab libcalls: 1 runs of") {
 		t.Errorf("stderr %q lacks the plan", stderr.String())

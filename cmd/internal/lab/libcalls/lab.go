@@ -22,7 +22,7 @@ import (
 func Experiment() lab.Experiment {
 	return lab.Experiment{
 		Name:    "libcalls",
-		Summary: "gzip and bcrypt calls, which cannot call Checkpoint, through httpsched against direct, beside a 1 ms route",
+		Summary: "gzip and bcrypt calls, which cannot call Checkpoint, through httpsched (by hand, and by Auto) against direct, beside a 1 ms route",
 		QuickHelp: fmt.Sprintf("short run: -runs %d, -window %v, -warmup %v (under 20 s)",
 			QuickRuns, QuickWindow, QuickWarmup),
 		OutHelp: "write libcalls.json and a bar chart of the probe's median p99 by step (libcalls.png) into this directory",
@@ -37,7 +37,8 @@ type run struct {
 	kinds               *string
 	rate                *float64
 	window, warmup      *time.Duration
-	floor, privileged   *bool
+	auto, floor         *bool
+	privileged          *bool
 	cfg                 Config
 }
 
@@ -49,13 +50,14 @@ func (r *run) Flags(fs *flag.FlagSet) {
 	r.window = fs.Duration("window", DefaultWindow, fmt.Sprintf("each step's measured window (%v..%v)", MinWindow, MaxWindow))
 	r.warmup = fs.Duration("warmup", DefaultWarmup, fmt.Sprintf("each step's load before its window (0s..%v)", MaxWarmup))
 	r.cost = fs.Int("cost", DefaultCost, fmt.Sprintf("bcrypt cost (%d..%d); each step doubles a hash's work", MinCost, MaxCost))
+	r.auto = fs.Bool("auto", true, "also measure auto: the probe and the same clients on a second server whose whole mux is wrapped in httpsched.Auto, no route marked by hand")
 	r.floor = fs.Bool("floor", true, "also measure the floor: the same clients on a second server whose threads are all SCHED_IDLE")
 	r.privileged = fs.Bool("privileged", false, "run as root, run the servers as root too; without it they run as uid 65534 without capabilities and with RLIMIT_NICE 0, as a container's service")
 }
 
 func (r *run) Setup(s lab.Setup) error {
 	cfg := Config{Runs: *r.runs, Kinds: cli.SplitList(*r.kinds), Clients: *r.clients, Rate: *r.rate,
-		Window: *r.window, Warmup: *r.warmup, Cost: *r.cost, Floor: *r.floor, Privileged: *r.privileged, Command: s.Child}
+		Window: *r.window, Warmup: *r.warmup, Cost: *r.cost, Auto: *r.auto, Floor: *r.floor, Privileged: *r.privileged, Command: s.Child}
 	if s.Quick {
 		if !s.Given("runs") {
 			cfg.Runs = QuickRuns
@@ -74,6 +76,9 @@ func (r *run) Setup(s lab.Setup) error {
 		return err
 	}
 	steps := []string{StepIdle, StepDirect, StepSched}
+	if cfg.Auto {
+		steps = append(steps, StepAuto)
+	}
 	if cfg.Floor {
 		steps = append(steps, StepFloor)
 	}
@@ -110,6 +115,7 @@ type document struct {
 	WindowS    float64      `json:"window_s"`
 	WarmupS    float64      `json:"warmup_s"`
 	Cost       int          `json:"bcrypt_cost"`
+	Auto       bool         `json:"auto"`
 	Floor      bool         `json:"floor"`
 	Privileged bool         `json:"privileged"`
 	CPUs       int          `json:"cpus"`
@@ -125,7 +131,7 @@ type document struct {
 func newDocument(cfg Config, res *Results, total time.Duration) *document {
 	return &document{
 		Runs: cfg.Runs, Kinds: cfg.Kinds, Clients: cfg.Clients, Rate: cfg.Rate, WindowS: cfg.Window.Seconds(),
-		WarmupS: cfg.Warmup.Seconds(), Cost: cfg.Cost, Floor: cfg.Floor, Privileged: cfg.Privileged,
+		WarmupS: cfg.Warmup.Seconds(), Cost: cfg.Cost, Auto: cfg.Auto, Floor: cfg.Floor, Privileged: cfg.Privileged,
 		CPUs: runtime.NumCPU(), Server: res.Server, TotalS: total.Seconds(), Results: res.Runs,
 		Medians: medians(res.Runs, cfg.Kinds), Targets: targets(res.Runs, cfg.Kinds), cfg: cfg, total: total,
 	}
@@ -200,6 +206,7 @@ func (d *document) writeNotes(ew *report.ErrWriter) {
 	ew.Printf("  direct: on the handler's goroutine; sched: httpsched.Handler over cpusched.New(), the same handler\n")
 	ew.Printf("probe: GET %s (a %v sleep) open loop at %v/s, latency from each request's due time; each step %v warm-up, then %v window\n",
 		pathFast, fastSleep, d.Rate, d.cfg.Warmup, d.cfg.Window)
+	d.writeAutoNotes(ew)
 	for _, r := range d.Results {
 		switch {
 		case r.Floor != nil && r.Run == first.Run:
@@ -210,12 +217,14 @@ func (d *document) writeNotes(ew *report.ErrWriter) {
 	}
 	var contended []string
 	for _, r := range d.Results {
-		if s := r.Step(StepSched); s != nil && s.ContendedS > 0 {
-			contended = append(contended, fmt.Sprintf("run %d %.1fs", r.Run, s.ContendedS))
+		for _, step := range []string{StepSched, StepAuto} {
+			if s := r.Step(step); s != nil && s.ContendedS > 0 {
+				contended = append(contended, fmt.Sprintf("run %d %s %.1fs", r.Run, step, s.ContendedS))
+			}
 		}
 	}
 	if len(contended) > 0 {
-		ew.Printf("the scheduler ran contended (other processes kept the CPUs busy) during the sched windows: %s\n", strings.Join(contended, ", "))
+		ew.Printf("the scheduler ran contended (other processes kept the CPUs busy) during the windows: %s\n", strings.Join(contended, ", "))
 	}
 	for _, t := range d.Targets {
 		op, verdict := ">=", "met"
@@ -231,8 +240,51 @@ func (d *document) writeNotes(ew *report.ErrWriter) {
 		}
 		ew.Printf("target: %s %s %v: median %s of %s, %s\n", t.What, op, t.Limit, report.Ms(t.Median), strings.Join(vals, ", "), verdict)
 	}
-	ew.Printf("total %.0fs; %d CPUs; `cpusched lab libcalls -runs %d -kinds %s -clients %d -rate %v -window %v -warmup %v -cost %d -floor=%v`\n",
-		d.total.Seconds(), d.CPUs, d.Runs, strings.Join(d.Kinds, ","), d.Clients, d.Rate, d.cfg.Window, d.cfg.Warmup, d.Cost, d.Floor)
+	ew.Printf("total %.0fs; %d CPUs; `cpusched lab libcalls -runs %d -kinds %s -clients %d -rate %v -window %v -warmup %v -cost %d -auto=%v -floor=%v`\n",
+		d.total.Seconds(), d.CPUs, d.Runs, strings.Join(d.Kinds, ","), d.Clients, d.Rate, d.cfg.Window, d.cfg.Warmup, d.Cost, d.Auto, d.Floor)
+}
+
+// writeAutoNotes writes what the auto step was, its probe's p99 against
+// the sched and floor steps', and each run's routes as Auto classified
+// them.
+func (d *document) writeAutoNotes(ew *report.ErrWriter) {
+	var autoRuns []RunResult
+	for _, r := range d.Results {
+		if r.Auto != nil && r.Step(StepAuto) != nil {
+			autoRuns = append(autoRuns, r)
+		}
+	}
+	if len(autoRuns) == 0 {
+		return
+	}
+	ew.Printf("auto: the probe and the same clients on a second server, its direct routes and /fast in one ServeMux wrapped in httpsched.Auto(s, mux) over its own cpusched.New() (%s, %d workers)\n",
+		autoRuns[0].Auto.Isolation, autoRuns[0].Auto.Workers)
+	var xSched, xFloor []string
+	for _, r := range autoRuns {
+		s := r.Step(StepAuto)
+		xSched = append(xSched, ratio(StepAuto, s.P99XSched))
+		xFloor = append(xFloor, ratio(StepAuto, s.P99XFloor))
+	}
+	for _, m := range d.Medians {
+		if m.Step == StepAuto {
+			ew.Printf("  probe p99 x sched: median %s of %s; x floor: median %s of %s\n", ratio(StepAuto, m.P99XSched), strings.Join(xSched, ", "),
+				ratio(StepAuto, m.P99XFloor), strings.Join(xFloor, ", "))
+		}
+	}
+	for _, r := range autoRuns {
+		var routes []string
+		for _, rt := range r.Step(StepAuto).Routes {
+			class := "light"
+			if rt.Heavy {
+				class = "heavy"
+			}
+			routes = append(routes, fmt.Sprintf("%s %s %sms (%d of %d sampled, %d moves)", rt.Route, class, report.Ms(rt.CPUMs), rt.Sampled, rt.Requests, rt.Moves))
+		}
+		if len(routes) == 0 {
+			routes = append(routes, "none reported")
+		}
+		ew.Printf("  run %d routes, CPU per request: %s\n", r.Run, strings.Join(routes, "; "))
+	}
 }
 
 // ratio formats a step's p99 over idle's: "-" for the idle step itself.
@@ -277,7 +329,7 @@ func (d *document) writePlot(dir string) ([]string, error) {
 }
 
 // child is `cpusched lab-child libcalls serve -addr ADDR -cost N
-// [-floor]`: a server, which prints its Hello and serves until
+// [-auto | -floor]`: a server, which prints its Hello and serves until
 // interrupted.
 func child(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "serve" {
@@ -288,6 +340,7 @@ func child(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.Addr, "addr", "127.0.0.1:0", "listen address (loopback)")
 	fs.IntVar(&cfg.Cost, "cost", DefaultCost, fmt.Sprintf("bcrypt cost (%d..%d)", MinCost, MaxCost))
 	fs.BoolVar(&cfg.Floor, "floor", false, "the floor's server: every thread SCHED_IDLE, direct routes only")
+	fs.BoolVar(&cfg.Auto, "auto", false, "the auto server: direct routes only, the whole mux wrapped in httpsched.Auto")
 	if err := cli.Parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -296,6 +349,9 @@ func child(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if cfg.Cost < MinCost || cfg.Cost > MaxCost {
 		return cli.Usagef("-cost must be in %d..%d, got %d", MinCost, MaxCost, cfg.Cost)
+	}
+	if cfg.Floor && cfg.Auto {
+		return cli.Usagef("lab-child libcalls serve: -floor and -auto exclude each other")
 	}
 	return Serve(ctx, cfg, stdout)
 }

@@ -14,6 +14,9 @@
 //	idle    the probe alone
 //	direct  closed-loop clients on the direct routes of every kind at once
 //	sched   the same clients on the scheduled routes
+//	auto    the probe and the same clients on the direct routes of a
+//	        second server, the auto server, whose whole ServeMux is
+//	        wrapped in httpsched.Auto and no route marked by hand; optional
 //	floor   the same clients on a second server whose threads are all
 //	        SCHED_IDLE (the most any scheduler inside the first could
 //	        give the probe), as the bench's floor; optional
@@ -44,6 +47,7 @@ const (
 	StepIdle   = "idle"
 	StepDirect = "direct"
 	StepSched  = "sched"
+	StepAuto   = "auto"
 	StepFloor  = "floor"
 )
 
@@ -97,8 +101,8 @@ type Config struct {
 	Window  time.Duration // each step's measured window, MinWindow..MaxWindow
 	Warmup  time.Duration // before each window, 0..MaxWarmup
 	Cost    int           // bcrypt cost, MinCost..MaxCost
-	// Floor adds the floor step.
-	Floor bool
+	// Auto adds the auto step; Floor the floor step.
+	Auto, Floor bool
 	// Privileged runs the servers as root where the lab runs as root;
 	// without it they run as a container's service.
 	Privileged bool
@@ -144,6 +148,8 @@ type RunResult struct {
 	Run     int       `json:"run"` // from 1
 	Started time.Time `json:"started"`
 	Server  Hello     `json:"server_hello"`
+	// Auto is the auto server's Hello, where the auto step ran.
+	Auto *Hello `json:"auto_hello,omitempty"`
 	// Floor is the floor's server's Hello; FloorSkipped why the floor step
 	// was not measured when Config.Floor asked for it.
 	Floor        *Hello       `json:"floor_hello,omitempty"`
@@ -160,8 +166,14 @@ type StepResult struct {
 	Heavy    []KindResult `json:"heavy,omitempty"`
 	// ContendedS is how long, in the window, the Scheduler ran its tasks
 	// at normal priority because other processes kept the CPUs busy
-	// (Stats.ContendedTime); sched step only.
+	// (Stats.ContendedTime); sched and auto steps only.
 	ContendedS float64 `json:"contended_s,omitempty"`
+	// Auto step only: the probe's p99 over the sched step's and over the
+	// floor step's in the same run (0 without that step), and what
+	// httpsched.Auto made of the routes, read once the step settled.
+	P99XSched float64     `json:"p99_x_sched,omitempty"`
+	P99XFloor float64     `json:"p99_x_floor,omitempty"`
+	Routes    []AutoRoute `json:"routes,omitempty"`
 }
 
 // KindResult is one kind's heavy calls in a step.
@@ -242,7 +254,7 @@ func (c Config) progress(format string, args ...any) {
 func runOnce(ctx context.Context, cfg Config, l *launcher, n int) (RunResult, error) {
 	res := RunResult{Run: n, Started: time.Now().UTC()}
 	cfg.progress("run %d of %d: starting the server", n, cfg.Runs)
-	srv, err := startServer(ctx, cfg, l, false)
+	srv, err := startServer(ctx, cfg, l, plainServer)
 	if err != nil {
 		return res, fmt.Errorf("the server: %w", err)
 	}
@@ -253,7 +265,7 @@ func runOnce(ctx context.Context, cfg Config, l *launcher, n int) (RunResult, er
 	phase := func(step, what string) { cfg.progress("run %d of %d: %s: %s", n, cfg.Runs, step, what) }
 
 	phase("warm-up", "one call of each route")
-	if err := m.warm(ctx); err != nil {
+	if err := m.warm(ctx, pathDirect, pathSched); err != nil {
 		return res, err
 	}
 	for _, step := range []string{StepIdle, StepDirect, StepSched} {
@@ -263,9 +275,17 @@ func runOnce(ctx context.Context, cfg Config, l *launcher, n int) (RunResult, er
 		}
 		res.Steps = append(res.Steps, s)
 	}
+	if cfg.Auto {
+		s, hello, err := autoStep(ctx, cfg, l, func(what string) { phase(StepAuto, what) })
+		if err != nil {
+			return res, err
+		}
+		res.Auto = &hello
+		res.Steps = append(res.Steps, s)
+	}
 	if cfg.Floor {
 		phase(StepFloor, "starting the floor's server")
-		floor, err := startServer(ctx, cfg, l, true)
+		floor, err := startServer(ctx, cfg, l, floorServer)
 		switch {
 		case errors.Is(err, hogproc.ErrNoSchedIdle):
 			res.FloorSkipped = err.Error()
@@ -295,10 +315,34 @@ func runOnce(ctx context.Context, cfg Config, l *launcher, n int) (RunResult, er
 	return res, nil
 }
 
+// autoStep measures the auto step on its own server, started for it and
+// stopped before it returns: one call of each heavy route (which Auto
+// measures), then the step with the probe on the auto server too, since
+// its light route is behind Auto as well.
+func autoStep(ctx context.Context, cfg Config, l *launcher, phase func(string)) (StepResult, Hello, error) {
+	phase("starting the auto server")
+	srv, err := startServer(ctx, cfg, l, autoServer)
+	if err != nil {
+		return StepResult{}, Hello{}, fmt.Errorf("the auto server: %w", err)
+	}
+	defer srv.stop()
+	m := newMeter(cfg, srv)
+	defer m.close()
+	phase("one call of each heavy route")
+	if err := m.warm(ctx, pathDirect); err != nil {
+		return StepResult{}, srv.hello, fmt.Errorf("step %s: %w", StepAuto, srv.annotate(err))
+	}
+	s, err := m.step(ctx, StepAuto, srv, pathDirect, phase)
+	if err != nil {
+		return s, srv.hello, fmt.Errorf("step %s: %w", StepAuto, srv.annotate(err))
+	}
+	return s, srv.hello, nil
+}
+
 // pathFor returns the heavy routes' prefix of step, "" for none.
 func pathFor(step string) string {
 	switch step {
-	case StepDirect:
+	case StepDirect, StepAuto:
 		return pathDirect
 	case StepSched:
 		return pathSched
@@ -306,13 +350,21 @@ func pathFor(step string) string {
 	return ""
 }
 
-// fill sets the ratios of each step to the idle and direct steps.
+// fill sets the ratios of each step to the idle and direct steps, and
+// of the auto step to the sched and floor steps.
 func (r *RunResult) fill() {
 	idle, direct := r.Step(StepIdle), r.Step(StepDirect)
+	sched, floor := r.Step(StepSched), r.Step(StepFloor)
 	for i := range r.Steps {
 		s := &r.Steps[i]
 		if idle != nil && idle.Probe.P99Ms > 0 {
 			s.P99XIdle = s.Probe.P99Ms / idle.Probe.P99Ms
+		}
+		if s.Step == StepAuto && sched != nil && sched.Probe.P99Ms > 0 {
+			s.P99XSched = s.Probe.P99Ms / sched.Probe.P99Ms
+		}
+		if s.Step == StepAuto && floor != nil && floor.Probe.P99Ms > 0 {
+			s.P99XFloor = s.Probe.P99Ms / floor.Probe.P99Ms
 		}
 		if direct == nil || s.Step == StepDirect {
 			continue

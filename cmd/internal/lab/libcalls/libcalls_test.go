@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,13 +157,15 @@ func TestCreditCalls(t *testing.T) {
 	}
 }
 
-// TestServe runs a server in this process (not the floor's, which would
-// make the test's own threads SCHED_IDLE) and checks each route.
-func TestServe(t *testing.T) {
+// serveInProcess runs Serve with cfg in this process until the test ends
+// and returns its Hello and a GET of a path that returns the status and
+// the body.
+func serveInProcess(t *testing.T, cfg ServeConfig) (Hello, func(path string) (int, string)) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, ServeConfig{Addr: "127.0.0.1:0", Cost: MinCost}, pw); pw.Close() }()
+	go func() { done <- Serve(ctx, cfg, pw); pw.Close() }()
 	hellos := make(chan Hello, 1)
 	go func() {
 		var h Hello
@@ -180,13 +183,16 @@ func TestServe(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no Hello")
 	}
-	if hello.Addr == "" || hello.Isolation == "" || hello.Workers < 1 {
-		t.Fatalf("Hello: got %+v, want an address, an isolation mode and workers", hello)
-	}
 	client := &http.Client{Transport: &http.Transport{}}
-	defer client.CloseIdleConnections()
+	t.Cleanup(func() {
+		client.CloseIdleConnections()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve after cancel: got %v, want nil", err)
+		}
+	})
 	base := "http://" + hello.Addr
-	get := func(path string) (int, string) {
+	return hello, func(path string) (int, string) {
 		t.Helper()
 		resp, err := client.Get(base + path)
 		if err != nil {
@@ -195,6 +201,15 @@ func TestServe(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
+	}
+}
+
+// TestServe runs a server in this process (not the floor's, which would
+// make the test's own threads SCHED_IDLE) and checks each route.
+func TestServe(t *testing.T) {
+	hello, get := serveInProcess(t, ServeConfig{Addr: "127.0.0.1:0", Cost: MinCost})
+	if hello.Addr == "" || hello.Isolation == "" || hello.Workers < 1 {
+		t.Fatalf("Hello: got %+v, want an address, an isolation mode and workers", hello)
 	}
 	for _, tt := range []struct{ path, want string }{
 		{pathFast, "slept 1ms\n"},
@@ -212,8 +227,8 @@ func TestServe(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &c); err != nil || code != 200 {
 		t.Fatalf("GET %s: got %d %q (%v)", pathStats, code, body, err)
 	}
-	if c.Completed[KindGzip] != 2 || c.Completed[KindBcrypt] != 2 || c.InFlight != 0 || c.UptimeS <= 0 {
-		t.Errorf("stats: got %+v, want 2 calls of each kind, none in flight", c)
+	if c.Completed[KindGzip] != 2 || c.Completed[KindBcrypt] != 2 || c.InFlight != 0 || c.UptimeS <= 0 || c.Routes != nil {
+		t.Errorf("stats: got %+v, want 2 calls of each kind, none in flight, no Auto routes", c)
 	}
 	code, body = get(fmt.Sprintf("%s?from=0&to=%g", pathCalls, c.UptimeS))
 	var calls Calls
@@ -231,21 +246,66 @@ func TestServe(t *testing.T) {
 	if code, _ := get(pathDirect + "zstd"); code != http.StatusNotFound {
 		t.Errorf("GET %szstd: got %d, want 404", pathDirect, code)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Serve after cancel: got %v, want nil", err)
+}
+
+// TestServeAuto runs the auto server in this process: its routes are the
+// plain server's but the scheduled ones, and /stats gives Auto's routes,
+// the gzip call's (tens of milliseconds of CPU) heavy from its first
+// request and the probe's (a sleep) light.
+func TestServeAuto(t *testing.T) {
+	hello, get := serveInProcess(t, ServeConfig{Addr: "127.0.0.1:0", Cost: MinCost, Auto: true})
+	if hello.Isolation == "" || hello.Workers < 1 || hello.IdleThreads != 0 {
+		t.Fatalf("Hello: got %+v, want an isolation mode and workers", hello)
+	}
+	for _, tt := range []struct {
+		path, want string
+		code       int
+	}{
+		{pathFast, "slept 1ms\n", 200},
+		{pathDirect + KindGzip, "gzip 2097152 -> ", 200},
+		{pathDirect + KindGzip, "gzip 2097152 -> ", 200},
+		{pathDirect + KindBcrypt, "bcrypt $2a$04$", 200},
+		{pathSched + KindGzip, "404", http.StatusNotFound},
+	} {
+		if code, body := get(tt.path); code != tt.code || !strings.HasPrefix(body, tt.want) {
+			t.Errorf("GET %s: got %d %q, want %d and a body starting %q", tt.path, code, body, tt.code, tt.want)
+		}
+	}
+	_, body := get(pathStats)
+	var c Count
+	if err := json.Unmarshal([]byte(body), &c); err != nil {
+		t.Fatalf("GET %s: %q: %v", pathStats, body, err)
+	}
+	if c.Completed[KindGzip] != 2 || c.Completed[KindBcrypt] != 1 || c.InFlight != 0 {
+		t.Errorf("stats: got %+v, want 2 gzip and 1 bcrypt calls, none in flight", c)
+	}
+	routes := map[string]AutoRoute{}
+	for _, r := range c.Routes {
+		routes[r.Route] = r
+	}
+	if r, ok := routes["GET "+pathDirect+KindGzip]; !ok || r.Requests != 2 || r.Sampled == 0 {
+		t.Errorf("route GET %s%s: got %+v (routes %+v), want 2 requests, sampled", pathDirect, KindGzip, r, c.Routes)
+	} else if runtime.GOOS == "linux" && (!r.Heavy || r.CPUMs <= 0) {
+		t.Errorf("route GET %s%s: got %+v, want heavy with its CPU", pathDirect, KindGzip, r)
+	}
+	if r, ok := routes["GET "+pathFast]; !ok || r.Heavy || r.Requests != 1 {
+		t.Errorf("route GET %s: got %+v (routes %+v), want light, 1 request", pathFast, r, c.Routes)
 	}
 }
 
-func TestServeRefusesBadCost(t *testing.T) {
+func TestServeRefusesBadConfig(t *testing.T) {
 	err := Serve(context.Background(), ServeConfig{Addr: "127.0.0.1:0", Cost: 40}, io.Discard)
 	if err == nil || err.Error() != "-cost must be in 4..16, got 40" {
-		t.Errorf("got %v, want the -cost error", err)
+		t.Errorf("-cost 40: got %v, want the -cost error", err)
+	}
+	err = Serve(context.Background(), ServeConfig{Addr: "127.0.0.1:0", Cost: MinCost, Floor: true, Auto: true}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "-floor and -auto exclude each other") {
+		t.Errorf("-floor -auto: got %v, want an error naming both", err)
 	}
 }
 
 func TestChildUsage(t *testing.T) {
-	for _, args := range [][]string{nil, {"hog"}, {"serve", "-cost", "2"}, {"serve", "extra"}, {"serve", "-nope"}} {
+	for _, args := range [][]string{nil, {"hog"}, {"serve", "-cost", "2"}, {"serve", "extra"}, {"serve", "-nope"}, {"serve", "-floor", "-auto"}} {
 		if err := child(context.Background(), args, io.Discard, io.Discard); err == nil {
 			t.Errorf("child %q: got nil, want a usage error", args)
 		}
@@ -261,13 +321,21 @@ func TestFillMediansTargets(t *testing.T) {
 		}
 		return s
 	}
+	// Auto's p99 over sched's: 1.5, 1, 1.2; over the floor's, in run 1
+	// only: 1.8.
 	runs := []RunResult{
-		{Run: 1, Steps: []StepResult{step(StepIdle, 2), step(StepDirect, 100, 10, 20), step(StepSched, 2.4, 9.5, 20)}},
-		{Run: 2, Steps: []StepResult{step(StepIdle, 4), step(StepDirect, 100, 10, 10), step(StepSched, 8, 8, 10)}},
-		{Run: 3, Steps: []StepResult{step(StepIdle, 3), step(StepDirect, 100, 20, 10), step(StepSched, 3.9, 19, 12)}},
+		{Run: 1, Steps: []StepResult{step(StepIdle, 2), step(StepDirect, 100, 10, 20), step(StepSched, 2.4, 9.5, 20),
+			step(StepAuto, 3.6, 10, 20), step(StepFloor, 2, 10, 20)}},
+		{Run: 2, Steps: []StepResult{step(StepIdle, 4), step(StepDirect, 100, 10, 10), step(StepSched, 8, 8, 10), step(StepAuto, 8, 10, 10)}},
+		{Run: 3, Steps: []StepResult{step(StepIdle, 3), step(StepDirect, 100, 20, 10), step(StepSched, 3.9, 19, 12), step(StepAuto, 4.68, 10, 10)}},
 	}
 	for i := range runs {
+		runs[i].Auto = &Hello{Isolation: "ospriority", Workers: 2}
 		runs[i].fill()
+	}
+	runs[0].Steps[3].Routes = []AutoRoute{{Route: "GET /direct/gzip", Heavy: true, CPUMs: 131, Requests: 80, Sampled: 23}, {Route: "GET /fast", CPUMs: 0.02, Requests: 2600, Sampled: 84}}
+	if a := runs[0].Step(StepAuto); math.Abs(a.P99XSched-1.5) > 1e-9 || math.Abs(a.P99XFloor-1.8) > 1e-9 || runs[1].Step(StepAuto).P99XFloor != 0 {
+		t.Errorf("auto: got p99 x sched %v, x floor %v (run 2: %v); want 1.5, 1.8 (0)", a.P99XSched, a.P99XFloor, runs[1].Step(StepAuto).P99XFloor)
 	}
 	s := runs[0].Step(StepSched)
 	if s.P99XIdle != 1.2 || *s.Kind(KindGzip).PctOfDirect != 95 || *s.Kind(KindBcrypt).PctOfDirect != 100 {
@@ -277,8 +345,11 @@ func TestFillMediansTargets(t *testing.T) {
 		t.Error("the direct step has a % of direct")
 	}
 	m := medians(runs, Kinds)
-	if len(m) != 3 || m[2].Step != StepSched {
-		t.Fatalf("medians: got %d steps, want idle, direct, sched", len(m))
+	if len(m) != 5 || m[2].Step != StepSched || m[3].Step != StepAuto || m[4].Step != StepFloor {
+		t.Fatalf("medians: got %d steps, want idle, direct, sched, auto, floor", len(m))
+	}
+	if math.Abs(m[3].P99XSched-1.2) > 1e-9 || math.Abs(m[3].P99XFloor-1.8) > 1e-9 || m[3].Runs != 3 || m[4].Runs != 1 {
+		t.Errorf("auto medians: got %+v, want p99 x sched 1.2, x floor 1.8 (run 1 alone), 3 runs", m[3])
 	}
 	// Runs' ratios: p99 1.2, 2, 1.3; gzip 95%, 80%, 95%; bcrypt 100%, 100%, 120%.
 	if m[2].P99XIdle != 1.3 || *m[2].Heavy[0].PctOfDirect != 95 || *m[2].Heavy[1].PctOfDirect != 100 || m[0].P99Ms != 3 {
@@ -289,6 +360,7 @@ func TestFillMediansTargets(t *testing.T) {
 		{What: "gzip calls through httpsched, % of direct", Median: 95, Limit: 90, Met: true},
 		{What: "bcrypt calls through httpsched, % of direct", Median: 100, Limit: 90, Met: true},
 		{What: "probe p99 beside them, x idle", Median: 1.3, Limit: 1.5, AtMost: true, Met: true},
+		{What: "probe p99 with the whole server under httpsched.Auto, x sched", Median: 1.2, Limit: 1.5, AtMost: true, Met: true},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("targets: got %d, want %d", len(got), len(want))
@@ -303,13 +375,24 @@ func TestFillMediansTargets(t *testing.T) {
 	if tg := targets(runs[1:2], Kinds); tg[2].Met || tg[0].Met {
 		t.Errorf("run 2 alone: got %+v, want gzip (80%%) and p99 (2x) missed", tg)
 	}
+	// Auto's target needs every run's auto step.
+	noAuto := slices.Clone(runs)
+	noAuto[2].Steps = noAuto[2].Steps[:3]
+	if tg := targets(noAuto, Kinds); len(tg) != 3 {
+		t.Errorf("a run without auto: got %d targets, want 3 (no auto target)", len(tg))
+	}
 	doc := newDocument(Config{Runs: 3, Kinds: Kinds, Clients: 8, Rate: 200, Window: time.Second, Cost: 10},
 		&Results{Server: "test", Runs: runs}, time.Minute)
 	var table bytes.Buffer
 	if err := doc.writeTable(&table); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"median  sched", "95%", "target: probe p99 beside them, x idle <= 1.5: median 1.30 of 1.20, 2.00, 1.30, met"} {
+	for _, want := range []string{"median  sched", "median  auto", "95%", "target: probe p99 beside them, x idle <= 1.5: median 1.30 of 1.20, 2.00, 1.30, met",
+		"httpsched.Auto(s, mux) over its own cpusched.New() (ospriority, 2 workers)",
+		"probe p99 x sched: median 1.20x of 1.50x, 1.00x, 1.20x; x floor: median 1.80x of 1.80x, -, -",
+		"run 1 routes, CPU per request: GET /direct/gzip heavy 131ms (23 of 80 sampled, 0 moves); GET /fast light 0.0200ms (84 of 2600 sampled, 0 moves)",
+		"run 2 routes, CPU per request: none reported",
+		"target: probe p99 with the whole server under httpsched.Auto, x sched <= 1.5: median 1.20 of 1.50, 1.00, 1.20, met"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
@@ -350,7 +433,7 @@ func TestStartServerFailures(t *testing.T) {
 		cfg.Command = func(ctx context.Context, _ ...string) *exec.Cmd {
 			return exec.CommandContext(ctx, "/bin/sh", "-c", tt.script)
 		}
-		p, err := startServer(context.Background(), cfg, l, true)
+		p, err := startServer(context.Background(), cfg, l, floorServer)
 		if p != nil || err == nil || !strings.Contains(err.Error(), tt.want) || errors.Is(err, hogproc.ErrNoSchedIdle) != tt.noSchedIdle {
 			t.Errorf("%s: got %v, want an error containing %q (ErrNoSchedIdle: %v)", tt.script, err, tt.want, tt.noSchedIdle)
 		}

@@ -16,19 +16,29 @@ const (
 	TargetP99XIdle    = 1.5
 )
 
+// TargetAutoP99XSched is the project's target for a whole server wrapped
+// in httpsched.Auto: the probe's p99 at most this many times the sched
+// step's, where the heavy routes were wrapped by hand, on the median of
+// the runs.
+const TargetAutoP99XSched = 1.5
+
 // StepMedian is one step's figures, each the median over the runs that
 // measured the step. A ratio's median is the median of the runs' ratios,
 // each of two steps of one run, not the ratio of the medians, which would
 // pair steps of different runs.
 type StepMedian struct {
-	Step     string       `json:"step"`
-	Runs     int          `json:"runs"`
-	P50Ms    float64      `json:"p50_ms"`
-	P99Ms    float64      `json:"p99_ms"`
-	P999Ms   float64      `json:"p999_ms"`
-	ProbeRPS float64      `json:"probe_rps"`
-	P99XIdle float64      `json:"p99_x_idle"`
-	Heavy    []KindMedian `json:"heavy,omitempty"`
+	Step     string  `json:"step"`
+	Runs     int     `json:"runs"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	P999Ms   float64 `json:"p999_ms"`
+	ProbeRPS float64 `json:"probe_rps"`
+	P99XIdle float64 `json:"p99_x_idle"`
+	// The auto step's: the medians over the runs that measured the sched
+	// (the floor) step too; 0 for none.
+	P99XSched float64      `json:"p99_x_sched,omitempty"`
+	P99XFloor float64      `json:"p99_x_floor,omitempty"`
+	Heavy     []KindMedian `json:"heavy,omitempty"`
 }
 
 // KindMedian is one kind's median calls per second in a step and, beside
@@ -53,7 +63,7 @@ type Target struct {
 // order.
 func medians(runs []RunResult, kinds []string) []StepMedian {
 	var out []StepMedian
-	for _, step := range []string{StepIdle, StepDirect, StepSched, StepFloor} {
+	for _, step := range []string{StepIdle, StepDirect, StepSched, StepAuto, StepFloor} {
 		var steps []*StepResult
 		for i := range runs {
 			if s := runs[i].Step(step); s != nil {
@@ -78,6 +88,10 @@ func medians(runs []RunResult, kinds []string) []StepMedian {
 			ProbeRPS: of(func(s *StepResult) float64 { return s.Probe.RPS }),
 			P99XIdle: of(func(s *StepResult) float64 { return s.P99XIdle }),
 		}
+		if step == StepAuto {
+			m.P99XSched = median(positive(steps, func(s *StepResult) float64 { return s.P99XSched }))
+			m.P99XFloor = median(positive(steps, func(s *StepResult) float64 { return s.P99XFloor }))
+		}
 		if pathFor(step) != "" || step == StepFloor {
 			for _, kind := range kinds {
 				km := KindMedian{Kind: kind, OpsPerS: of(func(s *StepResult) float64 { return kindOps(s, kind) })}
@@ -91,6 +105,18 @@ func medians(runs []RunResult, kinds []string) []StepMedian {
 		out = append(out, m)
 	}
 	return out
+}
+
+// positive returns f of each of steps where it is above 0 (a ratio the
+// run could compute).
+func positive(steps []*StepResult, f func(*StepResult) float64) []float64 {
+	var vs []float64
+	for _, s := range steps {
+		if v := f(s); v > 0 {
+			vs = append(vs, v)
+		}
+	}
+	return vs
 }
 
 func kindOps(s *StepResult, kind string) float64 {
@@ -112,13 +138,18 @@ func pctsOfDirect(steps []*StepResult, kind string) []float64 {
 	return pcts
 }
 
-// targets checks the targets on the runs' sched steps: each kind's
-// percentage of direct, then the probe's p99 over idle.
+// targets checks the targets on the runs' sched steps (each kind's
+// percentage of direct, then the probe's p99 over idle) and, where every
+// run measured it beside the sched step, on their auto steps (the probe's
+// p99 over the sched step's).
 func targets(runs []RunResult, kinds []string) []Target {
-	var sched []*StepResult
+	var sched, auto []*StepResult
 	for i := range runs {
 		if s := runs[i].Step(StepSched); s != nil {
 			sched = append(sched, s)
+		}
+		if s := runs[i].Step(StepAuto); s != nil {
+			auto = append(auto, s)
 		}
 	}
 	if len(sched) == 0 {
@@ -134,7 +165,11 @@ func targets(runs []RunResult, kinds []string) []Target {
 	for _, s := range sched {
 		p99x = append(p99x, s.P99XIdle)
 	}
-	return append(out, newTarget("probe p99 beside them, x idle", p99x, TargetP99XIdle, true))
+	out = append(out, newTarget("probe p99 beside them, x idle", p99x, TargetP99XIdle, true))
+	if x := positive(auto, func(s *StepResult) float64 { return s.P99XSched }); len(x) > 0 && len(x) == len(runs) {
+		out = append(out, newTarget("probe p99 with the whole server under httpsched.Auto, x sched", x, TargetAutoP99XSched, true))
+	}
+	return out
 }
 
 func newTarget(what string, values []float64, limit float64, atMost bool) Target {

@@ -23,9 +23,18 @@ import (
 	"github.com/cpusched/cpusched/cmd/internal/load"
 )
 
+// serverKind is which of the servers a process is.
+type serverKind int
+
+const (
+	plainServer serverKind = iota // the server: direct and scheduled routes
+	autoServer                    // the auto step's: its mux under httpsched.Auto
+	floorServer                   // the floor's: SCHED_IDLE, no Scheduler
+)
+
 // serverProc is a running server process.
 type serverProc struct {
-	what    string // "the server" or "the floor's server", for errors
+	what    string // "the server", "the auto server" or "the floor's server", for errors
 	cmd     *exec.Cmd
 	hello   Hello
 	base    string // http://ADDR
@@ -35,21 +44,22 @@ type serverProc struct {
 	cancel  context.CancelFunc
 }
 
-// startServer starts a server (the floor's, if floor) as l says and waits
-// for its Hello. The floor's server that cannot make its threads
-// SCHED_IDLE gives an error wrapping hogproc.ErrNoSchedIdle. On failure
-// the process has been stopped.
-func startServer(ctx context.Context, cfg Config, l *launcher, floor bool) (*serverProc, error) {
+// startServer starts a server of kind as l says and waits for its Hello.
+// The floor's server that cannot make its threads SCHED_IDLE gives an
+// error wrapping hogproc.ErrNoSchedIdle. On failure the process has been
+// stopped.
+func startServer(ctx context.Context, cfg Config, l *launcher, kind serverKind) (*serverProc, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	args := []string{"serve", "-addr", "127.0.0.1:0", "-cost", strconv.Itoa(cfg.Cost)}
-	if floor {
-		args = append(args, "-floor")
+	what := "the server"
+	switch kind {
+	case autoServer:
+		args, what = append(args, "-auto"), "the auto server"
+	case floorServer:
+		args, what = append(args, "-floor"), "the floor's server"
 	}
 	cmd := cfg.Command(sctx, args...)
-	p := &serverProc{what: "the server", cmd: cmd, exited: make(chan struct{}), cancel: cancel}
-	if floor {
-		p.what = "the floor's server"
-	}
+	p := &serverProc{what: what, cmd: cmd, exited: make(chan struct{}), cancel: cancel}
 	if err := l.wrap(cmd); err != nil {
 		cancel()
 		return nil, err
@@ -190,11 +200,12 @@ func (m *meter) probeConfig(d time.Duration) load.Config {
 		Duration: d, Drain: true, Client: m.probe}
 }
 
-// warm sends one request to each heavy route of the run's kinds, so that
-// the first window does not pay for the first connections and calls.
-func (m *meter) warm(ctx context.Context) error {
+// warm sends one request to each heavy route of the run's kinds under
+// each of prefixes, so that the first window does not pay for the first
+// connections and calls.
+func (m *meter) warm(ctx context.Context, prefixes ...string) error {
 	for i, kind := range m.cfg.Kinds {
-		for _, prefix := range []string{pathDirect, pathSched} {
+		for _, prefix := range prefixes {
 			res, err := load.Run(ctx, load.Config{URL: m.srv.base + prefix + kind, Concurrency: 1, Requests: 1, Timeout: heavyTimeout, Client: m.heavy[i]})
 			if err != nil {
 				return err
@@ -251,7 +262,8 @@ func (m *meter) step(ctx context.Context, step string, target *serverProc, prefi
 	phase("settling")
 	stopHeavy()
 	wg.Wait()
-	if err := m.settle(ctx, target); err != nil {
+	settled, err := m.settle(ctx, target)
+	if err != nil {
 		return res, err
 	}
 	var calls Calls
@@ -268,9 +280,10 @@ func (m *meter) step(ctx context.Context, step string, target *serverProc, prefi
 		}
 		res.Heavy = append(res.Heavy, k)
 	}
-	if step == StepSched {
+	if step == StepSched || step == StepAuto {
 		res.ContendedS = after.ContendedS - before.ContendedS
 	}
+	res.Routes = settled.Routes
 	return res, nil
 }
 
@@ -298,24 +311,25 @@ func (m *meter) get(ctx context.Context, url string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// settle waits until target has no heavy request left: the direct calls
-// run to their end after their clients have gone.
-func (m *meter) settle(ctx context.Context, target *serverProc) error {
+// settle waits until target has no heavy request left (the direct calls
+// run to their end after their clients have gone) and returns its counts
+// then.
+func (m *meter) settle(ctx context.Context, target *serverProc) (Count, error) {
 	deadline := time.Now().Add(settleLimit)
 	for {
 		c, err := m.count(ctx, target)
 		if err != nil {
-			return err
+			return c, err
 		}
 		if c.InFlight == 0 {
-			return nil
+			return c, nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d heavy requests still in the server %v after their clients stopped", c.InFlight, settleLimit)
+			return c, fmt.Errorf("%d heavy requests still in the server %v after their clients stopped", c.InFlight, settleLimit)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return c, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

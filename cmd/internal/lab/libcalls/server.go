@@ -1,6 +1,7 @@
 // The child processes: the demo server the probe and the heavy clients
-// talk to, and the floor's server of the same heavy routes with every
-// thread SCHED_IDLE.
+// talk to, the auto server (the same routes but the scheduled ones, the
+// whole mux wrapped in httpsched.Auto), and the floor's server of the
+// same heavy routes with every thread SCHED_IDLE.
 
 package libcalls
 
@@ -14,6 +15,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,7 +30,7 @@ import (
 const (
 	pathFast   = "/fast"    // the probe's: a 1 ms sleep, as the bench's /delay1ms
 	pathDirect = "/direct/" // + KIND: the call on the handler's goroutine
-	pathSched  = "/sched/"  // + KIND: the same handler through httpsched (not on the floor's server)
+	pathSched  = "/sched/"  // + KIND: the same handler through httpsched (not on the floor's or the auto server)
 	pathStats  = "/stats"   // a Count
 	pathCalls  = "/calls"   // ?from=S&to=S: a Calls
 )
@@ -43,6 +45,10 @@ type ServeConfig struct {
 	// Floor makes it the floor's server: every thread SCHED_IDLE before
 	// it listens, the heavy routes direct only, and no Scheduler.
 	Floor bool
+	// Auto makes it the auto server: the heavy routes direct only, and
+	// the whole mux served through httpsched.Auto over its Scheduler, no
+	// route marked by hand. Not with Floor.
+	Auto bool
 }
 
 // Hello is a server's first line on stdout.
@@ -72,6 +78,22 @@ type Count struct {
 	// time ospriority ran its tasks at normal priority because other
 	// processes kept the CPUs busy.
 	ContendedS float64 `json:"contended_s"`
+	// Routes is what httpsched.Auto made of the auto server's routes
+	// (httpsched.AutoRoutesOf); the other servers have none.
+	Routes []AutoRoute `json:"routes,omitempty"`
+}
+
+// AutoRoute is one route of the auto server as httpsched.Auto classified
+// it.
+type AutoRoute struct {
+	Route string `json:"route"` // its ServeMux pattern
+	// Heavy is true while its requests run as tasks.
+	Heavy bool `json:"heavy"`
+	// CPUMs is Auto's moving average of CPU per sampled request, ms.
+	CPUMs    float64 `json:"cpu_ms"`
+	Requests uint64  `json:"requests"`
+	Sampled  uint64  `json:"sampled"`
+	Moves    uint64  `json:"moves"` // between heavy and light
 }
 
 // Calls is a server's answer to /calls?from=S&to=S: by kind, the calls
@@ -102,6 +124,7 @@ type server struct {
 	started   time.Time
 	work      worker
 	sched     *cpusched.Scheduler // nil on the floor's server
+	auto      http.Handler        // httpsched.Auto's handler, on the auto server only
 	completed map[string]*atomic.Int64
 	inFlight  atomic.Int64
 
@@ -117,6 +140,9 @@ type server struct {
 func Serve(ctx context.Context, cfg ServeConfig, stdout io.Writer) error {
 	if cfg.Cost < MinCost || cfg.Cost > MaxCost {
 		return fmt.Errorf("-cost must be in %d..%d, got %d", MinCost, MaxCost, cfg.Cost)
+	}
+	if cfg.Floor && cfg.Auto {
+		return errors.New("-floor and -auto exclude each other: the floor's server has no Scheduler")
 	}
 	s := &server{started: time.Now(), work: worker{payload: Payload(), cost: cfg.Cost}, completed: map[string]*atomic.Int64{}}
 	for _, k := range Kinds {
@@ -149,7 +175,7 @@ func Serve(ctx context.Context, cfg ServeConfig, stdout io.Writer) error {
 	if err := enc.Encode(hello); err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.routes(cfg.Auto), ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -167,20 +193,39 @@ func Serve(ctx context.Context, cfg ServeConfig, stdout io.Writer) error {
 
 // routes returns the server's handler: each heavy route's handler is built
 // once, the scheduled ones with httpsched.Handler over the same handler as
-// the direct ones.
-func (s *server) routes() http.Handler {
+// the direct ones. The auto server's (auto) has no scheduled routes and
+// its one ServeMux is wrapped whole in httpsched.Auto, as a user would, in
+// one line; its count of heavy requests in flight wraps Auto from outside,
+// as a metrics middleware would, so that it counts the requests Auto
+// queues.
+func (s *server) routes(auto bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+pathFast, fast)
 	mux.HandleFunc("GET "+pathStats, s.stats)
 	mux.HandleFunc("GET "+pathCalls, s.credit)
 	for _, kind := range Kinds {
 		h := s.heavy(kind)
+		if auto {
+			mux.Handle("GET "+pathDirect+kind, h)
+			continue
+		}
 		mux.Handle("GET "+pathDirect+kind, s.track(h))
 		if s.sched != nil {
 			mux.Handle("GET "+pathSched+kind, s.track(httpsched.Handler(s.sched, h)))
 		}
 	}
-	return mux
+	if !auto {
+		return mux
+	}
+	s.auto = httpsched.Auto(s.sched, mux)
+	tracked := s.track(s.auto)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, pathDirect) {
+			tracked.ServeHTTP(w, r)
+			return
+		}
+		s.auto.ServeHTTP(w, r)
+	})
 }
 
 // fast sleeps fastSleep as the bench's probe does: a timer on another
@@ -244,6 +289,12 @@ func (s *server) stats(w http.ResponseWriter, _ *http.Request) {
 	}
 	if s.sched != nil {
 		c.ContendedS = s.sched.Stats().ContendedTime.Seconds()
+	}
+	if routes, ok := httpsched.AutoRoutesOf(s.auto); ok {
+		for _, r := range routes {
+			c.Routes = append(c.Routes, AutoRoute{Route: r.Route, Heavy: r.Heavy, CPUMs: float64(r.CPU) / float64(time.Millisecond),
+				Requests: r.Requests, Sampled: r.Sampled, Moves: r.Moves})
+		}
 	}
 	writeJSON(w, c)
 }
