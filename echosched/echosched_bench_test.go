@@ -48,3 +48,27 @@ func BenchmarkHTTPSchedHandler(b *testing.B) {
 func BenchmarkMiddleware(b *testing.B) {
 	benchEcho(b, func(e *echo.Echo, s *cpusched.Scheduler) { e.GET("/", emptyHandler, Middleware(s)) })
 }
+
+// Auto's cost on a light route's request, once classified: against
+// BenchmarkEchoDirect and the same route behind a middleware of the
+// whole echo that only calls next (BenchmarkEchoUse), whose closure echo
+// allocates for each request as it does Auto's.
+
+func BenchmarkEchoUse(b *testing.B) {
+	benchEcho(b, func(e *echo.Echo, _ *cpusched.Scheduler) {
+		e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
+			return func(c echo.Context) error { return next(c) }
+		})
+		e.GET("/", emptyHandler)
+	})
+}
+
+func BenchmarkAutoLight(b *testing.B) {
+	benchEcho(b, func(e *echo.Echo, s *cpusched.Scheduler) {
+		e.Use(Auto(s))
+		e.GET("/", emptyHandler)
+		for range 100 { // past the route's first samples
+			e.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		}
+	})
+}

@@ -1,0 +1,148 @@
+package servetest
+
+import (
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/httpsched"
+	"github.com/cpusched/cpusched/internal/autoroute"
+	"github.com/cpusched/cpusched/internal/schedtest"
+)
+
+// RouteNames returns the names of s's Auto routes (httpsched.AutoRoutes),
+// joined by commas.
+func RouteNames(s *cpusched.Scheduler) string {
+	var names []string
+	for _, r := range httpsched.AutoRoutes(s) {
+		names = append(names, r.Route)
+	}
+	return strings.Join(names, ",")
+}
+
+// AutoRoute returns the figures of s's Auto route name, and fails the
+// test if s has none of that name.
+func AutoRoute(t testing.TB, s *cpusched.Scheduler, name string) httpsched.AutoRoute {
+	t.Helper()
+	for _, r := range httpsched.AutoRoutes(s) {
+		if r.Route == name {
+			return r
+		}
+	}
+	t.Fatalf("route %q not tracked: %s", name, RouteNames(s))
+	return httpsched.AutoRoute{}
+}
+
+// CheckAuto checks, in each isolation mode, what an adapter's Auto
+// makes of the routes of the handler that serve returns: a heavy one
+// (GET /heavy, Spin for 3 ms), a light one (GET /light) and one that
+// waits 5 ms and computes nothing (GET /wait/7), each answering "task" or
+// "direct" as its request ran, named heavy, light and wait in s's
+// routes. /heavy runs directly at first, then, heavy, as tasks; the
+// others stay light and run directly. Without thread CPU clocks every
+// route stays light, and it skips the test.
+func CheckAuto(t *testing.T, serve func(s *cpusched.Scheduler) http.Handler, heavy, light, wait string) {
+	if !autoroute.Measurable() {
+		t.Skip("no thread CPU clocks: every route stays light")
+	}
+	for _, mode := range []cpusched.Isolation{cpusched.IsolationNone, cpusched.IsolationReserve, cpusched.IsolationOSPriority} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := schedtest.NewScheduler(t, cpusched.WithIsolation(mode))
+			h := serve(s)
+			checkAuto(t, s, h, heavy, light, wait)
+			runtime.KeepAlive(h) // its routes are s's while it lives
+		})
+	}
+}
+
+func checkAuto(t *testing.T, s *cpusched.Scheduler, h http.Handler, heavy, light, wait string) {
+	t.Helper()
+	get := func(path string) string {
+		rec := Record(h, "GET", path)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec.Body.String()
+	}
+	var ran []string
+	for range 12 {
+		ran = append(ran, get("/heavy"))
+		if got := get("/light"); got != "direct" {
+			t.Errorf("/light ran as a %s", got)
+		}
+		if got := get("/wait/7"); got != "direct" {
+			t.Errorf("/wait/7 ran as a %s", got)
+		}
+	}
+	// The first sample makes /heavy heavy: its later requests are tasks.
+	if ran[0] != "direct" || ran[len(ran)-1] != "task" {
+		t.Errorf("/heavy ran as %v, want direct first, then tasks", ran)
+	}
+	// Its CPU is under its 3 ms on a busy machine: being heavy says it is
+	// at least the threshold.
+	if r := AutoRoute(t, s, heavy); !r.Heavy || r.Requests != 12 || r.Moves != 1 || r.Sampled < 3 {
+		t.Errorf("%s: %+v, want heavy, 12 requests, 1 move, some samples inside tasks too", heavy, r)
+	}
+	if r := AutoRoute(t, s, wait); r.Heavy || r.CPU > time.Millisecond || r.Sampled < 4 {
+		t.Errorf("%s: %+v, want light, CPU well under its 5 ms wait", wait, r)
+	}
+	if r := AutoRoute(t, s, light); r.Heavy || r.Requests != 12 {
+		t.Errorf("%s: %+v, want light, 12 requests", light, r)
+	}
+}
+
+// CheckAutoErrors checks that newAuto, an adapter's NewAuto given s and
+// one bad option, or a nil scheduler and none, returns the error that
+// names it (and its valid range) and no middleware (made false).
+func CheckAutoErrors(t *testing.T, s *cpusched.Scheduler, newAuto func(*cpusched.Scheduler, ...httpsched.Option) (made bool, err error)) {
+	t.Helper()
+	for _, c := range []struct {
+		opt  httpsched.Option
+		want string
+	}{
+		{httpsched.WithHeavyThreshold(time.Microsecond), "httpsched: WithHeavyThreshold(1µs): 1µs is out of range (10µs..10s)"},
+		{httpsched.WithMaxRoutes(1 << 20), "httpsched: WithMaxRoutes(1048576): 1048576 is out of range (1..65536)"},
+		{httpsched.WithRouteOf(nil), "WithRouteOf(nil)"},
+		{httpsched.WithRetryAfter(0), "WithRetryAfter"},
+		{httpsched.WithTaskOptions(cpusched.WithNice(99)), "WithTaskOptions"},
+	} {
+		if made, err := newAuto(s, c.opt); made || err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("NewAuto: got %v, want no middleware and %q", err, c.want)
+		}
+	}
+	if made, err := newAuto(nil); made || err == nil || !strings.Contains(err.Error(), "scheduler is nil") {
+		t.Errorf("NewAuto(nil): got %v, want no middleware and an error naming the scheduler", err)
+	}
+}
+
+// CheckAutoRouteNames serves GET /wait/1, /wait/2, /nowhere, /nor/here,
+// /light and BREW /light through the handler that serve returns, with
+// Auto's options, and checks s's routes' names: want without an option;
+// with WithRouteOf's, its one name; with WithMaxRoutes(1), the first
+// route and httpsched.OtherRoute.
+func CheckAutoRouteNames(t *testing.T, serve func(*cpusched.Scheduler, ...httpsched.Option) http.Handler, want string) {
+	t.Helper()
+	tests := []struct {
+		opts []httpsched.Option
+		want string
+	}{
+		{nil, want},
+		{[]httpsched.Option{httpsched.WithRouteOf(func(r *http.Request) string { return "all" })}, "all"},
+		{[]httpsched.Option{httpsched.WithMaxRoutes(1)}, strings.Split(want, ",")[0] + "," + httpsched.OtherRoute},
+	}
+	for _, tt := range tests {
+		s := schedtest.NewScheduler(t)
+		h := serve(s, tt.opts...)
+		for _, p := range []string{"/wait/1", "/wait/2", "/nowhere", "/nor/here", "/light"} {
+			Record(h, "GET", p)
+		}
+		Record(h, "BREW", "/light")
+		if got := RouteNames(s); got != tt.want {
+			t.Errorf("routes %q, want %q", got, tt.want)
+		}
+		runtime.KeepAlive(h)
+	}
+}
