@@ -48,3 +48,24 @@ func BenchmarkHTTPSchedHandler(b *testing.B) {
 func BenchmarkMiddleware(b *testing.B) {
 	benchGin(b, func(r *gin.Engine, s *cpusched.Scheduler) { r.GET("/", Middleware(s), emptyHandler) })
 }
+
+// Auto's cost on a light route's request, once classified: against
+// BenchmarkGinDirect and the same route behind a middleware of the whole
+// engine that only calls c.Next (BenchmarkGinUse).
+
+func BenchmarkGinUse(b *testing.B) {
+	benchGin(b, func(r *gin.Engine, _ *cpusched.Scheduler) {
+		r.Use(func(c *gin.Context) { c.Next() })
+		r.GET("/", emptyHandler)
+	})
+}
+
+func BenchmarkAutoLight(b *testing.B) {
+	benchGin(b, func(r *gin.Engine, s *cpusched.Scheduler) {
+		r.Use(Auto(s))
+		r.GET("/", emptyHandler)
+		for range 100 { // past the route's first samples
+			r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+		}
+	})
+}
