@@ -1,5 +1,6 @@
 // Package promsched exports a cpusched.Scheduler's Stats as Prometheus
-// metrics, with its load reports and its httpsched handlers' shed counts.
+// metrics, with its load reports, its httpsched handlers' shed counts and
+// its Auto wrappers' routes.
 //
 // NewCollector returns a prometheus.Collector that takes one Stats snapshot
 // per scrape and turns it into constant metrics; it starts no goroutine,
@@ -12,7 +13,7 @@
 //	reg.MustRegister(promsched.NewCollector(s))
 //	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
-// The metrics, from cpusched.Stats but for the last three (durations in
+// The metrics, from cpusched.Stats but for the last seven (durations in
 // seconds; histograms have the buckets of cpusched.Histogram, upper bounds
 // 1us<<i for i in 0..20, in seconds, and +Inf):
 //
@@ -56,6 +57,11 @@
 //	cpusched_http_shed_total               counter    reason   requests httpsched answered without running their handler
 //	                                                           (httpsched.Sheds): queue_full, wait_limit, closed (503),
 //	                                                           bad_options (400)
+//	cpusched_route_cpu_seconds             gauge      route    average CPU time per sampled request of the route
+//	                                                           (httpsched.AutoRoute.CPU)
+//	cpusched_route_heavy                   gauge      route    1 while the route's requests run as tasks, else 0 (Heavy)
+//	cpusched_route_requests_total          counter    route    the route's requests, as tasks or directly (Requests)
+//	cpusched_route_moves_total             counter    route    times the route moved between heavy and light (Moves)
 //
 // The CPU time is what the weights share: beside a busy process, or on a
 // lowered thread the kernel leaves waiting, a task holds its slot longer
@@ -98,6 +104,21 @@
 // scheduler are counted in cpusched_tasks_rejected_total (or canceled, for
 // a queued task Close removed) as well.
 //
+// The cpusched_route_ metrics are the routes of the scheduler's Auto
+// wrappers (httpsched.Auto, echosched.Auto, ginsched.Auto), as
+// httpsched.AutoRoutes gives them: none without one. The route label is
+// the route's name (a ServeMux pattern, "GET /users/{id}"; a framework's
+// template, "GET /users/:id"; httpsched.OtherRoute for the routes past
+// WithMaxRoutes), so a wrapper adds at most WithMaxRoutes values, 256 by
+// default. echo's and gin's requests that no route matched are the route
+// "", whose series carry no route label (select them with route="").
+// Two wrappers of one scheduler that name a route alike (one mux served
+// on two listeners, each through an Auto of its own) make one series:
+// their requests and moves are summed, heavy is 1 if the route is heavy
+// in either, and the CPU is their averages weighted by their requests.
+// A label per wrapper would have no name that lasts: the wrappers have
+// none, and their order changes as one is dropped.
+//
 // The four outcomes are one metric with an outcome label, as Prometheus'
 // naming guide advises for parts of one total: sum(cpusched_tasks_ended_total)
 // is every ended task, and cpusched_tasks_submitted_total minus it is
@@ -124,6 +145,7 @@ package promsched
 
 import (
 	"maps"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -160,6 +182,8 @@ type collector struct {
 	appUtilization, cpuUtilization *prometheus.Desc
 
 	httpShed *prometheus.Desc
+
+	routeCPU, routeHeavy, routeRequests, routeMoves *prometheus.Desc
 
 	// bounds are the histogram buckets' upper bounds in seconds, without the
 	// last (+Inf) one.
@@ -219,6 +243,11 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		cpuUtilization: desc("cpu_utilization", "The process's CPU time over its CPU budget (GOMAXPROCS, the cgroup limit), over the last second (ORCA cpu_utilization)."),
 
 		httpShed: desc("http_shed_total", "Requests httpsched answered without running their handler, by reason: queue_full, wait_limit (WithMaxQueueWait), closed (503), bad_options (400).", "reason"),
+
+		routeCPU:      desc("route_cpu_seconds", "Average CPU time per sampled request of a route of an Auto wrapper (httpsched.Auto, echosched.Auto, ginsched.Auto).", "route"),
+		routeHeavy:    desc("route_heavy", "1 while an Auto wrapper runs the route's requests as tasks, else 0.", "route"),
+		routeRequests: desc("route_requests_total", "Requests of a route of an Auto wrapper, as tasks or directly.", "route"),
+		routeMoves:    desc("route_moves_total", "Times a route of an Auto wrapper moved between heavy (tasks) and light (direct).", "route"),
 	}
 	for i := range c.bounds {
 		c.bounds[i] = cpusched.BucketBound(i).Seconds()
@@ -235,6 +264,7 @@ func (c *collector) descs() []*prometheus.Desc {
 		c.classSubmitted, c.classRunTime, c.classCPUTime, c.classQueueWaits, c.classRunTimes,
 		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupCPUTime, c.groupQueueWaits, c.groupRunTimes, c.groupOverrun,
 		c.appUtilization, c.cpuUtilization, c.httpShed,
+		c.routeCPU, c.routeHeavy, c.routeRequests, c.routeMoves,
 	}
 }
 
@@ -313,6 +343,50 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.httpShed, float64(sheds.WaitLimit), "wait_limit")
 	counter(c.httpShed, float64(sheds.Closed), "closed")
 	counter(c.httpShed, float64(sheds.BadOptions), "bad_options")
+
+	for _, r := range mergeRoutes(httpsched.AutoRoutes(c.sched)) {
+		gauge(c.routeCPU, r.CPU.Seconds(), r.Route)
+		heavy := 0.0
+		if r.Heavy {
+			heavy = 1
+		}
+		gauge(c.routeHeavy, heavy, r.Route)
+		counter(c.routeRequests, float64(r.Requests), r.Route)
+		counter(c.routeMoves, float64(r.Moves), r.Route)
+	}
+}
+
+// mergeRoutes returns routes with those of one name made one, as the
+// package comment says, in the order of their first.
+func mergeRoutes(routes []httpsched.AutoRoute) []httpsched.AutoRoute {
+	at := make(map[string]int, len(routes))
+	var merged []httpsched.AutoRoute
+	// weight is each merged route's requests that have an average: a
+	// route not yet sampled has none.
+	var weight []float64
+	for _, r := range routes {
+		w := 0.0
+		if r.Sampled > 0 {
+			w = float64(r.Requests)
+		}
+		i, ok := at[r.Route]
+		if !ok {
+			at[r.Route] = len(merged)
+			merged = append(merged, r)
+			weight = append(weight, w)
+			continue
+		}
+		m := &merged[i]
+		if total := weight[i] + w; total > 0 {
+			m.CPU = time.Duration((float64(m.CPU)*weight[i] + float64(r.CPU)*w) / total)
+			weight[i] = total
+		}
+		m.Heavy = m.Heavy || r.Heavy
+		m.Requests += r.Requests
+		m.Sampled += r.Sampled
+		m.Moves += r.Moves
+	}
+	return merged
 }
 
 // OtherGroups is the group label value of the series that count the tasks
