@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/cmd/internal/bench"
 	"github.com/cpusched/cpusched/cmd/internal/cli"
 	"github.com/cpusched/cpusched/cmd/internal/demo"
@@ -25,7 +26,8 @@ var benchRun = bench.Run
 // starts `cpusched serve` as a child process and measures the 1 ms endpoint
 // idle, under a direct CPU load, under the same load through cpusched (with
 // and without Checkpoints), with small tasks added, a busy fast route
-// beside that load, and all of it beside a CPU-bound neighbour process; it
+// beside that load, all of it beside a CPU-bound neighbour process, and
+// the same load found heavy by httpsched.Auto on a server wrapped whole; it
 // prints one table (and JSON and a plot on request).
 // On SIGINT it stops the server, prints the rows measured so far and
 // returns the interruption as an error.
@@ -37,7 +39,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hogC := fs.Int("hog-c", bench.DefaultHogConcurrency, fmt.Sprintf("concurrency of the CPU-heavy /checksum load (1..%d)", bench.MaxConcurrency))
 	ioC := fs.Int("io-c", bench.DefaultIOConcurrency, fmt.Sprintf("connections of io-heavy's closed loop on the fast route (1..%d)", bench.MaxConcurrency))
 	smallRate := fs.Float64("small-rate", bench.DefaultSmallRate, fmt.Sprintf("open-loop rate of the small requests, scheduled and direct each, requests/s (1..%d)", bench.MaxSmallRate))
-	steps := fs.String("steps", "", "comma-separated steps to measure (default every step of each mode but "+strings.Join(bench.OptInSteps(), ", ")+", measured only when named): "+strings.Join(bench.StepNames(), ", ")+"; the floor also measures those the named steps compare with")
+	steps := fs.String("steps", "", "comma-separated steps to measure (default every step of each mode but "+bench.StepTenants+", and "+bench.StepAuto+" in the default isolation mode ("+cpusched.DefaultIsolation().String()+") only; they are measured where named): "+strings.Join(bench.StepNames(), ", ")+"; the floor also measures those the named steps compare with")
 	tenantWeights := fs.String("tenant-weights", bench.TenantWeights(bench.DefaultTenants()), fmt.Sprintf("the tenants step's group weights, W:W:W:W (%d..%d each), of groups t1..t4", demo.MinGroupWeight, demo.MaxGroupWeight))
 	clean := fs.Bool("clean", false, "the clean room: the servers make no garbage at all (serve -garbage 0)")
 	gc := fs.Bool("gc", false, fmt.Sprintf("heavy garbage: every fast request builds %d KiB (serve -gc), so the collector is always busy; default %d KiB", demo.HeavyGarbage>>10, demo.DefaultGarbage>>10))
@@ -45,9 +47,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	cgroups := fs.Bool("cgroups", false, "run each server (with the floor's hog) and its neighbour in a cgroup of its own, equal weights, as two containers on a node (Linux, root); with -cpu-quota, the server's has the quota")
 	jsonPath := fs.String("json", "", "also write the results as JSON to this file (- for stdout, instead of the table)")
 	outDir := fs.String("out", "", "also write DIR/bench.json, DIR/bench.png (probe latency plot) and DIR/frontier.png (p99 x the floor against throughput)")
-	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor and tenants into DIR and attribute every probe request slower than 2x the idle p99, and every io-heavy request slower than 2x the floor's io-heavy p99, to its causes (DIR/MODE-STEP.txt)")
+	traceDir := fs.String("trace", "", "record a runtime/trace of each server during hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor, tenants and auto into DIR and attribute every probe request slower than 2x the idle p99, and every io-heavy request slower than 2x the floor's io-heavy p99, to its causes (DIR/MODE-STEP.txt)")
 	traceAbove := fs.Duration("trace-above", 0, fmt.Sprintf("with -trace, attribute the requests slower than this (%v..%v) in every traced step instead", bench.MinTraceAbove, bench.MaxTraceAbove))
-	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 60 s")
+	quick := fs.Bool("quick", false, "short steps for CI: the whole run takes under 60 s ("+bench.StepAuto+" left out unless -steps names it)")
 	workers := fs.Int("workers", 0, "pass -workers to every server; 0 lets each mode choose")
 	slice := fs.Duration("slice", 0, "pass -slice to every server; 0 lets each mode choose")
 	privileged := fs.Bool("privileged", false, "keep the servers, the floor's hog and the neighbour running as root (bench must be root); by default a bench run as root runs them as a container runs a service: uid 65534, no CAP_SYS_NICE, RLIMIT_NICE 0 (Linux)")

@@ -5,7 +5,8 @@
 // For each mode, Run starts the demo server as a child process (so that the
 // load generator does not share the server's Go runtime), waits until it
 // answers, and runs seven steps of equal length (Config.Steps may name
-// fewer), each after a short unmeasured warm-up:
+// fewer), each after a short unmeasured warm-up, then in the default
+// isolation mode an eighth on a server of its own:
 //
 //	idle             the probe alone: open loop at ProbeRate on /delay1ms
 //	hog-direct       + closed loop of HogConcurrency on /checksum?sched=0
@@ -21,6 +22,11 @@
 //	                 process at normal priority with NeighborConcurrency
 //	                 CPU-bound goroutines (package hogproc), started once
 //	                 per mode, paused, and run only over this step
+//	auto             hog-sched's loads, the CPU-heavy one on
+//	                 /checksum?sched=0, on a server of its own that
+//	                 serves the whole demo through httpsched.Auto
+//	                 (serve -auto; auto.go): in the default isolation mode,
+//	                 and in the others where Config.Steps names it
 //
 // The floor mode (ModeFloor) is the reference the others are compared with:
 // its server gets no task, and the same CPU-heavy work runs in a separate
@@ -273,41 +279,40 @@ func runMode(ctx context.Context, cfg Config, l *launcher, cgroups *cgroupFS, te
 		}
 		defer neighbor.Stop()
 	}
-	name, args, err := l.command(serverArgs(cfg, mode, workers))
-	if err != nil {
-		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
-	}
 	place := l.place(serverRole, cgs.server)
-	srv, err := startServer(ctx, place, name, args)
-	if err != nil {
-		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
-	}
-	defer srv.stop()
-	if err := l.check(srv.cmd.Process.Pid, "the server", place); err != nil {
-		return nil, "", fmt.Errorf("bench: mode %s: %w", spec, err)
-	}
-	info = spec + ": " + srv.banner
-
 	var quota *cpuCgroup // the cgroup whose throttling the rows record
 	if cfg.CPUQuota > 0 {
 		quota = cgs.server
 	}
-	m := newMeter(cfg, srv.url, quota, srv.cmd.Process.Pid)
-	m.spec, m.floorHog, m.neighbor, m.floorIOP99 = spec, hog, neighbor, floorIOP99
-	if slices.Contains(steps, StepTenants) {
-		m.withTenants(tenants, l)
-	}
-	defer m.close()
-	for i, step := range steps {
-		r, err := m.step(ctx, spec, step, func(what string) { phase(step, i, what) })
-		if err != nil {
-			if ctx.Err() != nil {
-				err = ctx.Err()
+	ms := modeServer{cfg: cfg, l: l, place: place, quota: quota, spec: spec, phase: phase, stepDone: stepDone}
+	onMode, onAuto := splitAutoSteps(steps)
+	var idleP99 float64 // the mode's server's, for the auto server's attribution threshold
+	if len(onMode) > 0 {
+		var banner string
+		rows, banner, idleP99, err = ms.measure(ctx, serverArgs(cfg, mode, workers), onMode, 0, func(m *meter) {
+			m.floorHog, m.neighbor, m.floorIOP99 = hog, neighbor, floorIOP99
+			if slices.Contains(onMode, StepTenants) {
+				m.withTenants(tenants, l)
 			}
-			return rows, info, fmt.Errorf("bench: mode %s, step %s: %w", spec, step, err)
+		})
+		info = spec + ": " + banner
+		if err != nil {
+			return rows, info, err
 		}
-		rows = append(rows, r)
-		stepDone()
+	}
+	if len(onAuto) > 0 {
+		autoRows, banner, _, err := ms.measure(ctx, append(serverArgs(cfg, mode, workers), "-auto"), onAuto, len(onMode), func(m *meter) {
+			m.idleP99 = idleP99
+		})
+		rows = append(rows, autoRows...)
+		if info == "" {
+			info = spec + ": " + banner
+		} else {
+			info += " (auto: a server of its own, -auto)"
+		}
+		if err != nil {
+			return rows, info, err
+		}
 	}
 	if hog != nil {
 		hogInfo, err := floorHogInfo(cfg, hog)
@@ -319,6 +324,72 @@ func runMode(ctx context.Context, cfg Config, l *launcher, cgroups *cgroupFS, te
 	if neighbor != nil {
 		info += neighborInfo(cfg, cgs, l.shape.otherCPUs)
 	}
+	return rows, info, nil
+}
+
+// splitAutoSteps splits a mode's steps into those measured on the mode's
+// server and auto, measured on a server of its own after them (the
+// server's -auto changes how every route is served: its /checksum?sched=0
+// would not be direct, nor sched=1 a task of its own).
+func splitAutoSteps(steps []string) (onMode, onAuto []string) {
+	for _, s := range steps {
+		if s == StepAuto {
+			onAuto = append(onAuto, s)
+		} else {
+			onMode = append(onMode, s)
+		}
+	}
+	return onMode, onAuto
+}
+
+// modeServer starts the servers of one mode and measures steps on them.
+type modeServer struct {
+	cfg      Config
+	l        *launcher
+	place    childPlace
+	quota    *cpuCgroup // the cgroup whose throttling the rows record, or nil
+	spec     string     // the Config.Modes item
+	phase    func(step string, i int, what string)
+	stepDone func()
+}
+
+// measure starts a server with args where ms.place says, measures steps
+// on it with a meter that setup completes, and stops the server; first
+// is the index of steps[0] among the mode's steps, for phase. It returns
+// the rows measured, the server's banner (with how its shutdown went,
+// if not cleanly), the idle step's probe p99 (0 without one) and the
+// first error. The server has exited whatever it returns.
+func (ms modeServer) measure(ctx context.Context, args, steps []string, first int, setup func(*meter)) (rows []Result, banner string, idleP99 float64, err error) {
+	spec := ms.spec
+	name, args, err := ms.l.command(args)
+	if err != nil {
+		return nil, "", 0, fmt.Errorf("bench: mode %s: %w", spec, err)
+	}
+	srv, err := startServer(ctx, ms.place, name, args)
+	if err != nil {
+		return nil, "", 0, fmt.Errorf("bench: mode %s: %w", spec, err)
+	}
+	defer srv.stop()
+	if err := ms.l.check(srv.cmd.Process.Pid, "the server", ms.place); err != nil {
+		return nil, "", 0, fmt.Errorf("bench: mode %s: %w", spec, err)
+	}
+	banner = srv.banner
+
+	m := newMeter(ms.cfg, srv.url, ms.quota, srv.cmd.Process.Pid)
+	m.spec = spec
+	setup(m)
+	defer m.close()
+	for i, step := range steps {
+		r, err := m.step(ctx, spec, step, func(what string) { ms.phase(step, first+i, what) })
+		if err != nil {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return rows, banner, m.idleP99, fmt.Errorf("bench: mode %s, step %s: %w", spec, step, err)
+		}
+		rows = append(rows, r)
+		ms.stepDone()
+	}
 	// Close the clients' idle connections before the SIGTERM: a connection
 	// dialed for a request that was then cancelled sits unused in a
 	// client's pool, and http.Server.Shutdown waits up to 5 s for such a
@@ -327,9 +398,9 @@ func runMode(ctx context.Context, cfg Config, l *launcher, cgroups *cgroupFS, te
 	if err := srv.stop(); err != nil && ctx.Err() == nil {
 		// The rows are good; a server that did not shut down cleanly is
 		// worth knowing about but does not void them.
-		info += " (shutdown: " + err.Error() + ")"
+		banner += " (shutdown: " + err.Error() + ")"
 	}
-	return rows, info, nil
+	return rows, banner, m.idleP99, nil
 }
 
 // serverArgs returns the arguments of mode's server: the floor's gets

@@ -162,6 +162,11 @@ func checkRow(t *testing.T, row Result) {
 			t.Errorf("%s: got hog %+v, want passes done, by the floor's hog in the floor", name, row.Hog)
 		}
 	}
+	// Auto finds /checksum heavy by its CPU: with Linux's thread CPU
+	// clocks, which the floor's SCHED_IDLE needs too.
+	if a := row.Auto; (a != nil) != (row.Step == StepAuto) || a != nil && (!a.Heavy || a.Route != autoRoute || a.PrimeRequests < 1) {
+		t.Errorf("%s: got auto %+v, want %s heavy over the window, only in %s", name, a, autoRoute, StepAuto)
+	}
 	withSmall := row.Step == StepHogSchedSm || row.Step == StepNeighbor
 	if (row.Small != nil) != (withSmall && row.Mode != ModeFloor) {
 		t.Errorf("%s: got small %+v, want present only in %s and %s, not in the floor", name, row.Small, StepHogSchedSm, StepNeighbor)

@@ -308,8 +308,8 @@ func TestReportWithCPUQuota(t *testing.T) {
 			"neighbor-alone 30/70 3,703 ms (1.50 CPUs), neighbor 40/70 4,938 ms (2.00 CPUs)\n",
 		"none: idle 50/70 6,172 ms (2.50 CPUs), hog-direct 60/70 7,406 ms (3.00 CPUs), hog-sched 70/70 8,641 ms (3.50 CPUs), " +
 			"hog-nockpt 80/70 9,875 ms (4.00 CPUs), hog-sched+small 90/70 11,110 ms (4.50 CPUs), io-heavy 100/70 12,344 ms (5.00 CPUs), " +
-			"neighbor 110/70 13,578 ms (5.50 CPUs)\n",
-		"reserve: neighbor 120/70 14,813 ms (6.00 CPUs)\n",
+			"neighbor 110/70 13,578 ms (5.50 CPUs), auto 120/70 14,813 ms (6.00 CPUs)\n",
+		"reserve: neighbor 130/70 16,047 ms (6.50 CPUs)\n",
 	} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("table output lacks %q; got:\n%s", want, buf.String())

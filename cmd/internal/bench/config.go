@@ -80,6 +80,13 @@ const (
 	// (tenants.go, docs/bench.md#tenants). Every mode has it, but Run
 	// measures it only where Config.Steps names it (OptInSteps).
 	StepTenants = "tenants"
+	// StepAuto is hog-sched's loads on a server of its own that serves
+	// the whole demo through httpsched.Auto (serve -auto), with the
+	// CPU-heavy load sent to the direct path, no route marked: Auto finds
+	// /checksum heavy by its CPU (docs/bench.md#auto). A default step of
+	// the default isolation mode (StepsOf); the other isolation modes
+	// measure it where Config.Steps names it, the floor never.
+	StepAuto = "auto"
 )
 
 // Steps returns the step names of an isolation mode in the order Run
@@ -89,37 +96,56 @@ func Steps() []string {
 }
 
 // StepNames returns every step name of every mode, in the order Run
-// measures them: the names Config.Steps takes.
+// measures them: the names Config.Steps takes. auto comes last, on its
+// own server, after those of the mode's server.
 func StepNames() []string {
-	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighborAlone, StepNeighbor, StepTenants}
+	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighborAlone, StepNeighbor, StepTenants, StepAuto}
 }
 
-// OptInSteps returns the steps that every mode has but Run measures only
-// where Config.Steps names them, after the others: tenants, whose 8 s or
-// so in each mode would add more than 30 s to a default run
-// (docs/bench.md#tenants).
-func OptInSteps() []string { return []string{StepTenants} }
+// OptInSteps returns the steps Run measures only where Config.Steps names
+// them, after the others: tenants, in every mode, whose 8 s or so in each
+// would add more than 30 s to a default run (docs/bench.md#tenants); auto,
+// in the isolation modes but the default one, which measures it by
+// default (StepsOf): a server of its own and a step in each would add
+// about as much.
+func OptInSteps() []string { return []string{StepTenants, StepAuto} }
 
 // StepsOf returns the steps Run measures in mode (a Config.Modes item)
 // when Config.Steps is empty: the floor has no direct or scheduled load
 // of its own, and no scheduled small requests, so only the steps the
-// others are compared with, and the neighbour alone, their reference.
+// others are compared with, and the neighbour alone, their reference;
+// the default isolation mode (cpusched.DefaultIsolation) also has auto.
 func StepsOf(mode string) []string {
-	if mode == ModeFloor {
+	name, _, _ := strings.Cut(mode, ":")
+	switch name {
+	case ModeFloor:
 		return []string{StepIdle, StepHogSched, StepIOHeavy, StepNeighborAlone, StepNeighbor}
+	case cpusched.DefaultIsolation().String():
+		return append(Steps(), StepAuto)
 	}
 	return Steps()
 }
 
+// hasStep reports whether mode has step, by default or where
+// Config.Steps names it: the floor has no auto.
+func hasStep(mode, step string) bool {
+	if slices.Contains(StepsOf(mode), step) || step == StepTenants {
+		return true
+	}
+	name, _, _ := strings.Cut(mode, ":")
+	return step == StepAuto && name != ModeFloor
+}
+
 // floorStepOf returns the floor's step that step is compared with, or ""
-// for none: hog-nockpt's is hog-sched, since the floor's hog never calls
-// Checkpoint either; hog-direct and hog-sched+small have none, nor has
+// for none: hog-nockpt's and auto's is hog-sched, the same CPU work beside
+// the probe (the floor's hog never calls Checkpoint, like hog-nockpt's
+// tasks); hog-direct and hog-sched+small have none, nor has
 // neighbor-alone, which is the floor's alone.
 func floorStepOf(step string) string {
 	switch step {
 	case StepIdle, StepHogSched, StepIOHeavy, StepNeighbor, StepTenants:
 		return step
-	case StepHogNoCkpt:
+	case StepHogNoCkpt, StepAuto:
 		return StepHogSched
 	}
 	return ""
@@ -133,7 +159,7 @@ func floorStepOf(step string) string {
 // go quiet, in under 60 s (docs/bench.md#what-it-runs): with every mode's
 // 26 steps, 36 s on the project's 2-vCPU machine.
 func QuickStep(modes, steps []string) time.Duration {
-	c := Config{Modes: modes, Steps: steps}
+	c := Config{Modes: modes, Steps: steps, Quick: true}
 	n := 0
 	for _, m := range c.modes() {
 		n += len(c.stepsOf(m))
@@ -223,9 +249,11 @@ type Config struct {
 	// floor's hog as GOMAXPROCS (1..the servers' CPUs: every CPU, or
 	// their half with CPUSet), a node's service with CPUs left idle.
 	ServerProcs int
-	// Quick is recorded in the report's config; the caller sets Step,
-	// Warmup and Settle for a quick run (QuickStep, QuickWarmup,
-	// QuickSettle).
+	// Quick is recorded in the report's config, and leaves auto out of
+	// the default steps (nil Steps), whose one more server and step would
+	// take a quick run of every mode past its budget (QuickStep); the
+	// caller sets Step, Warmup and Settle for a quick run (QuickStep,
+	// QuickWarmup, QuickSettle).
 	Quick bool
 	// TraceDir, when set, records a runtime/trace of each server over the
 	// measured windows of the steps tracedStep names (all but idle and
@@ -384,20 +412,26 @@ func (c Config) validateSteps() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("bench: Steps (-steps) %s: no mode of -modes (%s) has any of them (the floor has %s; the others %s; every mode %s)",
-		strings.Join(c.Steps, ","), strings.Join(c.modes(), ","), strings.Join(StepsOf(ModeFloor), ", "), strings.Join(Steps(), ", "), strings.Join(OptInSteps(), ", "))
+	return fmt.Errorf("bench: Steps (-steps) %s: no mode of -modes (%s) has any of them (the floor has %s and %s; the isolation modes %s, %s and %s)",
+		strings.Join(c.Steps, ","), strings.Join(c.modes(), ","), strings.Join(StepsOf(ModeFloor), ", "), StepTenants, strings.Join(Steps(), ", "), StepTenants, StepAuto)
 }
 
-// stepsOf returns the steps Run measures in mode: StepsOf(mode), keeping
-// only those Config.Steps names, in the floor also those the named steps
-// compare with; and the OptInSteps it names.
+// stepsOf returns the steps Run measures in mode, in StepNames' order:
+// StepsOf(mode), keeping only those Config.Steps names, in the floor also
+// those the named steps compare with; and the OptInSteps it names that
+// mode has. A Quick run's default steps leave auto out.
 func (c Config) stepsOf(mode string) []string {
+	if len(c.Steps) == 0 && c.Quick {
+		return slices.DeleteFunc(StepsOf(mode), func(s string) bool { return s == StepAuto })
+	}
 	if len(c.Steps) == 0 {
 		return StepsOf(mode)
 	}
-	all := append(StepsOf(mode), OptInSteps()...)
 	var out []string
-	for _, s := range all {
+	for _, s := range StepNames() {
+		if !hasStep(mode, s) {
+			continue
+		}
 		wanted := slices.Contains(c.Steps, s)
 		if mode == ModeFloor {
 			for _, named := range c.Steps {

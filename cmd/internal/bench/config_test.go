@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/cmd/internal/demo"
 )
 
@@ -59,10 +60,12 @@ func TestValidate(t *testing.T) {
 		{"trace above negative", func(c *Config) { c.TraceDir, c.TraceAbove = "t", -time.Millisecond }, "TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in 1µs..1m0s, got -1ms"},
 		{"trace above too long", func(c *Config) { c.TraceDir, c.TraceAbove = "t", time.Hour }, "in 1µs..1m0s, got 1h0m0s"},
 		{"steps", func(c *Config) { c.Steps = []string{StepNeighbor, StepIdle} }, ""},
-		{"steps unknown", func(c *Config) { c.Steps = []string{"neighbour"} }, `Steps (-steps): unknown step "neighbour" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor, tenants)`},
+		{"steps unknown", func(c *Config) { c.Steps = []string{"neighbour"} }, `Steps (-steps): unknown step "neighbour" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor, tenants, auto)`},
 		{"steps twice", func(c *Config) { c.Steps = []string{StepIdle, StepIdle} }, `Steps (-steps): step "idle" given twice`},
 		{"steps of no mode", func(c *Config) { c.Modes, c.Steps = []string{"none", "reserve"}, []string{StepNeighborAlone} },
-			"Steps (-steps) neighbor-alone: no mode of -modes (none,reserve) has any of them (the floor has idle, hog-sched, io-heavy, neighbor-alone, neighbor; the others idle,"},
+			"Steps (-steps) neighbor-alone: no mode of -modes (none,reserve) has any of them (the floor has idle, hog-sched, io-heavy, neighbor-alone, neighbor and tenants; the isolation modes idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor, tenants and auto)"},
+		{"steps auto", func(c *Config) { c.Modes, c.Steps = []string{"none"}, []string{StepAuto} }, ""},
+		{"steps auto of the floor alone", func(c *Config) { c.Modes, c.Steps = []string{"floor"}, []string{StepAuto} }, ""}, // its hog-sched
 		{"steps the floor's alone", func(c *Config) { c.Modes, c.Steps = []string{"floor", "none"}, []string{StepNeighborAlone} }, ""},
 		{"neighbor-c zero", func(c *Config) { c.NeighborConcurrency = 0 }, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 0"},
 		{"neighbor-c too many", func(c *Config) { c.NeighborConcurrency = 257 }, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 257"},
@@ -122,8 +125,9 @@ func TestQuickStep(t *testing.T) {
 	// 25 s, so that with the build, the start-ups and the waits for the
 	// servers to go quiet it stays under 60 s.
 	steps := 0
+	quick := Config{Quick: true}
 	for _, m := range AllModes() {
-		steps += len(StepsOf(m))
+		steps += len(quick.stepsOf(m))
 	}
 	if total := time.Duration(steps) * (QuickStep(nil, nil) + QuickWarmup + QuickSettle); total > 25*time.Second {
 		t.Errorf("a quick run's %d steps take %v in all, want <= 25s", steps, total)
@@ -134,13 +138,24 @@ func TestStepsOf(t *testing.T) {
 	if got, want := StepsOf(ModeFloor), []string{StepIdle, StepHogSched, StepIOHeavy, StepNeighborAlone, StepNeighbor}; !slices.Equal(got, want) {
 		t.Errorf("StepsOf(floor): got %v, want %v", got, want)
 	}
-	if got := StepsOf("ospriority:1"); !slices.Equal(got, Steps()) || got[len(got)-1] != StepNeighbor {
-		t.Errorf("StepsOf(ospriority:1): got %v, want every step %v, the neighbour's last", got, Steps())
+	// The default isolation mode also measures auto, last, on its own
+	// server; the others by default not.
+	def := cpusched.DefaultIsolation().String()
+	for _, m := range []string{def, def + ":1"} {
+		if got, want := StepsOf(m), append(Steps(), StepAuto); !slices.Equal(got, want) {
+			t.Errorf("StepsOf(%s): got %v, want %v", m, got, want)
+		}
+	}
+	for _, m := range demo.ModeNames() {
+		if got := StepsOf(m + ":1"); m != def && (!slices.Equal(got, Steps()) || got[len(got)-1] != StepNeighbor) {
+			t.Errorf("StepsOf(%s:1): got %v, want every step %v, the neighbour's last", m, got, Steps())
+		}
 	}
 	// Every step of the floor is its own reference; of the others, the
 	// ones it has a counterpart for.
 	for step, want := range map[string]string{StepIdle: StepIdle, StepHogDirect: "", StepHogSched: StepHogSched,
-		StepHogNoCkpt: StepHogSched, StepHogSchedSm: "", StepIOHeavy: StepIOHeavy, StepNeighbor: StepNeighbor, StepNeighborAlone: ""} {
+		StepHogNoCkpt: StepHogSched, StepHogSchedSm: "", StepIOHeavy: StepIOHeavy, StepNeighbor: StepNeighbor, StepNeighborAlone: "",
+		StepAuto: StepHogSched} {
 		if got := floorStepOf(step); got != want {
 			t.Errorf("floorStepOf(%s): got %q, want %q", step, got, want)
 		}
@@ -178,11 +193,24 @@ func TestConfigStepsOf(t *testing.T) {
 		{[]string{StepHogNoCkpt, StepIdle}, "none:1", []string{StepIdle, StepHogNoCkpt}},
 		{[]string{StepHogDirect, StepHogSchedSm}, ModeFloor, nil},
 		{[]string{StepIOHeavy, StepIdle}, "reserve", []string{StepIdle, StepIOHeavy}}, // the run's order
+		// auto: every isolation mode has it, after tenants (its own server);
+		// the floor measures its hog-sched instead.
+		{[]string{StepAuto, StepTenants, StepIdle}, "none", []string{StepIdle, StepTenants, StepAuto}},
+		{[]string{StepAuto}, "reserve:1", []string{StepAuto}},
+		{[]string{StepAuto}, ModeFloor, []string{StepHogSched}},
+		{[]string{StepAuto, StepTenants}, ModeFloor, []string{StepHogSched, StepTenants}},
 	}
 	for _, tt := range tests {
-		c := Config{Steps: tt.steps}
-		if got := c.stepsOf(tt.mode); !slices.Equal(got, tt.want) {
-			t.Errorf("steps %q, mode %s: got %v, want %v", tt.steps, tt.mode, got, tt.want)
+		for _, quick := range []bool{false, true} {
+			c := Config{Steps: tt.steps, Quick: quick}
+			if got := c.stepsOf(tt.mode); !slices.Equal(got, tt.want) {
+				t.Errorf("steps %q, mode %s, quick %v: got %v, want %v", tt.steps, tt.mode, quick, got, tt.want)
+			}
 		}
+	}
+	// A quick run's default steps leave auto out.
+	def := cpusched.DefaultIsolation().String()
+	if got := (Config{Quick: true}).stepsOf(def); !slices.Equal(got, Steps()) {
+		t.Errorf("quick, mode %s: got %v, want %v, without auto", def, got, Steps())
 	}
 }

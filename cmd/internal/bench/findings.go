@@ -74,6 +74,9 @@ func (r *Report) modeFindings(mode string) []string {
 		lines = append(lines, fmt.Sprintf("probe p99 %s ms with that load through cpusched without a Checkpoint%s%s",
 			report.Ms(nc.Probe.P99Ms), inParens(vsFloor(nc)), throughput(nc)))
 	}
+	if l := autoFindings(r.find(mode, StepAuto)); l != "" {
+		lines = append(lines, l)
+	}
 	if sm := r.find(mode, StepHogSchedSm); sm != nil && sm.Small != nil && sm.SmallDirect != nil {
 		s := fmt.Sprintf("small requests p99 %s ms through cpusched, %s ms run directly at the same rate (%s direct)",
 			report.Ms(sm.Small.P99Ms), report.Ms(sm.SmallDirect.P99Ms), times(sm.Small.P99Ms, sm.SmallDirect.P99Ms))

@@ -10,9 +10,9 @@ import (
 )
 
 // frontierSteps are the steps the frontier plot shows: the probe beside
-// the CPU load, with and without Checkpoints, the busy fast path, and
-// beside the neighbour.
-var frontierSteps = []string{StepHogSched, StepHogNoCkpt, StepIOHeavy, StepNeighbor}
+// the CPU load, with and without Checkpoints, the busy fast path, beside
+// the neighbour, and the CPU load found heavy by httpsched.Auto.
+var frontierSteps = []string{StepHogSched, StepHogNoCkpt, StepIOHeavy, StepNeighbor, StepAuto}
 
 // FrontierSteps returns the steps a frontier plot can show.
 func FrontierSteps() []string { return slices.Clone(frontierSteps) }
@@ -60,19 +60,19 @@ type FrontierSetting struct {
 }
 
 // WriteFrontierOf draws, to path, the settings' trade-offs at step (one of
-// hog-sched, hog-nockpt, io-heavy, neighbor): for every run, each mode's p99 over
+// hog-sched, hog-nockpt, io-heavy, neighbor, auto): for every run, each mode's p99 over
 // that run's floor (y, log scale) against its throughput as a share of
 // direct (x), and the floor's own point at y = 1, as WriteFrontier does
 // for one run. A setting whose runs hold one mode besides the floor is
 // named by the setting alone, otherwise "SETTING MODE" (hog-nockpt's
-// floor point is the floor's hog-sched, as in the table). It fails, writing
+// and auto's floor point is the floor's hog-sched, as in the table). It fails, writing
 // nothing, if step is not a frontier step or a run has no floor or no
 // point at step, naming the setting and run.
 func WriteFrontierOf(path, step string, settings []FrontierSetting) error {
 	if !slices.Contains(frontierSteps, step) {
 		return fmt.Errorf("bench: frontier step %q: want one of %v", step, frontierSteps)
 	}
-	floorStep := floorStepOf(step) // hog-nockpt compares with the floor's hog-sched
+	floorStep := floorStepOf(step) // hog-nockpt and auto compare with the floor's hog-sched
 	floor := report.Series{Name: "floor (each run's)"}
 	var series []report.Series
 	for _, set := range settings {

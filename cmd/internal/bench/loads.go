@@ -62,6 +62,8 @@ func (m *meter) loadsOf(step string) stepLoads {
 		l.hogPath = pathHogSched
 	case StepHogNoCkpt:
 		l.hogPath = pathHogNoCkpt
+	case StepAuto:
+		l.hogPath = pathHogAuto
 	}
 	if m.floorHog != nil && l.hogPath != "" {
 		l.hogPath, l.floorHog = "", true

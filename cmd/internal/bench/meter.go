@@ -16,10 +16,14 @@ import (
 
 // The demo server's endpoints.
 const (
-	pathProbe       = "/delay1ms"
-	pathHogDirect   = "/checksum?sched=0"
-	pathHogSched    = "/checksum?sched=1"
-	pathHogNoCkpt   = "/checksum?sched=1&checkpoint=0"
+	pathProbe     = "/delay1ms"
+	pathHogDirect = "/checksum?sched=0"
+	pathHogSched  = "/checksum?sched=1"
+	pathHogNoCkpt = "/checksum?sched=1&checkpoint=0"
+	// pathHogAuto is auto's CPU-heavy load: the direct path, its passes
+	// each ending with a Checkpoint that is a no-op until Auto runs them
+	// as a task.
+	pathHogAuto     = "/checksum?sched=0&checkpoint=1"
 	pathSmall       = "/checksum?n=10&sched=1"
 	pathSmallDirect = "/checksum?n=10&sched=0"
 	pathStats       = "/stats"
@@ -143,6 +147,14 @@ const hogTimeout = 2 * time.Minute
 func (m *meter) step(ctx context.Context, mode, step string, phase func(string)) (Result, error) {
 	res := Result{Mode: mode, Step: step}
 	loads := m.loadsOf(step)
+	var err error
+	primed := 0 // auto's requests before its loads
+	if step == StepAuto {
+		phase("waiting for Auto to find /checksum heavy")
+		if primed, err = m.primeAuto(ctx); err != nil {
+			return res, err
+		}
+	}
 	stop, err := m.startLoads(ctx, loads)
 	// Stop the loads before leaving: on an early error (a failed /stats
 	// read, a trace that cannot be read) the CPU-heavy load would otherwise
@@ -164,6 +176,9 @@ func (m *meter) step(ctx context.Context, mode, step string, phase func(string))
 		return res, err
 	}
 	m.record(&res, step, loads, w)
+	if res.Auto != nil {
+		res.Auto.PrimeRequests = primed
+	}
 
 	// Stop the load and let the server finish what it was doing, so that
 	// the next step starts from a quiet server.
@@ -259,11 +274,11 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 }
 
 // tracedStep reports whether Config.TraceDir traces step: those with the
-// CPU-heavy load through the scheduler beside the probe, io-heavy, the
-// steps beside the neighbour, and tenants.
+// CPU-heavy load through the scheduler beside the probe (auto's through
+// Auto), io-heavy, the steps beside the neighbour, and tenants.
 func tracedStep(step string) bool {
 	switch step {
-	case StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighbor, StepNeighborAlone, StepTenants:
+	case StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighbor, StepNeighborAlone, StepTenants, StepAuto:
 		return true
 	}
 	return false
@@ -335,6 +350,9 @@ func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
 		res.Tenants = m.tenantRun.tenantsResult(w.before.tenants, w.after.tenants, w.after.when.Sub(w.before.when))
 	}
 	res.Attribution = w.attribution
+	if step == StepAuto {
+		res.Auto = autoResult(w.before.stats, w.after.stats)
+	}
 }
 
 // settle waits, after a step's loads have stopped, until the server has

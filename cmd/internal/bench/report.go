@@ -168,6 +168,9 @@ type Result struct {
 	// Tenants is the tenants step's groups' figures; absent in the other
 	// steps.
 	Tenants *TenantsResult `json:"tenants,omitempty"`
+	// Auto is what httpsched.Auto made of the auto step's CPU-heavy
+	// route; absent in the other steps.
+	Auto *AutoResult `json:"auto,omitempty"`
 	// VsFloor compares the row with the floor's step it compares with in
 	// the same run; nil for the floor's own rows, steps with no floor
 	// counterpart (hog-direct, hog-sched+small) and runs without the floor.
@@ -345,7 +348,7 @@ func (r *Report) writeHeader(ew *report.ErrWriter) {
 	}
 	ew.Printf("latencies in ms, open loop from each request's due time, closed loop (io-heavy) from its send; small: scheduled, direct (sched=0, their reference), and the scheduler's own wait (Task.Waited); nbr: the neighbour's own passes; gc p99, gc max: the server's GC pauses in the window, stop max: the longest time to stop the world in it, ms; lent: the slots ospriority lent to the rest of the server, on average over the step; retired: the lowered threads ospriority ended in the step, where it cannot raise them back (raisable=false)\n")
 	if r.hasFloor() {
-		ew.Printf("%s: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor and %% of floor: the p99 and the hog's passes/s over the floor's same step (hog-nockpt: its hog-sched)%s\n",
+		ew.Printf("%s: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor and %% of floor: the p99 and the hog's passes/s over the floor's same step (hog-nockpt, auto: its hog-sched)%s\n",
 			ModeFloor, r.floorDirectNote())
 	}
 	ew.Printf("\n")
@@ -449,7 +452,7 @@ func (r *Report) throttling() []string {
 	var lines []string
 	for _, mode := range r.Config.Modes {
 		var parts []string
-		for _, step := range StepsOf(mode) {
+		for _, step := range StepNames() { // the opt-in steps' rows too
 			if row := r.find(mode, step); row != nil && row.CgroupCPU != nil {
 				cs := row.CgroupCPU
 				parts = append(parts, fmt.Sprintf("%s %d/%d %s ms (%.2f CPUs)", step, cs.Throttled, cs.Periods, report.Num(math.Round(cs.ThrottledMs)), cs.ServerCPUs))

@@ -68,6 +68,9 @@ func handMadeReport() *Report {
 			{Mode: "none", Step: StepNeighbor, Probe: &ProbeResult{RPS: 200, P50Ms: 2, P99Ms: 10, P999Ms: 12, MaxMs: 14},
 				Hog: &HogResult{PassesPerS: 50000}, Small: small(20, ptr(5)), SmallDirect: small(8, nil), Neighbor: late,
 				CPUBusyPct: ptr(100), GC: gc(2, 4, 1)},
+			{Mode: "none", Step: StepAuto, Probe: &ProbeResult{RPS: 200, P50Ms: 1.3, P99Ms: 2.5, P999Ms: 3.5, MaxMs: 4.5},
+				Hog: &HogResult{PassesPerS: 285000}, CPUBusyPct: ptr(100), GC: gc(0.5, 0.5, 0.25),
+				Auto: &AutoResult{Route: autoRoute, Heavy: true, CPUMs: 250, PrimeRequests: 1}},
 			{Mode: "reserve", Step: StepNeighbor, Probe: &ProbeResult{RPS: 200, P50Ms: 2, P99Ms: 7.5, P999Ms: 9, MaxMs: 10},
 				Hog: &HogResult{PassesPerS: 40000}, Small: small(16, ptr(4)), SmallDirect: small(8, nil), Neighbor: nb(160000),
 				CPUBusyPct: ptr(100), GC: gc(2, 3, 0.5)},
@@ -115,6 +118,8 @@ func TestWriteJSONShape(t *testing.T) {
 		"small":        {"errors", "max_ms", "p50_ms", "p999_ms", "p99_ms", "rps", "waited_max_ms", "waited_p50_ms", "waited_p99_ms"},
 		"small_direct": {"errors", "max_ms", "p50_ms", "p999_ms", "p99_ms", "rps"},
 		"vs_floor":     {"floor_step", "p99_x", "rps_pct"},
+		"auto row":     {"auto", "cpu_busy_pct", "gc", "hog", "mode", "neighbor", "probe", "small", "small_direct", "step", "vs_floor"},
+		"auto":         {"cpu_ms", "heavy", "moves", "prime_requests", "route"},
 		"skipped":      {"mode", "reason"},
 	}
 	check := func(what string, m map[string]any) {
@@ -129,13 +134,18 @@ func TestWriteJSONShape(t *testing.T) {
 	check("shape", doc["config"].(map[string]any)["shape"].(map[string]any))
 	check("skipped", doc["skipped"].([]any)[0].(map[string]any))
 	rows := doc["results"].([]any)
-	if len(rows) != 13 {
-		t.Fatalf("got %d results, want 13", len(rows))
+	if len(rows) != 14 {
+		t.Fatalf("got %d results, want 14", len(rows))
 	}
 	for i, r := range rows {
 		row := r.(map[string]any)
 		mode, step := row["mode"].(string), row["step"].(string)
-		check("row", row)
+		if step == StepAuto {
+			check("auto row", row)
+			check("auto", row["auto"].(map[string]any))
+		} else {
+			check("row", row)
+		}
 		if step == StepIOHeavy {
 			check("closed probe", row["probe"].(map[string]any))
 		} else {
@@ -209,6 +219,7 @@ func TestFillVsFloor(t *testing.T) {
 		{StepHogNoCkpt, StepHogSched, 5.0 / 2, 100},
 		{StepIOHeavy, StepIOHeavy, 5 / 2.5, 80},
 		{StepNeighbor, StepNeighbor, 10.0 / 5, 100},
+		{StepAuto, StepHogSched, 2.5 / 2, 100},
 	}
 	for _, tt := range tests {
 		v := rep.find("none", tt.step).VsFloor
@@ -227,7 +238,7 @@ func TestFillVsFloor(t *testing.T) {
 		want       float64
 	}{
 		{"none", StepHogSched, 62.5}, {"none", StepHogNoCkpt, 112.5}, {"none", StepIOHeavy, 140},
-		{"none", StepNeighbor, 5000}, {"reserve", StepNeighbor, 4000},
+		{"none", StepNeighbor, 5000}, {"reserve", StepNeighbor, 4000}, {"none", StepAuto, 118.75},
 	} {
 		if got := rep.find(tt.mode, tt.step).Hog.PctOfFloor; got == nil || math.Abs(*got-tt.want) > 1e-9 {
 			t.Errorf("%s/%s: got %% of floor %v, want %v", tt.mode, tt.step, got, tt.want)
@@ -274,7 +285,7 @@ func TestWriteTable(t *testing.T) {
 		"garbage: every fast request builds a 32 KiB response buffer, and the CRC32 work allocates 8 KiB every 64 passes (the default; -clean: none, -gc: 256 KiB per request)\n",
 		"server:  unprivileged (uid 65534, no CAP_SYS_NICE, RLIMIT_NICE 0): as a container runs a service\nservers: floor: isolation=none workers=2 gomaxprocs=2; hog: 10 goroutines in a separate process, its 5 threads SCHED_IDLE; none: isolation=none",
 		"gc p99, gc max: the server's GC pauses in the window, stop max: the longest time to stop the world in it, ms;",
-		"floor: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor and % of floor: the p99 and the hog's passes/s over the floor's same step (hog-nockpt: its hog-sched); its % of direct is of none/hog-direct\n",
+		"floor: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor and % of floor: the p99 and the hog's passes/s over the floor's same step (hog-nockpt, auto: its hog-sched); its % of direct is of none/hog-direct\n",
 		"probe errors (failed or non-2xx responses): 2 in all",
 		"floor: probe p99 1.25 ms idle, 2.00 ms beside the same CPU work in a separate SCHED_IDLE process (1.60x higher than idle), " +
 			"which made 240,000 passes/s (80% of none/hog-direct); io-heavy p99 2.50 ms at 5,000 req/s\n",
@@ -283,6 +294,8 @@ func TestWriteTable(t *testing.T) {
 		"none: probe p99 1.50 ms idle (1.20x the floor), 150 ms under the direct CPU load (100x higher than idle), " +
 			"3.00 ms with that load through cpusched (50.0x lower than hog-direct; 1.50x the floor) at 50% of its throughput\n",
 		"none: probe p99 5.00 ms with that load through cpusched without a Checkpoint (2.50x the floor's hog-sched) at 90% of its throughput\n",
+		"none: probe p99 2.50 ms with that load on the direct path of a server served whole by httpsched.Auto, no route marked (1.25x the floor's hog-sched) " +
+			"at 95% of its throughput; Auto ran GET /checksum as tasks over the whole window (250 ms of CPU per request)\n",
 		"none: small requests p99 11.0 ms through cpusched, 8.00 ms run directly at the same rate (1.38x higher than direct); the scheduler's own wait p99 1.25 ms\n",
 		"none: io-heavy (closed loop, 32 connections) p99 5.00 ms (2.00x the floor), 4,000 req/s (80% of the floor's), beside the load through cpusched at 70% of its throughput (140% of the floor's)\n",
 		"none: beside the neighbour: probe p99 10.0 ms (2.00x the floor), the hog at 50,000 passes/s (5000% of the floor's), 125% of reserve's; " +
@@ -309,6 +322,7 @@ func TestWriteTable(t *testing.T) {
 		{"none", "hog-sched+small", "1.40", "4.00", "5.00", "6.00", "200", "-", "120,000", "40%", "-", "11.0", "8.00", "1.25", "-", "-", "0.900", "0.900", "0.300", "-", "-", "-"},
 		{"none", "io-heavy", "1.50", "5.00", "8.00", "9.00", "4,000", "2.00", "210,000", "70%", "140%", "-", "-", "-", "-", "100%", "0.900", "0.900", "0.300", "-", "-", "-"},
 		{"none", "neighbor", "2.00", "10.0", "12.0", "14.0", "200", "2.00", "50,000", "17%", "5000%", "20.0", "8.00", "5.00", "150,000", "100%", "2.00", "4.00", "1.00", "-", "-", "-"},
+		{"none", "auto", "1.30", "2.50", "3.50", "4.50", "200", "1.25", "285,000", "95%", "119%", "-", "-", "-", "-", "100%", "0.500", "0.500", "0.250", "-", "-", "-"},
 		{"reserve", "neighbor", "2.00", "7.50", "9.00", "10.0", "200", "1.50", "40,000", "-", "4000%", "16.0", "8.00", "4.00", "160,000", "100%", "2.00", "3.00", "0.500", "-", "-", "3"},
 	}
 	var gotRows [][]string
@@ -351,7 +365,7 @@ func TestWriteTableSkippedFloor(t *testing.T) {
 }
 
 // TestPlotRows: every step's group is led by the floor's row it compares
-// with, hog-nockpt's by the floor's hog-sched.
+// with, hog-nockpt's and auto's by the floor's hog-sched.
 func TestPlotRows(t *testing.T) {
 	var got []string
 	for _, row := range handMadeReport().plotRows() {
@@ -359,7 +373,7 @@ func TestPlotRows(t *testing.T) {
 	}
 	want := []string{"floor/idle", "none/idle", "none/hog-direct", "floor/hog-sched", "none/hog-sched",
 		"floor/hog-sched", "none/hog-nockpt", "none/hog-sched+small", "floor/io-heavy", "none/io-heavy",
-		"floor/neighbor-alone", "floor/neighbor", "none/neighbor", "reserve/neighbor"}
+		"floor/neighbor-alone", "floor/neighbor", "none/neighbor", "reserve/neighbor", "floor/hog-sched", "none/auto"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
 	}
@@ -402,5 +416,31 @@ func checkPNG(t *testing.T, path string) {
 	}
 	if !bytes.HasPrefix(data, []byte("\x89PNG")) {
 		t.Errorf("got a file starting %q, want a PNG", data[:min(8, len(data))])
+	}
+}
+
+// TestAutoFindings: the auto line says whether Auto ran the route as
+// tasks over the whole window, and what is missing.
+func TestAutoFindings(t *testing.T) {
+	row := func(a *AutoResult) *Result {
+		return &Result{Mode: "none", Step: StepAuto, Probe: &ProbeResult{RPS: 200, P99Ms: 3}, Hog: &HogResult{PassesPerS: 1}, Auto: a}
+	}
+	const probe = "probe p99 3.00 ms with that load on the direct path of a server served whole by httpsched.Auto, no route marked"
+	for _, tt := range []struct {
+		name string
+		row  *Result
+		want string
+	}{
+		{"none", nil, ""},
+		{"no probe", &Result{Mode: "none", Step: StepAuto}, ""},
+		{"heavy", row(&AutoResult{Route: autoRoute, Heavy: true, CPUMs: 120}),
+			probe + "; Auto ran GET /checksum as tasks over the whole window (120 ms of CPU per request)"},
+		{"moved", row(&AutoResult{Route: autoRoute, Moves: 2, CPUMs: 0.3}),
+			probe + "; Auto did not run GET /checksum as tasks over the whole window (2 moves in it, 0.300 ms of CPU per request): the row is not Auto's steady state"},
+		{"no route", row(nil), probe + "; the server reported no Auto route GET /checksum"},
+	} {
+		if got := autoFindings(tt.row); got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
 	}
 }

@@ -255,7 +255,9 @@ type serverStats struct {
 	Passes int64   `json:"passes"`
 	// PassesByGroup are the passes of each group of serve -groups.
 	PassesByGroup map[string]uint64 `json:"passes_by_group"`
-	Scheduler     struct {
+	// AutoRoutes are httpsched.Auto's routes, from a server with -auto.
+	AutoRoutes []demo.AutoRoute `json:"auto_routes"`
+	Scheduler  struct {
 		Isolation       string  `json:"isolation"`
 		Lends           uint64  `json:"lends"`
 		LentTimeMS      float64 `json:"lent_time_ms"`
