@@ -6,43 +6,16 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/internal/autoroute"
-	"github.com/cpusched/cpusched/internal/osprio"
 	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
-// spin computes for about d of CPU time, however long the machine makes
-// that take: a number of rounds measured once.
-func spin(d time.Duration) {
-	work(int(float64(d) * roundsPerNs()))
-}
-
-// work computes n rounds.
-func work(n int) {
-	x := uint64(1)
-	for range n {
-		x = x*6364136223846793005 + 1442695040888963407
-	}
-	runtime.KeepAlive(x)
-}
-
-// roundsPerNs is the rounds of work per ns of its thread's CPU time.
-var roundsPerNs = sync.OnceValue(func() float64 {
-	if !osprio.Supported() {
-		return 1
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	const n = 5_000_000
-	start := osprio.ThreadCPU()
-	work(n)
-	return n / float64(max(osprio.ThreadCPU()-start, 1))
-})
+// spin computes for about d of CPU time (schedtest.Spin).
+func spin(d time.Duration) { schedtest.Spin(d) }
 
 // autoMux is a server with a heavy route (/heavy computes 3 ms), a light
 // one and one that waits 5 ms and computes nothing; each answers whether

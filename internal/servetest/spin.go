@@ -1,20 +1,11 @@
 package servetest
 
 import (
-	"runtime"
 	"time"
+
+	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
-// Spin computes for about d of wall time, without a Checkpoint: a heavy
-// route's handler, for the tests of the Auto wrappers. Alone on its
-// thread, that is about d of the thread's CPU time.
-func Spin(d time.Duration) {
-	start := time.Now()
-	x := uint64(1)
-	for time.Since(start) < d {
-		for range 1000 {
-			x = x*6364136223846793005 + 1442695040888963407
-		}
-	}
-	runtime.KeepAlive(x)
-}
+// Spin computes for about d of CPU time, without a Checkpoint: a heavy
+// route's handler, for the tests of the Auto wrappers (schedtest.Spin).
+func Spin(d time.Duration) { schedtest.Spin(d) }
