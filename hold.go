@@ -90,7 +90,7 @@ func (m *osMode) endHold(t *Task, start int64) {
 	}
 	if t.hold.CompareAndSwap(holdArmed, holdNone) {
 		s.mu.Lock() // holdTimer is set under s.mu
-		t.os.holdTimer.Stop()
+		t.os.rare.holdTimer.Stop()
 		s.mu.Unlock()
 		return
 	}
@@ -128,14 +128,17 @@ func (m *osMode) armHoldLocked(t *Task, now int64) {
 		return // fn returned meanwhile
 	}
 	d := max(time.Duration(t.os.holdStart+int64(blockHold)-now), 0)
-	if t.os.holdTimer == nil {
-		t.os.holdTimer = time.AfterFunc(d, func() { m.releaseHold(t) })
+	if t.os.rare == nil {
+		t.os.rare = new(osRare)
+	}
+	if r := t.os.rare; r.holdTimer == nil {
+		r.holdTimer = time.AfterFunc(d, func() { m.releaseHold(t) })
 	} else {
-		t.os.holdTimer.Reset(d)
+		r.holdTimer.Reset(d)
 	}
 }
 
 // reusable reports whether a Run's Task may go back to runTasks
 // (recycle): not where its Blocking calls set a hold timer, whose function
 // (releaseHold) may still be about to run with it.
-func (o *osTask) reusable() bool { return o.holdTimer == nil }
+func (o *osTask) reusable() bool { return o.rare == nil || o.rare.holdTimer == nil }

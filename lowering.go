@@ -123,11 +123,22 @@ func (s *Scheduler) unlockThreadToWait(t *Task) bool {
 // once), the time since then: the time its goroutine waited to run, which
 // under load (a hundred connections' goroutines on 2 CPUs) can pass
 // osLowerAfter on its own. Call it on t's goroutine: nothing else writes
-// t.since while t holds its slot and has not run yet.
+// t.since while t holds its slot and has not run yet, but the idle watch
+// (idle.go), which may give the slot of a watched task whose thread is
+// slow to wake up, and back: a watched task reads it under s.mu, and
+// only while it holds its slot.
 func (s *Scheduler) noteWake(t *Task) {
-	if s.osOwn() && !t.os.handoff {
-		t.os.uncomputed.Add(max(0, s.clock.Now()-t.since))
+	if !s.osOwn() || t.os.handoff {
+		return
 	}
+	if t.idleWatched {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if t.state != stateRunning {
+			return
+		}
+	}
+	t.os.uncomputed.Add(max(0, s.clock.Now()-t.since))
 }
 
 // lowerLongLocked lowers the threads of the running tasks on their own
@@ -272,7 +283,7 @@ func (s *Scheduler) lowerSelf(t *Task, mark bool) {
 	now := s.clock.Now()
 	if mark {
 		t.os.lowerSeen++
-	} else if t.hold.Load() == holdNone {
+	} else if t.hold.Load() == holdNone && !t.idleWatched { // the idle watch writes runTime and since (idle.go)
 		if used := t.computingBound(now); used < int64(osLowerAfter) {
 			// The next check when, at the rate of its Checkpoints so
 			// far, t may have computed osLowerAfter: slot time runs

@@ -16,9 +16,10 @@ package cpusched
 // the other modes, where each does nothing; it tests no state of the
 // mode's. The mode calls back into the core only where it hands a slot on
 // itself (the hold timer, releaseHold; a lent slot given back, lendLocked;
-// a Blocking call that kept its slot and lost it, endHold) or charges a
-// task whose thread it moves (leaveThread), through the core's own steps
-// (giveUpSlotLocked, pickLocked, resume, unblock, chargeLocked,
+// a Blocking call that kept its slot and lost it, endHold; the idle
+// watch's release and retake, idleLocked) or charges a task whose thread
+// it moves (leaveThread), through the core's own steps (giveUpSlotLocked,
+// pickLocked, resume, unblock, retakeLocked, chargeLocked,
 // taskCPULocked). The mode's parts, one file each:
 //
 //	transitions.go the layer's surface: each point where the core calls
@@ -41,6 +42,8 @@ package cpusched
 //	               their threads for good, which run the handed-off tasks
 //	hold.go        a Blocking call whose recent calls were short keeps its
 //	               task's slot
+//	idle.go        a task with WithIdleRelease whose thread sleeps gives
+//	               its slot up, and takes one back once it computes
 //	lend.go        fewer tasks at once while the rest of the program keeps
 //	               busy every P the tasks leave it
 //	contention.go  the guard: whether other processes keep the CPUs the
@@ -184,6 +187,11 @@ type osMode struct {
 	lentSince     int64
 	lends         uint64
 	lentTime      int64
+	// idle holds the tasks whose slots the idle watch gave up, which it
+	// looks at until they take one back, and idleReleases counts the
+	// releases (Stats.IdleReleases): idle.go.
+	idle         []*Task
+	idleReleases uint64
 
 	// The hand-off threads (handoff.go), under s.mu: the idle ones, and
 	// whether Close is stopping them; threads counts them all.
@@ -424,8 +432,12 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //     measures such a task from.
 //   - blockAvg is the moving average of the task's Blocking calls (hold.go),
 //     used only by the task's goroutine; holdStart is when a Blocking call
-//     that keeps the slot began, and holdTimer the timer that gives the
-//     slot up (armHoldLocked), both under s.mu.
+//     that keeps the slot began, under s.mu.
+//   - rare: what only some tasks need (osRare): the hold timer, made by
+//     the first hold that sets it (armHoldLocked), and the idle watch of
+//     a task with WithIdleRelease (idle.go), made before the task is
+//     published. The pointer is set once, under s.mu or before the
+//     task is published; its fields are under s.mu.
 //
 // The fields are packed, 80 bytes with no padding, so that a Task stays
 // in the 384-byte size class (TestQueuedTaskMemory, TestQueuedGoBytes).
@@ -439,7 +451,7 @@ type osTask struct {
 	uncomputed   atomic.Int64
 	blockAvg     int64
 	holdStart    int64
-	holdTimer    *time.Timer
+	rare         *osRare
 	tid          atomic.Int32
 	waitTid      atomic.Int32
 	lowered      atomic.Bool
@@ -451,6 +463,15 @@ type osTask struct {
 	raised       bool
 	guardWin     uint8
 	handoff      bool
+}
+
+// osRare is the state of an osTask that only some tasks need, kept
+// behind one pointer so that a Task stays in its size class: holdTimer,
+// the timer that gives a kept slot up (armHoldLocked), and idle, the
+// watch of a task with WithIdleRelease (idle.go). Under s.mu.
+type osRare struct {
+	holdTimer *time.Timer
+	idle      idleWatch
 }
 
 // osPrioritySlice is IsolationOSPriority's default slice. In that mode the

@@ -100,13 +100,16 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 	seq := s.statsSeq.Load()
 	now := s.clock.Now()
 	read := noCPURead
-	if t.runTime+now-t.since >= cpuReadMin {
-		read = s.readCPU(t) // before the lock: a system call
+	if t.idleWatched || t.runTime+now-t.since >= cpuReadMin {
+		// A system call, so before the lock; a watched task's fields
+		// are read only under it (idle.go).
+		read = s.readCPU(t)
 	}
 	s.mu.Lock()
 	if s.statsSeq.Load() != seq {
 		now = s.clock.Now() // after the Stats snapshot's: RunTime never goes back
 	}
+	s.os.settleIdleLocked(t, now, &read)
 	cpu := s.taskCPULocked(t, &read)
 	s.chargeLocked(t, now, cpu)
 	s.os.endedLocked(t, max(cpu, -1))

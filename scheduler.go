@@ -34,14 +34,15 @@ import (
 //	           close.go     Close and the release of what New started
 //	           groups.go    SetGroupWeight and the group counters
 //	mode       transitions.go, ospriority.go, procs.go, dispatch.go,
-//	           lowering.go, handoff.go, hold.go, lend.go, contention.go,
-//	           raise.go, retire.go, pin.go
+//	           lowering.go, handoff.go, hold.go, idle.go, lend.go,
+//	           contention.go, raise.go, retire.go, pin.go
 //	                        IsolationOSPriority: the points where the core
 //	                        calls it, its state (Scheduler.os,
 //	                        Task.os), the CPU budget and GOMAXPROCS,
 //	                        which tasks are handed off, lowering a task's own
 //	                        thread, the hand-off threads, Blocking calls
-//	                        that keep their slots, lending slots to the rest
+//	                        that keep their slots, slots given up while a
+//	                        task's thread sleeps, lending slots to the rest
 //	                        of the program, the guard against outside
 //	                        contention and what it orders, threads that
 //	                        cannot be raised back, pins (ospriority.go maps
@@ -102,11 +103,16 @@ import (
 //	running  -> parked    yield, at a Checkpoint (the task's goroutine)
 //	running  -> blocking  block, entering Blocking (the task's goroutine),
 //	                      or the hold timer, for a call that kept its slot
-//	                      (releaseHold)
+//	                      (releaseHold), or the monitor, for a task with
+//	                      WithIdleRelease whose thread sleeps (idle.go)
 //	running  -> done      finish, fn returned or panicked (the task's goroutine)
 //	parked   -> running   startLocked, by whoever frees a slot (as above),
 //	                      or cancelLocked once Close gave up (killAll)
-//	blocking -> running   unblock, a free slot or Close gave up (the task's goroutine)
+//	blocking -> running   unblock, a free slot or Close gave up (the task's goroutine);
+//	                      retakeLocked, a slot at once, for a task the
+//	                      idle watch released (the monitor, once its
+//	                      thread computes, or its goroutine at a
+//	                      Checkpoint, Blocking call or its end)
 //	blocking -> parked    unblock, no free slot (the task's goroutine)
 //
 // A parked task whose ctx ends moves to the exit queue (cancelLocked) so it
@@ -154,7 +160,9 @@ import (
 //     avgWait) are written under s.mu, by the task's own goroutine while it
 //     holds a slot or is in Blocking, and by startLocked when it gets one;
 //     the task's goroutine may read them without the lock (Waited), since
-//     nothing else writes them while it runs.
+//     nothing else writes them while it runs, but for a task with
+//     WithIdleRelease (Task.idleWatched), whose slot the monitor gives up
+//     and takes back without it (idle.go): it reads them under s.mu.
 //
 // The Scheduler's cfg, clock, workers, os, procs, log, killCtx, drained
 // and the monitor's channels are set in New and never changed. os holds

@@ -97,6 +97,7 @@ func (s *Scheduler) yield(t *Task) {
 	read := s.readCPU(t)
 	s.mu.Lock()
 	now := s.clock.Now() // after any Stats snapshot's: RunTime never goes back
+	s.os.settleIdleLocked(t, now, &read)
 	if t.state != stateRunning || t.hold.Load() != holdNone || t.preempt.Load()&preemptCancel != 0 {
 		// Checkpoint inside Blocking's fn (no slot to give, or one that
 		// call keeps), or cancelled meanwhile (keep the slot and unwind).
@@ -177,6 +178,7 @@ func (s *Scheduler) block(t *Task, now int64) blockHow {
 		read = s.readCPU(t) // a system call: not on the kept path
 	}
 	s.mu.Lock()
+	s.os.settleIdleLocked(t, s.clock.Now(), &read)
 	if t.state != stateRunning || t.hold.Load() != holdNone { // a nested Blocking call
 		s.mu.Unlock()
 		return blockNested
@@ -258,6 +260,36 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 	s.mu.Unlock()
 	<-t.wake
 	s.os.noteWake(t)
+}
+
+// retakeLocked gives t, whose slot IsolationOSPriority's idle watch gave
+// up while its thread slept (idle.go), a slot back at now, its thread
+// computing again: at once, even past the slots, since it computes
+// whether it holds one or not. Past them, every running task is asked
+// to come to its next Checkpoint, where the first gives its slot up and
+// nobody takes it (yield). cpu is t's CPU time since fn began
+// (taskCPULocked's), or below 0: the time t was without a slot counts as
+// a Blocking call's wait, and the CPU its thread used since the release
+// is charged with the stretch that begins, backdated by that much.
+func (s *Scheduler) retakeLocked(t *Task, now, cpu int64) {
+	s.os.retakenLocked(t)
+	s.blocked--
+	t.avgWait = ewma(t.avgWait, max(now-t.since, 1))
+	var ran int64
+	if cpu >= 0 && t.cpuUsed >= 0 {
+		ran = min(max(cpu-t.cpuUsed, 0), now-t.since)
+	} else {
+		t.setCPU(cpu, t.runTime)
+	}
+	t.since = now
+	s.rq.activate(t, false)
+	s.startLocked(t, now)
+	t.since = now - ran
+	if len(s.running) > s.slotsLocked() {
+		for _, r := range s.running {
+			r.preempt.Or(preemptLend)
+		}
+	}
 }
 
 // ewma is a moving average that weighs the newest sample 1/4.

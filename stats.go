@@ -26,8 +26,8 @@ type Stats struct {
 	Queued  int // accepted, not yet started
 	Started int // started, not yet ended
 
-	Running int    // tasks holding a slot now: at most Workers, except after a Close that gave up (cancelled tasks get a slot at once to unwind)
-	Blocked int    // tasks inside Blocking now
+	Running int    // tasks holding a slot now: at most Workers, except after a Close that gave up (cancelled tasks get a slot at once to unwind) and while a task with WithIdleRelease that took its slot back computes past them
+	Blocked int    // tasks inside Blocking now, and tasks with WithIdleRelease whose slots were given up while their threads slept
 	Workers int    // worker slots
 	Lent    int    // slots IsolationOSPriority lends to the rest of the program now, while it keeps its Ps busy: at most Workers-1
 	Lends   uint64 // times it lent one
@@ -85,6 +85,10 @@ type Stats struct {
 	ThreadsRaisable bool
 	RetiredThreads  uint64
 	LooseThreads    uint64
+
+	// IdleReleases counts the times a task with WithIdleRelease gave its
+	// slot up because its thread slept inside fn without Blocking.
+	IdleReleases uint64
 
 	Classes [ClassIdle + 1]ClassStats // indexed by Class
 	// Groups has the tracked groups: the default group "" and every group

@@ -161,6 +161,7 @@ func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error,
 		}
 	}
 	t.ent = entity{weight: niceWeight(tc.nice), heapIdx: -1, task: t}
+	s.os.watchIdle(t, tc.idleRelease)
 	t.startTrace()
 	return t, tc.group, nil
 }

@@ -16,8 +16,9 @@ const (
 	preemptUrgent             // a task of a more urgent class waits
 	preemptCancel             // the task's context ended, or Close gave up waiting
 	preemptLane               // a lane task waits: hand it the slot if no other slot has (see runqueue.go)
-	preemptLend               // a slot was lent to the rest of the program: the first task to come gives its slot up (lend.go)
+	preemptLend               // more tasks hold slots than may: a slot was lent to the rest of the program (lend.go), or a task took one back past them (idle.go); the first task to come gives its slot up
 	preemptLeave              // leave the lowered thread, which cannot be raised, while contended (retire.go)
+	preemptIdle               // the idle watch gave the slot up while the task's thread slept: take one back (idle.go)
 )
 
 // taskState is where a task is in its lifecycle; the lifecycle comment at
@@ -71,7 +72,12 @@ type Task struct {
 	// lane (runqueue.go), linked through laneLink; laneRun
 	// while it holds a slot the lane gave it, within its first slice.
 	inLane, laneRun bool
-	runIdx          int16 // index in Scheduler.running while it holds a slot (maxWorkers fits)
+	// idleWatched: WithIdleRelease was given, in IsolationOSPriority
+	// (osTask.rare.idle watches it); set before the task is published,
+	// never changed after. The task's goroutine then reads under s.mu
+	// what the watch may write without it (idle.go).
+	idleWatched bool
+	runIdx      int16 // index in Scheduler.running while it holds a slot (maxWorkers fits)
 	// os is the task's state in IsolationOSPriority (osTask,
 	// ospriority.go), zero in the other modes.
 	os       osTask
@@ -217,6 +223,10 @@ func (t *Task) Context() context.Context {
 func (t *Task) Waited() time.Duration {
 	if t == nil {
 		return 0
+	}
+	if t.idleWatched {
+		t.s.mu.Lock() // a retake writes it (idle.go)
+		defer t.s.mu.Unlock()
 	}
 	return time.Duration(t.waited)
 }

@@ -14,6 +14,9 @@ type taskConfig struct {
 	nice  int
 	group string
 	slice time.Duration // 0: the scheduler's slice (x4 for ClassBatch)
+	// idleRelease is WithIdleRelease's; 0: the task keeps its slot
+	// while its thread sleeps.
+	idleRelease time.Duration
 }
 
 // A TaskOption configures one task in Run or Go.
@@ -29,7 +32,8 @@ type taskOptionFunc func(taskConfig) (taskConfig, error)
 func (f taskOptionFunc) applyTask(c taskConfig) (taskConfig, error) { return f(c) }
 
 // CheckTaskOptions returns the error Run and Go would return for opts (an
-// out-of-range nice level, class or slice, a group name too long), or nil:
+// out-of-range nice level, class, slice or idle release, a group name too
+// long), or nil:
 // a way to reject bad options once, at setup, rather than on every task.
 func CheckTaskOptions(opts ...TaskOption) error {
 	_, err := applyTaskOptions(opts)
@@ -103,6 +107,51 @@ func WithTaskSlice(d time.Duration) TaskOption {
 			return tc, fmt.Errorf("cpusched: WithTaskSlice(%v): slice must be in %v..%v", d, minSlice, maxSlice)
 		}
 		tc.slice = d
+		return tc, nil
+	})
+}
+
+// WithIdleRelease lets the task give its slot up while its thread sleeps
+// inside fn without Blocking, d in 1ms..10s (default: off, the task holds
+// its slot until it returns, calls Blocking or yields at a Checkpoint).
+// It is for handlers that wait mid-way (a database call, a downstream
+// request, a lock, a channel) and were not written to call Blocking.
+//
+// While other tasks wait for a slot, the slice monitor reads the CPU
+// clock of the task's thread; once the clock has not moved for d (found
+// between d and twice d after the thread went to sleep), the slot goes
+// to the next task, as Blocking's does, and the task counts in
+// Stats.Blocked and once in Stats.IdleReleases. The monitor keeps
+// reading the clock, every d or every 5 ms, whichever is shorter:
+// once the thread computes again, the task takes a slot back at once,
+// even if every slot is taken, which Stats.Running then shows above
+// Workers until a task ends or yields (the first of them to come to a
+// Checkpoint gives its slot up). A Checkpoint, Blocking call or the end
+// of fn that comes first takes the slot back the same way, and then
+// goes on as usual. The idle stretch before the release is charged as
+// a Blocking call's kept slot is (a quarter of its slot time), the time
+// without a slot not at all, and the CPU the thread used between its
+// wake and the retake as run time. The task's Checkpoint costs nothing
+// more; each such task costs the monitor one read of a thread's CPU
+// clock per look, and its Run or Go one allocation.
+//
+// It works where the scheduler can read the task's thread's CPU clock:
+// in IsolationOSPriority, for a task on its own goroutine (locked to its
+// thread while fn runs) and for one handed off to a hand-off thread,
+// with or without the privilege to raise threads. It has no effect in
+// IsolationReserve and IsolationNone (a goroutine moves between
+// threads, so no thread's clock is the task's), nor, without that
+// privilege, for the tasks that run on their own goroutines while other
+// processes keep the CPUs busy or that left their hand-off threads
+// (retire.go): their goroutines are not locked to a thread. A thread
+// that the kernel does not run for d (a lowered thread beside busy
+// processes) counts as asleep.
+func WithIdleRelease(d time.Duration) TaskOption {
+	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
+		if d < minIdleRelease || d > maxIdleRelease {
+			return tc, fmt.Errorf("cpusched: WithIdleRelease(%v): d must be in %v..%v", d, minIdleRelease, maxIdleRelease)
+		}
+		tc.idleRelease = d
 		return tc, nil
 	})
 }

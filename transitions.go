@@ -19,6 +19,8 @@ package cpusched
 // In the order of a task's life (the lifecycle at the top of scheduler.go),
 // with the core's function that calls each, and where the mode's work is:
 //
+//	watchIdle        initTask       a task with WithIdleRelease is
+//	                                watched (idle.go)
 //	admit            Run, Go        a new task is handed off or not
 //	                                (dispatch.go)
 //	spawnHandoff     spawn          a handed-off task's first start, on a
@@ -53,6 +55,9 @@ package cpusched
 //	  noteBlock
 //	noteWake         unblock        back on a slot after Blocking
 //	                                (lowering.go)
+//	settleIdle-      yield, block,  a task whose slot the idle watch
+//	  Locked         finish         gave up takes one back (idle.go)
+//	retakenLocked    retakeLocked   it leaves the watch's list
 //	waitingLocked    preempt-       a task waits: kept slots arm their
 //	                 ForLocked      timers (hold.go)
 //	parkedLocked     parkLocked     a task parks: a stretch that resumes
@@ -67,8 +72,9 @@ package cpusched
 //	lentLocked       slotsLocked    slots lent to the rest of the program
 //	                                (lend.go)
 //	monitorLocked    monitor        long tasks' threads lowered, slots
-//	                                lent, the guard (lowering.go, lend.go,
-//	                                contention.go)
+//	                                lent, the guard, the idle watch
+//	                                (lowering.go, lend.go, contention.go,
+//	                                idle.go)
 //	statsLocked      Stats          the mode's counters
 //	close            release        the hand-off threads stopped,
 //	                                GOMAXPROCS put back (handoff.go)
@@ -154,6 +160,29 @@ func (m *osMode) waitingLocked(now int64) {
 		m.armHoldsLocked(now)
 	}
 }
+
+// watchIdle is initTask's step for t, a new task, with WithIdleRelease's
+// d (0 where it was not given): the monitor watches whether t's thread
+// sleeps (watchTask, idle.go).
+func (m *osMode) watchIdle(t *Task, d time.Duration) {
+	if m != nil && d > 0 {
+		m.watchTask(t, d)
+	}
+}
+
+// settleIdleLocked is the step of t's goroutine under s.mu as it comes to
+// the scheduler at now (yield, block, finish), read its reading of its
+// thread's clock: a task whose slot the idle watch gave up takes one
+// back, and goes on as if it had held it (settleLocked).
+func (m *osMode) settleIdleLocked(t *Task, now int64, read *cpuRead) {
+	if t.idleWatched {
+		m.settleLocked(t, now, read)
+	}
+}
+
+// retakenLocked is retakeLocked's step, t taking a slot back after the
+// idle watch gave its up: t leaves the watch's list (unwatchReleased).
+func (m *osMode) retakenLocked(t *Task) { m.unwatchReleased(t) }
 
 // osRun is the mode's record of one call of a task's fn (call), kept by
 // the task's goroutine: what happens after the task has ended must not
@@ -393,8 +422,8 @@ func (m *osMode) checkpointChargedLocked(t *Task, cpu, clock int64) {
 
 // monitorLocked is the mode's part of a monitor pass at now: it lowers
 // the threads of long tasks on their own goroutines (lowerLongLocked),
-// lends slots or takes them back (lendLocked) and runs the guard
-// (guardLocked). It returns how long until it needs the next pass
+// lends slots or takes them back (lendLocked), runs the guard
+// (guardLocked) and the idle watch (idleLocked). It returns how long until it needs the next pass
 // (math.MaxInt64 for never), whether the monitor should keep running for
 // it, and the tasks a slot given back lets run, which the caller resumes
 // after unlocking.
@@ -414,7 +443,8 @@ func (m *osMode) monitorLocked(now int64) (next int64, look bool, started []star
 	if d := s.guardLocked(now); d > 0 {
 		next, look = min(next, d), true
 	}
-	return next, look, started
+	d, idle, more := m.idleLocked(now)
+	return min(next, d), look || idle, append(started, more...)
 }
 
 // statsLocked adds the mode's counters to st, at now.
@@ -428,6 +458,7 @@ func (m *osMode) statsLocked(st *Stats, now int64) {
 	st.ThreadsRaisable = m.raisable
 	st.RetiredThreads = m.retired.Load()
 	st.LooseThreads = m.loose.Load()
+	st.IdleReleases = m.idleReleases
 	if g := m.guard; g != nil {
 		st.Contended, st.Contentions = g.contended, g.contentions
 		st.ContendedTime = time.Duration(g.contendedTime(now))
