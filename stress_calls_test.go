@@ -147,14 +147,15 @@ const (
 	bodyMixed      // spin, Blocking, spin
 	bodyContext    // spins, then returns the cause of Task.Context's end, if any
 	bodyUntilClosed
+	bodySleep // spin, sleep without Blocking (for WithIdleRelease), spin
 	numStressBodies
 )
 
 var stressBodyNames = [numStressBodies]string{"nil", "error", "panic", "goexit", "spin", "blocking", "blocking-panic",
-	"nested-blocking", "checkpoint-in-blocking", "cancel-self", "mixed", "context", "until-closed"}
+	"nested-blocking", "checkpoint-in-blocking", "cancel-self", "mixed", "context", "until-closed", "sleep"}
 
 // stressBodyWeights are how often submitters draw each body.
-var stressBodyWeights = [numStressBodies]int{20, 8, 5, 3, 15, 8, 4, 4, 4, 5, 5, 4, 0}
+var stressBodyWeights = [numStressBodies]int{20, 8, 5, 3, 15, 8, 4, 4, 4, 5, 5, 4, 0, 6}
 
 // Contexts of calls.
 const (
@@ -188,6 +189,7 @@ type stressCall struct {
 	cancel    context.CancelFunc
 	timer     *time.Timer
 	opts      []TaskOption
+	idle      bool // WithIdleRelease is among opts
 	spinFor   time.Duration
 	sleepFor  time.Duration
 	panicWith any
@@ -259,11 +261,18 @@ func (sub *stressSubmitter) newCall(late, isGo bool) *stressCall {
 	if rng.IntN(3) == 0 {
 		c.opts = append(c.opts, WithTaskSlice(minSlice+time.Duration(rng.Int64N(int64(2*time.Millisecond)))))
 	}
+	if rng.IntN(4) == 0 || c.body == bodySleep && rng.IntN(2) == 0 {
+		c.opts = append(c.opts, WithIdleRelease(minIdleRelease+time.Duration(rng.Int64N(int64(2*time.Millisecond)))))
+		c.idle = true
+	}
+	if c.body == bodySleep {
+		c.sleepFor = time.Duration(rng.Int64N(int64(6 * time.Millisecond)))
+	}
 	if rng.IntN(20) == 0 {
 		c.opts = append(c.opts, nil)
 	}
 	if !late && rng.IntN(200) == 0 {
-		bad := []TaskOption{WithNice(MaxNice + 1), WithClass(Class(numClasses)), WithTaskSlice(minSlice - 1), WithGroup(strings.Repeat("g", 257))}
+		bad := []TaskOption{WithNice(MaxNice + 1), WithClass(Class(numClasses)), WithTaskSlice(minSlice - 1), WithGroup(strings.Repeat("g", 257)), WithIdleRelease(minIdleRelease - 1)}
 		c.opts = append(c.opts, bad[rng.IntN(len(bad))])
 		c.badOption = true
 	}
@@ -308,6 +317,9 @@ func (c *stressCall) end(err error) {
 	c.ctxErr = c.ctx.Err()
 	c.ends.Add(1)
 	c.r.m.returned.Add(1)
+	if c.idle && c.ran > 0 {
+		c.r.idleReturned.Add(1)
+	}
 	if c.ctxKind == ctxCancelAfter {
 		c.cancel()
 	}
@@ -316,6 +328,9 @@ func (c *stressCall) end(err error) {
 // fn is the task's function.
 func (c *stressCall) fn(task *Task) (err error) {
 	c.ran++
+	if c.idle {
+		c.r.idleStarted.Add(1)
+	}
 	switch c.body {
 	case bodyError:
 		err = errStressTask
@@ -353,6 +368,11 @@ func (c *stressCall) fn(task *Task) (err error) {
 	case bodyCancelSelf:
 		c.cancel()
 		err = c.spin(task, c.spinFor)
+	case bodySleep:
+		if err = c.spin(task, c.spinFor/2); err == nil {
+			time.Sleep(c.sleepFor)
+			err = c.spin(task, c.spinFor/2)
+		}
 	case bodyMixed:
 		if err = c.spin(task, c.spinFor/2); err == nil {
 			task.Blocking(func() { time.Sleep(c.sleepFor) })

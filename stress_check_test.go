@@ -12,21 +12,24 @@ import (
 // checkStats checks what must hold in any snapshot, and that no counter
 // went back since prev.
 func (r *stressRound) checkStats(prev Stats) Stats {
+	idleReturned := r.idleReturned.Load()
 	st := r.s.Stats()
+	idleLive := int(r.idleStarted.Load() - idleReturned) // at least those live at the snapshot
 	if sum := st.Completed + st.Failed + st.Canceled + st.Panicked + uint64(st.Queued) + uint64(st.Started); st.Submitted != sum {
 		r.errorf("Stats: Submitted %d != Completed+Failed+Canceled+Panicked+Queued+Started %d (%s)", st.Submitted, sum, stressStatsString(st))
 	}
 	// Once Close gives up, parked tasks and tasks back from Blocking get a
-	// slot at once to return, even past Workers.
-	overbooked := st.Running > st.Workers && !r.killable.Load()
+	// slot at once to return, even past Workers; so does a task with
+	// WithIdleRelease that takes its slot back.
+	overbooked := st.Running > st.Workers+idleLive && !r.killable.Load()
 	if st.Lent < 0 || st.Lent > max(st.Workers-1, 0) || st.Lends < prev.Lends {
 		r.errorf("Stats: Lent %d, Lends %d (before %d), want 0 <= Lent <= Workers-1 (%d) and Lends not going back", st.Lent, st.Lends, prev.Lends, st.Workers-1)
 	}
 	if st.Workers != r.workers || overbooked || st.Queued < 0 || st.Queued > r.queueLimit || st.Running < 0 || st.Blocked < 0 || st.Running+st.Blocked > st.Started {
-		r.errorf("Stats: %s, want Workers %d, Running <= Workers (until a Close gives up), 0 <= Queued <= %d, Running+Blocked <= Started", stressStatsString(st), r.workers, r.queueLimit)
+		r.errorf("Stats: %s, want Workers %d, Running <= Workers + %d started tasks with WithIdleRelease (until a Close gives up), 0 <= Queued <= %d, Running+Blocked <= Started", stressStatsString(st), r.workers, idleLive, r.queueLimit)
 	}
 	if st.Submitted < prev.Submitted || st.Completed < prev.Completed || st.Failed < prev.Failed || st.Canceled < prev.Canceled ||
-		st.Panicked < prev.Panicked || st.Rejected < prev.Rejected || st.Preempted < prev.Preempted {
+		st.Panicked < prev.Panicked || st.Rejected < prev.Rejected || st.Preempted < prev.Preempted || st.IdleReleases < prev.IdleReleases {
 		r.errorf("Stats went back: %s, then %s", stressStatsString(prev), stressStatsString(st))
 	}
 	if st.RunTime < prev.RunTime || st.CPUTime < prev.CPUTime || st.CPUTimeFallback < prev.CPUTimeFallback ||

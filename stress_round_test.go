@@ -49,7 +49,11 @@ type stressRound struct {
 	closeStarted  chan struct{}
 	closeReturned chan struct{}
 	killable      atomic.Bool // a Close whose ctx may end has begun
-	gaveUp        bool        // the early Close returned its ctx's error
+	// idleStarted and idleReturned count the calls with WithIdleRelease
+	// whose fn began, and those of them that returned: a task that took
+	// its slot back may hold one past Workers (checkStats).
+	idleStarted, idleReturned atomic.Int64
+	gaveUp                    bool // the early Close returned its ctx's error
 
 	shared       [3]context.Context
 	sharedCancel [3]context.CancelFunc

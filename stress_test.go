@@ -35,13 +35,13 @@ const (
 // Each mode runs rounds until its quota of tasks has been accepted. A round
 // makes a Scheduler with 1..3 workers, a random queue limit and slice, and
 // lets 8-32 submitters call Run (inline or from a goroutine) and Go, with
-// every class, nice level, a few groups, task slices, now and then an
-// out-of-range option, and contexts cancelled before submission, while
+// every class, nice level, a few groups, task slices, WithIdleRelease,
+// now and then an out-of-range option, and contexts cancelled before submission, while
 // queued, during the run (by the task itself) or after the end, with short
 // deadlines, or shared by many tasks. Task bodies return nil or an error,
 // panic, call runtime.Goexit, spin through Checkpoints for tens to hundreds
-// of microseconds, or wait in Blocking calls (sleeping, panicking, nested,
-// calling Checkpoint inside). Meanwhile one goroutine sets group weights
+// of microseconds, wait in Blocking calls (sleeping, panicking, nested,
+// calling Checkpoint inside), or sleep without Blocking between spins. Meanwhile one goroutine sets group weights
 // (valid and not) and checks Stats, and, in most rounds, another Closes the
 // scheduler at a random moment: without a deadline, with one already
 // expired, short or long, sometimes twice at once, sometimes while a task
@@ -55,7 +55,8 @@ const (
 // ErrClosed once Close may have given up; Close returns nil or its ctx's
 // error, and the error when a task was still running as its ctx ended; at
 // every Stats call Submitted == Completed+Failed+Canceled+Panicked+Queued+
-// Started, Running <= Workers, Queued <= the queue limit and no counter goes
+// Started, Running <= Workers (plus the started tasks with WithIdleRelease,
+// which take their slots back past it), Queued <= the queue limit and no counter goes
 // back; after the last Close nothing is queued, running or blocked,
 // Submitted+Rejected is the number of calls, Completed the number that
 // returned nil and Panicked the number that returned a *PanicError. After
@@ -175,6 +176,7 @@ type stressTotals struct {
 	panicked, rejected, preempted         uint64
 	contentions                           uint64
 	retired, loose                        uint64
+	idleReleases                          uint64
 	maxQueueWait                          time.Duration
 }
 
@@ -201,6 +203,9 @@ func (m *stressMode) run(modesLeft int) {
 	t.Logf("%d rounds, %d calls in %v: %d accepted (%d completed, %d failed, %d canceled, %d panicked), %d rejected, %d preemptions, %d Closes gave up, max queue wait %v",
 		tot.rounds, tot.calls, time.Since(start).Round(time.Millisecond), tot.accepted, tot.completed, tot.failed, tot.canceled, tot.panicked, tot.rejected, tot.preempted, tot.gaveUp, tot.maxQueueWait)
 
+	if m.mode == IsolationOSPriority {
+		t.Logf("%d idle releases (WithIdleRelease)", tot.idleReleases)
+	}
 	if m.contention {
 		t.Logf("the guard turned contended %d times", tot.contentions)
 		if tot.contentions == 0 {
@@ -297,6 +302,7 @@ func (m *stressMode) rounds() stressTotals {
 		tot.rejected += st.Rejected
 		tot.preempted += st.Preempted
 		tot.contentions += st.Contentions
+		tot.idleReleases += st.IdleReleases
 		tot.retired += st.RetiredThreads
 		tot.loose += st.LooseThreads
 		tot.maxQueueWait = max(tot.maxQueueWait, st.MaxQueueWait)
