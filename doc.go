@@ -119,4 +119,13 @@
 // task may yield that much after its slice ends. Work with no stream at
 // all, such as bcrypt, gets a Checkpoint before and after it, and the
 // mode's protection in between.
+//
+// Code that waits (a database call, a downstream request, a lock) should
+// do so inside Task.Blocking, which gives the slot to another task
+// meanwhile. Where it cannot be edited to (handlers run as tasks by a
+// wrapper), WithIdleRelease has IsolationOSPriority give the slot up once
+// the task's thread has not run for a while, and take one back when it
+// computes again: the slice monitor reads the thread's CPU clock, so it
+// works only where the task's goroutine is locked to a thread (see its
+// doc), and Checkpoint costs nothing more.
 package cpusched
