@@ -87,6 +87,7 @@ type SchedulerStats struct {
 	ThreadsRaisable bool                  `json:"threads_raisable"`     // a lowered thread can be raised back here (ospriority)
 	RetiredThreads  uint64                `json:"retired_threads"`      // lowered threads ended instead of raised, where they cannot be
 	LooseThreads    uint64                `json:"loose_threads"`        // such threads that went back to the runtime's pool lowered instead
+	IdleReleases    uint64                `json:"idle_releases"`        // slots given up by tasks with WithIdleRelease whose threads slept
 	Classes         map[string]ClassStats `json:"classes"`              // by class name
 	Groups          map[string]GroupStats `json:"groups"`               // tracked groups by name ("" for none): see cpusched.Stats.Groups
 	OtherGroups     GroupStats            `json:"other_groups"`         // every other group's tasks together
@@ -239,6 +240,7 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 		ThreadsRaisable: c.ThreadsRaisable,
 		RetiredThreads:  c.RetiredThreads,
 		LooseThreads:    c.LooseThreads,
+		IdleReleases:    c.IdleReleases,
 		Classes:         make(map[string]ClassStats, len(c.Classes)),
 		Groups:          make(map[string]GroupStats, len(c.Groups)),
 	}
