@@ -18,6 +18,14 @@ import (
 // measurement behind it is in docs/performance.md#auto.
 const DefaultHeavyThreshold = autoroute.DefaultThreshold
 
+// AutoIdleRelease is the cpusched.WithIdleRelease of Auto's tasks,
+// unless WithTaskOptions sets another: a heavy request whose thread has
+// slept this long (from one to two times it, as the slice monitor looks)
+// gives its slot to the next task, and takes one back when it computes
+// again. Two hand-offs between threads cost far less than the slot idle
+// for a database call's milliseconds.
+const AutoIdleRelease = 2 * time.Millisecond
+
 // DefaultMaxRoutes is the number of routes Auto tracks without
 // WithMaxRoutes.
 const DefaultMaxRoutes = autoroute.DefaultMaxRoutes
@@ -111,6 +119,7 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 	if err != nil {
 		return nil, err
 	}
+	cfg.taskOpts = autoTaskOptions(cfg.taskOpts)
 	a := &autoHandler{sched: s, next: h, cfg: cfg, routeOf: cfg.auto.routeOf}
 	if a.routeOf == nil {
 		if mux, ok := h.(router); ok {
@@ -169,10 +178,14 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 // again when it falls under half of it. Measuring needs Linux's thread
 // CPU clocks: elsewhere every route stays light.
 //
-// A heavy route's handler that waits on I/O mid-way holds its task's slot
-// while it waits, unless the task options let the slot go
-// (cpusched.WithIdleRelease) or the handler wraps the wait in
-// TaskFrom(r.Context()).Blocking.
+// A heavy route's handler that waits mid-way (a database call, a request
+// to another service) gives its task's slot up while its thread sleeps:
+// Auto's tasks have cpusched.WithIdleRelease(AutoIdleRelease) before the
+// task options of WithTaskOptions, which may set another d. That works
+// where the mode reads the task's thread clock (IsolationOSPriority, the
+// default on Linux; WithIdleRelease's doc says where it does not);
+// elsewhere the slot stays held while the handler waits, unless it wraps
+// the wait in TaskFrom(r.Context()).Blocking.
 //
 // The options other than Auto's own apply to each heavy route's Handler
 // as Handler says. A light route's request counts in s's load reports
@@ -194,6 +207,13 @@ func Auto(s *cpusched.Scheduler, h http.Handler, opts ...Option) http.Handler {
 		panic(err)
 	}
 	return a
+}
+
+// autoTaskOptions returns the task options of Auto's tasks, given those
+// of WithTaskOptions: WithIdleRelease(AutoIdleRelease), then opts, whose
+// own WithIdleRelease, later, wins.
+func autoTaskOptions(opts []cpusched.TaskOption) []cpusched.TaskOption {
+	return append([]cpusched.TaskOption{cpusched.WithIdleRelease(AutoIdleRelease)}, opts...)
 }
 
 // methodPath names the route of a request to a handler that is not a

@@ -195,3 +195,41 @@ func TestAutoRoutesOfScheduler(t *testing.T) {
 		t.Error("AutoRoutesOf(NotFoundHandler): true")
 	}
 }
+
+// TestAutoReleasesSlotWhileHandlerSleeps: a heavy route's request that
+// sleeps mid-way, not knowing it runs as a task, gives its only slot to
+// the next request (AutoIdleRelease) in the default mode on Linux.
+func TestAutoReleasesSlotWhileHandlerSleeps(t *testing.T) {
+	if !autoroute.Measurable() || cpusched.DefaultIsolation() != cpusched.IsolationOSPriority {
+		t.Skip("needs the thread CPU clocks of IsolationOSPriority")
+	}
+	s := schedtest.NewScheduler(t, cpusched.WithIsolation(cpusched.IsolationOSPriority), cpusched.WithWorkers(1))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) {
+		spin(2 * time.Millisecond)
+		if r.URL.Query().Get("sleep") != "" {
+			time.Sleep(300 * time.Millisecond) // a database call
+			spin(2 * time.Millisecond)
+		}
+		io.WriteString(w, time.Now().Format(time.RFC3339Nano))
+	})
+	h := Auto(s, mux)
+	serve(h, httptest.NewRequest("GET", "/work", nil)) // heavy from now on
+	for try := 0; ; try++ {
+		sleeperDone := make(chan time.Time, 1)
+		go func() {
+			serve(h, httptest.NewRequest("GET", "/work?sleep=1", nil))
+			sleeperDone <- time.Now()
+		}()
+		time.Sleep(50 * time.Millisecond) // the sleeper is in its sleep
+		serve(h, httptest.NewRequest("GET", "/work", nil))
+		otherDone := time.Now()
+		sleeperEnd := <-sleeperDone
+		if otherDone.Before(sleeperEnd) && s.Stats().IdleReleases > 0 {
+			return
+		}
+		if try == 2 {
+			t.Fatalf("the second request ended %v after the sleeper's (it waited for its slot); IdleReleases %d", otherDone.Sub(sleeperEnd), s.Stats().IdleReleases)
+		}
+	}
+}

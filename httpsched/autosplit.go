@@ -17,7 +17,7 @@ func init() { autoroute.SplitOptions = splitAutoOptions }
 // splitAutoOptions is autoroute.SplitOptions: opts is a []Option, and so
 // is rest.
 func splitAutoOptions(s *cpusched.Scheduler, opts any) (autoroute.Options, any, error) {
-	var rest []Option
+	rest := []Option{WithTaskOptions(autoTaskOptions(nil)...)} // before the user's: theirs win
 	for _, o := range opts.([]Option) {
 		if o == nil {
 			continue

@@ -64,8 +64,8 @@ func TestAutoOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Table().Threshold() != time.Millisecond || a.maxNamed != 14 || len(a.opts) != 1 {
-		t.Errorf("threshold %v, maxNamed %d, %d handler options; want 1ms, 14, 1", a.Table().Threshold(), a.maxNamed, len(a.opts))
+	if a.Table().Threshold() != time.Millisecond || a.maxNamed != 14 || len(a.opts) != 2 {
+		t.Errorf("threshold %v, maxNamed %d, %d handler options; want 1ms, 14, 2 (the idle release, the header)", a.Table().Threshold(), a.maxNamed, len(a.opts))
 	}
 	rec := httptest.NewRecorder()
 	a.Arrive(rec)
