@@ -23,6 +23,7 @@
 //	                                                           canceled, panicked (Completed, Failed, Canceled, Panicked)
 //	cpusched_tasks_rejected_total          counter             tasks refused: closed, queue full, bad options (Rejected)
 //	cpusched_preemptions_total             counter             times a task gave its slot to another at a Checkpoint (Preempted)
+//	cpusched_idle_releases_total           counter             times a task's sleeping thread gave its slot up (IdleReleases; WithIdleRelease)
 //	cpusched_tasks_queued                  gauge               accepted, not yet started (Queued)
 //	cpusched_tasks_started                 gauge               started, not yet ended (Started)
 //	cpusched_tasks_running                 gauge               tasks holding a slot (Running)
@@ -168,7 +169,7 @@ type collector struct {
 	sched *cpusched.Scheduler
 	meter *loadreport.Meter // s's, shared with its other adapters
 
-	submitted, ended, rejected, preemptions                  *prometheus.Desc
+	submitted, ended, rejected, preemptions, idleReleases    *prometheus.Desc
 	queued, started, running, blocked, workers, lent, lends  *prometheus.Desc
 	lentTime                                                 *prometheus.Desc
 	isolation, queueWait, queueWaitMax, runTime, laneRunTime *prometheus.Desc
@@ -208,6 +209,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		ended:        desc("tasks_ended_total", "Tasks that ended, by outcome: completed (nil error), failed (an error), canceled (context ended or Close), panicked.", "outcome"),
 		rejected:     desc("tasks_rejected_total", "Tasks the scheduler refused: closed, queue full, or an out-of-range option."),
 		preemptions:  desc("preemptions_total", "Times a task gave its slot to another at a Checkpoint."),
+		idleReleases: desc("idle_releases_total", "Times a task whose thread slept without Blocking gave its slot up (WithIdleRelease)."),
 		queued:       desc("tasks_queued", "Tasks accepted and not yet started."),
 		started:      desc("tasks_started", "Tasks started and not yet ended."),
 		running:      desc("tasks_running", "Tasks holding a worker slot."),
@@ -258,7 +260,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 // descs returns every Desc of c, in Describe's order.
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		c.submitted, c.ended, c.rejected, c.preemptions,
+		c.submitted, c.ended, c.rejected, c.preemptions, c.idleReleases,
 		c.queued, c.started, c.running, c.blocked, c.workers, c.lent, c.lends, c.lentTime,
 		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime, c.cpuTime, c.cpuFallback,
 		c.classSubmitted, c.classRunTime, c.classCPUTime, c.classQueueWaits, c.classRunTimes,
@@ -292,6 +294,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.ended, float64(st.Panicked), outcomePanicked)
 	counter(c.rejected, float64(st.Rejected))
 	counter(c.preemptions, float64(st.Preempted))
+	counter(c.idleReleases, float64(st.IdleReleases))
 	gauge(c.queued, float64(st.Queued))
 	gauge(c.started, float64(st.Started))
 	gauge(c.running, float64(st.Running))

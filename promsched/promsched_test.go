@@ -104,6 +104,9 @@ cpusched_tasks_rejected_total 1
 # HELP cpusched_preemptions_total Times a task gave its slot to another at a Checkpoint.
 # TYPE cpusched_preemptions_total counter
 cpusched_preemptions_total 0
+# HELP cpusched_idle_releases_total Times a task whose thread slept without Blocking gave its slot up (WithIdleRelease).
+# TYPE cpusched_idle_releases_total counter
+cpusched_idle_releases_total 0
 # HELP cpusched_tasks_queued Tasks accepted and not yet started.
 # TYPE cpusched_tasks_queued gauge
 cpusched_tasks_queued 1
@@ -155,7 +158,7 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 `
 	names := []string{
 		"cpusched_tasks_submitted_total", "cpusched_tasks_ended_total", "cpusched_tasks_rejected_total",
-		"cpusched_preemptions_total", "cpusched_tasks_queued", "cpusched_tasks_started",
+		"cpusched_preemptions_total", "cpusched_idle_releases_total", "cpusched_tasks_queued", "cpusched_tasks_started",
 		"cpusched_tasks_running", "cpusched_tasks_blocked", "cpusched_workers", "cpusched_slots_lent", "cpusched_slot_lends_total", "cpusched_lent_slot_seconds_total", "cpusched_isolation_info",
 		"cpusched_class_tasks_submitted_total", "cpusched_group_weight",
 		"cpusched_group_tasks_submitted_total", "cpusched_group_tasks_ended_total",
@@ -409,7 +412,7 @@ func TestCollectAndCount(t *testing.T) {
 		names []string
 		want  int
 	}{
-		{nil, 28 + 4*5 + 3*8}, // scheduler-wide (4 of them http_shed_total's), 5 per class, 8 per group ("", a, (other))
+		{nil, 29 + 4*5 + 3*8}, // scheduler-wide (4 of them http_shed_total's), 5 per class, 8 per group ("", a, (other))
 		{[]string{"cpusched_tasks_ended_total"}, 4},
 		{[]string{"cpusched_isolation_info"}, 1},
 		{[]string{"cpusched_http_shed_total"}, 4},
