@@ -59,6 +59,7 @@ type simResult struct {
 	byKind  map[string]time.Duration // the same by group and kind: "a/long", "a/yield"
 	runTime map[string]time.Duration // Stats.Groups[g].RunTime at the end of total
 	tasks   map[string]int           // tasks ended per group by then
+	clients []time.Duration          // work done per client by the end of total
 }
 
 // share returns group g's share of the work.
@@ -91,6 +92,7 @@ type simHarness struct {
 	stopped bool        // total has passed: clients submit no more
 	work    map[string]time.Duration
 	byKind  map[string]time.Duration // by group and "/long" or "/yield"
+	clients []time.Duration          // by client
 }
 
 // runUntil makes a task of client's, in group, wait until the clock reaches
@@ -172,6 +174,7 @@ func (h *simHarness) next(t *testing.T) bool {
 		h.working--
 		h.work[ev.group] += time.Duration(ev.at - ev.start)
 		h.byKind[ev.group+ev.kind] += time.Duration(ev.at - ev.start)
+		h.clients[ev.client] += time.Duration(ev.at - ev.start)
 	} else {
 		h.moving++ // a client, until it waits again
 	}
@@ -190,7 +193,8 @@ func simRun(t *testing.T, spec simSpec) simResult {
 			t.Fatal(err)
 		}
 	}
-	h := &simHarness{clk: clk, s: s, work: map[string]time.Duration{}, byKind: map[string]time.Duration{}}
+	h := &simHarness{clk: clk, s: s, work: map[string]time.Duration{}, byKind: map[string]time.Duration{},
+		clients: make([]time.Duration, len(spec.clients))}
 	end := clk.Now() + int64(spec.total)
 
 	task := func(i int, c simClient) func(*Task) error {
@@ -270,11 +274,12 @@ func simRun(t *testing.T, spec simSpec) simResult {
 			}
 			h.mu.Lock()
 			h.stopped = true
-			r.work, r.byKind = maps.Clone(h.work), maps.Clone(h.byKind)
+			r.work, r.byKind, r.clients = maps.Clone(h.work), maps.Clone(h.byKind), slices.Clone(h.clients)
 			for _, ev := range h.waiting {
 				if ev.start >= 0 {
 					r.work[ev.group] += time.Duration(end - ev.start)
 					r.byKind[ev.group+ev.kind] += time.Duration(end - ev.start)
+					r.clients[ev.client] += time.Duration(end - ev.start)
 				}
 			}
 			h.mu.Unlock()
