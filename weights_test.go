@@ -296,11 +296,41 @@ func TestDepartedDebtStaysInV(t *testing.T) {
 	if q.V() < v || waited.vruntime >= next.vruntime {
 		t.Errorf("after the long task ended: V %d (was %d), waiting task at %d, new one at %d; want V kept and the waiting task first", q.V(), v, waited.vruntime, next.vruntime)
 	}
-	for i := 0; q.departedWeight > 0 && i < 100; i++ {
+	for i := 0; q.debtWeight > 0 && i < 100; i++ {
 		q.account(waited, slice)
 		q.settle()
 	}
-	if q.departedWeight != 0 || q.weightSum != waited.weight+next.weight {
-		t.Errorf("after the waiting task ran 40 ms: departed weight %d, weight in V %d; want 0 and the two tasks'", q.departedWeight, q.weightSum)
+	if q.debtWeight != 0 || q.weightSum != waited.weight+next.weight {
+		t.Errorf("after the waiting task ran 40 ms: departed weight %d, weight in V %d; want 0 and the two tasks'", q.debtWeight, q.weightSum)
+	}
+}
+
+// TestDepartedDebtsLeaveOneByOne: the debts of tasks that end one after
+// another each leave V as V reaches it. Merged into one, as they were,
+// they left only once V reached their average, which a stream of tasks
+// ending in debt kept ahead of V, and their weight in V grew with each.
+func TestDepartedDebtsLeaveOneByOne(t *testing.T) {
+	const slice = int64(time.Millisecond)
+	q := newEEVDFQueue()
+	waiting := &entity{weight: nice0Weight, heapIdx: -1}
+	q.activate(waiting, slice, slice)
+	for i := range 50 {
+		ended := &entity{weight: nice0Weight, heapIdx: -1}
+		q.activate(ended, slice, slice)
+		q.account(ended, 40*slice)
+		q.depart(ended)
+		q.settle()
+		q.account(waiting, 10*slice)
+		q.settle()
+		if got := q.debtWeight / nice0Weight; got > 4 {
+			t.Fatalf("after %d tasks ended 40 ms in debt: %d debts in V, want at most 4 (each paid in 4 rounds)", i+1, got)
+		}
+	}
+	for i := 0; q.debtWeight > 0 && i < 100; i++ {
+		q.account(waiting, slice)
+		q.settle()
+	}
+	if q.debtWeight != 0 || len(q.debts) != 0 || q.weightSum != waiting.weight {
+		t.Errorf("after the waiting task ran on: debt weight %d (%d debts), weight in V %d; want 0 and the waiting task's", q.debtWeight, len(q.debts), q.weightSum)
 	}
 }
