@@ -121,7 +121,8 @@ type entity struct {
 }
 
 // departedDebt is the weight and vruntime of a task that ended or went
-// into Blocking in debt, counted in V until V reaches it (depart).
+// into Blocking in debt, counted in V until V reaches it or a new task
+// takes it over (depart, adopt).
 type departedDebt struct {
 	weight, vruntime int64
 }
@@ -152,9 +153,9 @@ type eevdfQueue struct {
 	// their weight, part of weightSum.
 	delayed       entityHeap
 	delayedWeight int64
-	// debts are the debts of departed tasks still in V (depart);
-	// debtWeight is their weight, part of weightSum, and debtMin at most
-	// their least vruntime (settle).
+	// debts are the debts of departed tasks still in V (depart), in the
+	// order they departed; debtWeight is their weight, part of
+	// weightSum, and debtMin at most their least vruntime (settle).
 	debts               []departedDebt
 	debtWeight, debtMin int64
 }
@@ -216,7 +217,11 @@ func (q *eevdfQueue) subTerm(weight, vruntime int64) {
 // V - lag*(W+w)/W, which leaves it exactly lag once it is counted.
 func (q *eevdfQueue) activate(e *entity, slice int64, vrequest int64) {
 	limit := lagClampSlices * scaleVirtual(slice, e.weight)
-	lag := min(max(e.lag, -limit), limit)
+	q.place(e, min(max(e.lag, -limit), limit), vrequest)
+}
+
+// place makes e active with a lag of lag and a request of vrequest.
+func (q *eevdfQueue) place(e *entity, lag int64, vrequest int64) {
 	if q.weightSum > 0 {
 		lag = lag * (q.weightSum + e.weight) / q.weightSum
 	} else {
@@ -277,25 +282,21 @@ func (q *eevdfQueue) undelay(e *entity) {
 // depart is deactivate for an entity whose state is not kept while it is
 // away: a task that ended (its Task may be reused) or went into Blocking.
 // With debt while others compete, e's weight and vruntime stay counted in
-// V, as a departedDebt, until V has caught up with it (settle), and e
-// leaves level (no lag). A task that ran 40 ms without a Checkpoint and
-// ended would otherwise take its debt with it, and the next task of the
-// same client, placed at V, would run as if the first had never been: in
-// a group of two clients whose tasks do not yield and two whose tasks do,
-// the first two took all but 2.4 ms of the group's 3.8 s in 20 s on one
-// slot (420 ms now). Kept in V, the debt raises V, so that the tasks that
-// waited are owed and run first, and a new task placed at V starts
-// behind them.
+// V, as a departedDebt, until V has caught up with it (settle) or a new
+// task takes it over (adopt), and e leaves level (no lag). A task that
+// ran 40 ms without a Checkpoint and ended would otherwise take its debt
+// with it, and the next task of the same client, placed at V, would run
+// as if the first had never been: in a group of two clients whose tasks
+// do not yield and two whose tasks do, the first two took all but 2.4 ms
+// of the group's 3.8 s in 20 s on one slot (420 ms with the debt kept
+// in V, 900 ms now that a new task takes it over).
 //
 // Each debt is kept apart, and leaves V when V reaches it. Merged into
 // one entity, as they were, the debts left only once V reached their
 // average, which tasks that kept ending in debt kept ahead of V: the
 // merged weight grew with every task that ended, and V, the average of
-// it and the active tasks', moved ever more slowly: with clients of 85
-// and 200 ms tasks without a Checkpoint in one group, by the merged
-// weight of over a hundred tasks by 7 s, and deadlines, V plus the
-// request, then said how long a task asked for (noteOverrun) rather than
-// how long it had waited.
+// it and the active tasks', moved ever more slowly (adopt says what that
+// did to the picks).
 //
 // Kept apart from e, the debt is no longer its entity's: that is why
 // groups, whose debt must stay theirs when they come back (leave), are
@@ -313,6 +314,42 @@ func (q *eevdfQueue) depart(e *entity) {
 	e.lag = 0
 }
 
+// adopt makes new task e active, as activate does, but with the debt of
+// the task that departed last (depart), if one is still in V: that debt
+// leaves V, and e starts that far behind V (at most limit of e's run
+// time; the rest is forgiven, as maxGroupDebt says). It reports whether
+// there was a debt to take.
+//
+// Why a new task takes it: a client that keeps one task in flight submits
+// its next task as its last ends, so the debt that departed last is most
+// likely its own, and taken over, it is paid by that client, as the
+// kernel's task that wakes while delayed (DELAY_DEQUEUE) pays its own.
+// Left in V, it is paid by everyone: it raises V, the other tasks that
+// wait are owed more, and the new task starts level at V. Its deadline,
+// V plus its request, then beats those of tasks that waited but asked for
+// more (a group's tasks ask for as long as they run past their slices:
+// noteOverrun), so that clients whose tasks run long without a
+// Checkpoint got a fraction of the CPU time of clients of shorter ones in
+// the same group (docs/design.md has the figures). Taken over, each
+// client is an entity whose vruntime goes on from task to task, and
+// clients share by time, whatever their tasks' length. Which debt a task
+// takes does not change its group's, only which of the group's tasks
+// pays it.
+func (q *eevdfQueue) adopt(e *entity, limit, vrequest int64) bool {
+	n := len(q.debts)
+	if n == 0 {
+		return false
+	}
+	d := q.debts[n-1]
+	q.debts = q.debts[:n-1]
+	lag := q.V() - d.vruntime
+	q.debtWeight -= d.weight
+	q.subTerm(d.weight, d.vruntime)
+	lag = max(min(lag, 0)*d.weight/e.weight, -scaleVirtual(limit, e.weight))
+	q.place(e, lag, vrequest)
+	return true
+}
+
 // settle takes out of V the delayed entities and departed debts whose
 // vruntime V has reached (their debt is paid: they leave with a lag >=
 // 0); once no entity that can run is left, all of them, level: there is
@@ -327,7 +364,8 @@ func (q *eevdfQueue) settle() {
 			e.lag = 0
 		}
 	}
-	// Finding the debts paid takes a pass over them: only once V reaches
+	// The debts are kept in the order they departed, for adopt, so
+	// finding those paid takes a pass over them: only once V reaches
 	// debtMin, and a debt paid is gone after it. Taking paid debts out
 	// moves V up, which may pay others: pass again until none is.
 	for len(q.debts) > 0 && (alone || q.debtMin <= q.V()) {

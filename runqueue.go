@@ -35,8 +35,9 @@ package cpusched
 //     without one; a tracked group whose last task then leaves in debt
 //     stays counted in V until the others have run enough to repay it
 //     (eevdf.go: leave), and a task that ends in debt leaves it in its
-//     group's V (depart), so that neither its group's next task nor its
-//     client's starts level.
+//     group's V (depart), where the group's next new task takes it over
+//     (adopt), so that neither its group's next task nor, in a closed
+//     loop, its client's starts level.
 //     The debt is bounded by maxGroupDebt; credit, as before, by the lag
 //     clamp: a group that was idle banks none.
 //  4. A task's request (slice) sets its deadline: new tasks start with no
@@ -264,7 +265,10 @@ func (q *runQueue) activate(t *Task, first bool) {
 		// they do, so that the deadline says what the task likely is.
 		req = int64(t.slice) + g.overrun
 	}
-	g.tasks.activate(&t.ent, int64(t.slice), scaleVirtual(req, t.ent.weight))
+	vreq := scaleVirtual(req, t.ent.weight)
+	if !first || !g.tasks.adopt(&t.ent, maxGroupDebt, vreq) {
+		g.tasks.activate(&t.ent, int64(t.slice), vreq)
+	}
 }
 
 // deactivate makes t inactive (finished or blocking); its group goes
