@@ -26,7 +26,7 @@ import (
 //
 // docs/performance.md#auto has the figures behind DefaultHeavyThreshold.
 func BenchmarkAutoThreshold(b *testing.B) {
-	for _, c := range []time.Duration{100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 2 * time.Millisecond} {
+	for _, c := range []time.Duration{100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 1500 * time.Microsecond, 2 * time.Millisecond, 4 * time.Millisecond} {
 		for _, asTask := range []bool{false, true} {
 			name := fmt.Sprintf("medium=%v/direct", c)
 			threshold := min(4*c, 10*time.Millisecond)

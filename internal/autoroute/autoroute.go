@@ -45,7 +45,7 @@ import (
 // DefaultThreshold is the CPU per request at or above which a route is
 // heavy, without a threshold of the user's. docs/performance.md#auto
 // gives the measurement behind it.
-const DefaultThreshold = 500 * time.Microsecond
+const DefaultThreshold = time.Millisecond
 
 // Limits of the threshold and of the number of routes tracked, as the
 // options' errors quote them.
