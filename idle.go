@@ -17,6 +17,11 @@ package cpusched
 // is locked to that thread: a hand-off thread, or a task's own thread
 // while fn runs (lowering.go). Two readings d apart that are equal say
 // that the thread did not run at all in between: the clock only grows.
+// But a thread the kernel does not run is not asleep: a lowered thread,
+// or one at nice 10 where threads cannot be raised, waits while busier
+// threads take the CPUs, runnable all along. Its state (R in its stat
+// file, which the guard reads too) tells it apart; such a thread keeps
+// its slot (idleRunnable).
 //
 // How, in the slice monitor's pass (osMode.monitorLocked, idleLocked),
 // under s.mu, with no goroutine or timer of its own:
@@ -162,11 +167,30 @@ func (m *osMode) idleLookLocked(t *Task, now int64) int64 {
 	if d := w.since + w.after - now; d > 0 {
 		return d
 	}
-	if c := m.idleClock(t); c != w.clock || c < 0 {
+	if c := m.idleClock(t); c != w.clock || c < 0 || m.idleRunnable(tid) {
 		w.clock, w.since = c, now
 		return w.after
 	}
 	return 0
+}
+
+// idleRunnable reports whether thread tid, whose clock has not moved for
+// a look, is runnable (its state R): the kernel has not run it, a thread
+// at nice 10 or SCHED_IDLE beside busier ones, and it will compute as
+// soon as it gets a CPU. Released, its slot would start another task that
+// cannot run either, and the retake would take one past Workers. False
+// where it cannot be read, and where the tests play the threads' clocks
+// (testHooks.cpuReading) but not their states (guardSource): their
+// threads' real states do not follow the clocks they play.
+func (m *osMode) idleRunnable(tid int32) bool {
+	if m.guard == nil || m.guard.src.threadWait == nil {
+		return false
+	}
+	if h := m.s.cfg.hooks; h != nil && h.cpuReading != nil && h.guardSource == nil {
+		return false
+	}
+	_, runnable, ok := m.guard.src.threadWait(int(tid))
+	return ok && runnable
 }
 
 // idleClock is the CPU clock of watched task t's thread, read from this

@@ -43,10 +43,10 @@ type idleRig struct {
 	cpu sync.Map // *Task -> *atomic.Int64
 }
 
-func newIdleRig(t *testing.T, workers int) *idleRig {
+func newIdleRig(t *testing.T, workers int, opts ...Option) *idleRig {
 	r := &idleRig{t: t, clk: newFakeClock()}
-	r.s = newTestScheduler(t, WithIsolation(IsolationOSPriority), WithWorkers(workers),
-		withClock(r.clk), withoutMonitor(), withCPUReading(r.reading))
+	r.s = newTestScheduler(t, append([]Option{WithIsolation(IsolationOSPriority), WithWorkers(workers),
+		withClock(r.clk), withoutMonitor(), withCPUReading(r.reading)}, opts...)...)
 	if r.s.os == nil {
 		t.Skip("IsolationOSPriority is not available here")
 	}
@@ -262,6 +262,47 @@ func TestIdleKeepsSlotWithoutWaiters(t *testing.T) {
 	close(wake)
 	close(release)
 	for _, h := range []*Handle{h1, h2, hb} {
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkIdentity(t, r.s.Stats())
+}
+
+// TestIdleKeepsSlotWhileRunnable: a watched task whose clock stands still
+// while its thread is runnable (the kernel runs busier threads: a
+// lowered thread, or one at nice 10) keeps its slot; once its thread
+// sleeps, it gives it up.
+func TestIdleKeepsSlotWhileRunnable(t *testing.T) {
+	var runnable atomic.Bool
+	runnable.Store(true)
+	src := newRealGuardSource()
+	src.threadWait = func(int) (int64, bool, bool) { return 0, runnable.Load(), true }
+	r := newIdleRig(t, 1, withGuardSource(src))
+	const d = time.Millisecond
+	started, wake, release := make(chan *Task, 1), make(chan struct{}), make(chan struct{})
+	h := r.sleeper(d, started, wake, func(*Task) error { return nil })
+	<-started
+	var ran atomic.Bool
+	hb := r.holder(release, &ran) // waits
+	for range 5 {
+		r.pass()
+		r.clk.Advance(int64(d))
+	}
+	if st := r.s.Stats(); st.IdleReleases != 0 || ran.Load() {
+		t.Fatalf("a runnable thread's slot was given up: %+v", st)
+	}
+	runnable.Store(false)
+	r.pass()
+	r.clk.Advance(int64(d))
+	r.pass()
+	r.waitFor("the queued task to run", func(Stats) bool { return ran.Load() })
+	if st := r.s.Stats(); st.IdleReleases != 1 {
+		t.Errorf("IdleReleases %d once the thread sleeps, want 1", st.IdleReleases)
+	}
+	close(wake)
+	close(release)
+	for _, h := range []*Handle{h, hb} {
 		if err := h.Wait(); err != nil {
 			t.Fatal(err)
 		}

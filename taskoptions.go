@@ -144,8 +144,10 @@ func WithTaskSlice(d time.Duration) TaskOption {
 // privilege, for the tasks that run on their own goroutines while other
 // processes keep the CPUs busy or that left their hand-off threads
 // (retire.go): their goroutines are not locked to a thread. A thread
-// that the kernel does not run for d (a lowered thread beside busy
-// processes) counts as asleep.
+// that the kernel does not run for d but that is runnable (a lowered
+// thread beside busier ones) keeps its slot: the monitor reads its state
+// (/proc/self/task/TID/stat) where its clock has not moved, and only a
+// thread that is not runnable counts as asleep.
 func WithIdleRelease(d time.Duration) TaskOption {
 	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
 		if d < minIdleRelease || d > maxIdleRelease {
