@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,5 +232,33 @@ func TestAutoReleasesSlotWhileHandlerSleeps(t *testing.T) {
 		if try == 2 {
 			t.Fatalf("the second request ended %v after the sleeper's (it waited for its slot); IdleReleases %d", otherDone.Sub(sleeperEnd), s.Stats().IdleReleases)
 		}
+	}
+}
+
+// TestAutoRouteTurnsHeavy: a route light for its first requests (a cheap
+// one, sampled one in 256) that grows heavy is moved within a few hundred
+// requests.
+func TestAutoRouteTurnsHeavy(t *testing.T) {
+	if !autoroute.Measurable() {
+		t.Skip("no thread CPU clocks")
+	}
+	s := schedtest.NewScheduler(t)
+	var cost atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) { spin(time.Duration(cost.Load())) })
+	h := Auto(s, mux, WithHeavyThreshold(200*time.Microsecond))
+	for range 300 {
+		serve(h, httptest.NewRequest("GET", "/work", nil))
+	}
+	if r := autoRoute(t, h, "/work"); r.Heavy {
+		t.Fatalf("/work at no cost: %+v, want light", r)
+	}
+	cost.Store(int64(time.Millisecond))
+	n := 0
+	for ; n < 600 && !autoRoute(t, h, "/work").Heavy; n++ {
+		serve(h, httptest.NewRequest("GET", "/work", nil))
+	}
+	if r := autoRoute(t, h, "/work"); !r.Heavy || r.Moves != 1 {
+		t.Errorf("/work after its requests grew to 1 ms: %+v after %d requests, want heavy", r, n)
 	}
 }
