@@ -173,7 +173,10 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 // A light route's sampled request runs with its goroutine locked to its
 // thread. So time spent waiting (on the network, a database, a lock)
 // counts for nothing: a route that waits long and computes little stays
-// light. CPU that the handler hands to other goroutines is not counted.
+// light. CPU that the handler hands to other goroutines is not counted,
+// and a long-lived stream (a WebSocket, server-sent events) counts as one
+// request, its whole life's CPU: serve such routes beside Auto, not
+// through it.
 // A route turns heavy when its average reaches the threshold, and light
 // again when it falls under half of it. Measuring needs Linux's thread
 // CPU clocks: elsewhere every route stays light.
