@@ -55,6 +55,13 @@ func withYieldWoken(f func()) Option {
 	return testHook(func(h *testHooks) { h.onYieldWoken = f })
 }
 
+// withPark has f called by each task's goroutine in IsolationOSPriority
+// once the task has given its slot up at a Checkpoint, before the
+// goroutine waits for it (osMode.park), on that goroutine.
+func withPark(f func(*Task)) Option {
+	return testHook(func(h *testHooks) { h.onPark = f })
+}
+
 // withPinnedWake has f called by each thread that a hand-off pinned, on
 // that thread as it wakes, before it puts its mask back (pin.go).
 func withPinnedWake(f func()) Option {

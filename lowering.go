@@ -108,7 +108,11 @@ func (s *Scheduler) unlockThread(t *Task) {
 // goroutine that has given its slot up to wait, from its thread, unless
 // the thread is lowered (then it waits locked, as a worker would); it
 // reports whether it did. lockThread is its undo, once t runs again:
-// possibly on another thread, which is not lowered either.
+// possibly on another thread, which is not lowered either. Whether the
+// thread is lowered cannot change between its check and the unlock: t
+// holds no slot here and, where it parked, cleared its tid under s.mu
+// (parkedLocked), so no lowerer finds its thread even where t was given
+// its slot back meanwhile.
 func (s *Scheduler) unlockThreadToWait(t *Task) bool {
 	if !s.osOwn() || t.os.handoff || t.os.lowered.Load() {
 		return false

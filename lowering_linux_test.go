@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,5 +231,82 @@ func TestOuterFoundLoweredLeavesTheThreadAlone(t *testing.T) {
 	}
 	if after := threadPolicy(t); after != before {
 		t.Errorf("thread policy %d after Run, want %d as before it", after, before)
+	}
+}
+
+// TestParkedThreadIsNotLowered: a task on its own goroutine that parks at
+// a Checkpoint with its thread unlowered waits unlocked from it. If it is
+// given its slot back before its goroutine unlocks, a monitor pass that
+// lowered its thread then could do so after the goroutine saw the thread
+// unlowered and before it unlocked: the goroutine would leave a lowered
+// thread to the runtime's pool, to run other goroutines at SCHED_IDLE
+// (parkedLocked). The pass here comes at the widest point of that window:
+// the task parked, given its slot back, its goroutine still on its thread.
+func TestParkedThreadIsNotLowered(t *testing.T) {
+	var s *Scheduler
+	var parked atomic.Bool
+	var tid int32
+	var backRunning, passLowered bool
+	s = ownScheduler(t, WithWorkers(1), WithSlice(minSlice), withoutMonitorLowering(),
+		withPark(func(tk *Task) {
+			if parked.Swap(true) {
+				return
+			}
+			tid = int32(osprio.ThreadID())
+			// The queued task runs on the slot and ends, giving it back.
+			for end := time.Now().Add(5 * time.Second); !backRunning && time.Now().Before(end); {
+				time.Sleep(100 * time.Microsecond)
+				s.mu.Lock()
+				backRunning = tk.state == stateRunning
+				s.mu.Unlock()
+			}
+			// The monitor's pass (lowerLongLocked, whose lowering the
+			// option turns off), before and after computing past
+			// osLowerAfter on the thread: the first marks it.
+			pass := func() {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				for _, r := range s.running {
+					if !r.os.lowered.Load() && !r.os.handoff {
+						s.lowerIfLongLocked(r, s.clock.Now())
+					}
+				}
+			}
+			pass()
+			spinFor(4 * osLowerAfter)
+			pass()
+			passLowered = tk.os.lowered.Load()
+		}))
+	ctx := context.Background()
+	err := s.Run(ctx, func(tk *Task) error {
+		tk.lowerCheck = 0 // no lowering at its Checkpoints either
+		if _, err := s.Go(ctx, func(*Task) error { return nil }); err != nil {
+			return err
+		}
+		for end := time.Now().Add(5 * time.Second); !parked.Load() && time.Now().Before(end); {
+			if err := tk.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !parked.Load() || !backRunning {
+		t.Fatalf("the task parked %v, was given its slot back before it waited %v: the case went untested", parked.Load(), backRunning)
+	}
+	if passLowered {
+		t.Errorf("a monitor pass lowered thread %d, which the task's goroutine was about to leave unlocked", tid)
+	}
+	if attr, err := unix.SchedGetAttr(int(tid), 0); err == nil && int(attr.Policy) == unix.SCHED_IDLE {
+		t.Errorf("thread %d, which the task parked on, is left SCHED_IDLE", tid)
+	}
+}
+
+// spinFor computes for d of the calling thread's CPU time, or 5 s.
+func spinFor(d time.Duration) {
+	start := osprio.ThreadCPU()
+	for end := time.Now().Add(5 * time.Second); osprio.ThreadCPU()-start < int64(d) && time.Now().Before(end); {
 	}
 }

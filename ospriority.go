@@ -387,8 +387,11 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //     never changed after, read without the lock.
 //   - tid: the thread fn's goroutine is locked to, 0 while it is not:
 //     stored by the task's goroutine (lockThread, unlockThread,
-//     unlockThreadToWait; on a hand-off thread, handoffBegin, and finish
-//     under s.mu); read without the lock by the monitor and the guard.
+//     unlockThreadToWait, or under s.mu as it parks, parkedLocked; on a
+//     hand-off thread, handoffBegin, and finish under s.mu); read without
+//     the lock by the guard, and under it by what lowers a task's own
+//     thread (lowerIfLongLocked, relowerLocked), which must not find a
+//     thread the goroutine may be leaving.
 //   - lowered: set once a task on its own goroutine counts as lowered
 //     (lowerIfLongLocked, under s.mu, after loweredFrom and foundLowered),
 //     never cleared while it runs; read without the lock.

@@ -21,6 +21,7 @@ type testHooks struct {
 	noSlicePins    bool          // no slice pins (pin.go)
 	onPinnedWake   func()        // called by a pinned thread as it wakes, before it restores its mask (pin.go)
 	onYieldWoken   func()        // called by a lowered thread as it yields on waking (yieldWoken)
+	onPark         func(*Task)   // called by a task's goroutine once it has given its slot up at a Checkpoint, before it waits (parking)
 	noGuard        bool          // no guard against outside contention (contention.go)
 	guardSource    *guardSource  // what the guard reads (contention.go); nil: newRealGuardSource()
 
@@ -70,6 +71,13 @@ func (h *testHooks) pinnedWake() {
 func (h *testHooks) yieldWoken() {
 	if h != nil && h.onYieldWoken != nil {
 		h.onYieldWoken()
+	}
+}
+
+// parking calls h.onPark(t), if set.
+func (h *testHooks) parking(t *Task) {
+	if h != nil && h.onPark != nil {
+		h.onPark(t)
 	}
 }
 

@@ -309,6 +309,7 @@ type osPark struct {
 // (parkThread).
 func (m *osMode) park(t *Task, p *osPark) {
 	if m != nil {
+		m.s.cfg.hooks.parking(t)
 		m.s.parkThread(t, p)
 	}
 }
@@ -402,10 +403,17 @@ func (m *osMode) slotMeasure(t *Task, slot int64) int64 {
 // parkedLocked is parkLocked's step, t having given its slot up to wait
 // for it in the run queue: where t's goroutine waits unlocked
 // (waitsUnlocked), the stretch it begins is marked as not measured
-// (unmarkCPU), as it may come back on another thread.
+// (unmarkCPU), as it may come back on another thread, and t's thread is
+// no longer its own (tid 0) from here, under s.mu, rather than from
+// unlockThreadToWait: another goroutine may give t its slot back before
+// t's goroutine gets there, and a monitor pass that then found t running
+// on its thread could lower the thread while the goroutine, having seen
+// it unlowered, unlocks from it, leaving a lowered thread to the
+// runtime's pool. With tid 0 no pass lowers it until lockThread.
 func (m *osMode) parkedLocked(t *Task) {
 	if m.waitsUnlocked(t) {
 		t.unmarkCPU()
+		t.os.tid.Store(0)
 	}
 }
 
