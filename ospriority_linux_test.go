@@ -7,10 +7,13 @@
 package cpusched
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -124,7 +127,47 @@ func TestOSPriorityMode(t *testing.T) {
 	t.Logf("threads: %d before, %d after Close, none lowered", threadsBefore, threadCount(t))
 }
 
-func init() { countLowered = loweredThreads }
+func init() { countLowered, describeLowered = loweredThreads, describeLoweredThreads }
+
+// describeLoweredThreads says, for each thread loweredThreads counts, its
+// id, name, state, policy and nice (sched_getattr, and fields 3, 19 and
+// 41 of /proc/self/task/TID/stat) and kernel wait channel: enough to
+// tell a thread parked in the runtime's pool (an idle M, state S in
+// futex_wait) from one running a goroutine.
+func describeLoweredThreads(t *testing.T) string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return "no /proc/self/task"
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil || tid == os.Getpid() {
+			continue
+		}
+		attr, err := unix.SchedGetAttr(tid, 0)
+		if err != nil || int(attr.Policy) != unix.SCHED_IDLE {
+			continue
+		}
+		dir := "/proc/self/task/" + e.Name()
+		state, nice, policy := "?", "?", "?"
+		if stat, err := os.ReadFile(dir + "/stat"); err == nil {
+			// The fields after the name, which ends in ')': state is 3,
+			// nice 19, policy 41.
+			if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
+				if f := strings.Fields(string(stat[i+1:])); len(f) > 38 {
+					state, nice, policy = f[0], f[16], f[38]
+				}
+			}
+		}
+		comm, _ := os.ReadFile(dir + "/comm")
+		wchan, _ := os.ReadFile(dir + "/wchan")
+		fmt.Fprintf(&b, "thread %d (%s): state %s, sched_getattr policy %d nice %d, stat policy %s nice %s, wchan %q; ",
+			tid, strings.TrimSpace(string(comm)), state, attr.Policy, attr.Nice, policy, nice, wchan)
+	}
+	return b.String()
+}
 
 // threadPolicy returns the calling thread's scheduling policy.
 func threadPolicy(t *testing.T) int {

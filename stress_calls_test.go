@@ -328,6 +328,8 @@ func (c *stressCall) end(err error) {
 // fn is the task's function.
 func (c *stressCall) fn(task *Task) (err error) {
 	c.ran++
+	c.r.m.noteThread(c, "began", task)
+	defer func() { c.r.m.noteThread(c, "ended", task) }()
 	if c.idle {
 		c.r.idleStarted.Add(1)
 	}

@@ -6,11 +6,14 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cpusched/cpusched/internal/leakcheck"
+	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // The knobs of TestStress.
@@ -142,6 +145,10 @@ func stressSeed(t *testing.T) uint64 {
 // (loweredThreads, on Linux).
 var countLowered func(*testing.T) int
 
+// describeLowered says what each of the process's lowered threads is,
+// where it can (describeLoweredThreads, on Linux).
+var describeLowered func(*testing.T) string
+
 // stressMode is one isolation mode's run: its rounds, their totals, and
 // what the watchdog looks at.
 type stressMode struct {
@@ -166,7 +173,10 @@ type stressMode struct {
 
 	failures atomic.Int64 // reported so far (the first 30 are printed)
 	returned atomic.Int64 // calls that have returned: the watchdog's sign of life
-	round    atomic.Value // string: the round in progress, for the watchdog
+	// threads maps a thread id to the last call whose fn began or ended
+	// on it (noteThread), for the check that no lowered thread is left.
+	threads sync.Map
+	round   atomic.Value // string: the round in progress, for the watchdog
 }
 
 // stressTotals add up the rounds of a mode.
@@ -230,9 +240,7 @@ func (m *stressMode) run(modesLeft int) {
 		limit := threadsBefore + max(runtime.GOMAXPROCS(0), m.procsSeen) + 4
 		if m.mode == IsolationOSPriority && !m.handoff {
 			limit = stressOwnThreads
-			if countLowered != nil {
-				waitFor(t, func() bool { return countLowered(t) == 0 })
-			}
+			m.checkNoneLowered()
 		}
 		got := threadCount(t)
 		for deadline := time.Now().Add(10 * time.Second); got > limit && time.Now().Before(deadline); got = threadCount(t) {
@@ -311,4 +319,44 @@ func (m *stressMode) rounds() stressTotals {
 		}
 	}
 	return tot
+}
+
+// noteThread records that c's fn, running as task, began or ended (what)
+// on the calling thread.
+func (m *stressMode) noteThread(c *stressCall, what string, task *Task) {
+	if m.mode == IsolationOSPriority {
+		m.threads.Store(int32(osprio.ThreadID()), fmt.Sprintf("%s %s on it, its task lowered %v", c, what, task.os.lowered.Load()))
+	}
+}
+
+// checkNoneLowered checks, after a mode with tasks on their own
+// goroutines, that no thread of the process is left lowered within 10 s.
+// If one is, it says which (describeLowered), which call last began or
+// ended on it, and whether it is still lowered, or gone, 20 s later.
+func (m *stressMode) checkNoneLowered() {
+	t := m.t
+	if countLowered == nil {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for countLowered(t) > 0 {
+		if time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		what := describeLowered(t)
+		var last []string
+		m.threads.Range(func(tid, call any) bool {
+			if strings.Contains(what, fmt.Sprintf("thread %d ", tid)) {
+				last = append(last, fmt.Sprintf("thread %d: last %v", tid, call))
+			}
+			return true
+		})
+		t.Errorf("%d lowered threads alive 10 s after the mode: %s; %s", countLowered(t), what, strings.Join(last, "; "))
+		for end := time.Now().Add(20 * time.Second); time.Now().Before(end) && countLowered(t) > 0; {
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("20 s later: %d lowered threads: %s", countLowered(t), describeLowered(t))
+		return
+	}
 }
