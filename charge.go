@@ -20,8 +20,12 @@ package cpusched
 // the task on other threads. So a stretch is measured where the task's
 // goroutine was locked to one thread from the reading that began it to
 // the one that ends it, which in IsolationOSPriority is: a task on a
-// hand-off thread, from fn's start until it leaves that thread
-// (retire.go, which charges it there); a task on its own goroutine,
+// hand-off thread, from fn's start; one that left its hand-off thread,
+// which could not be raised (retire.go, which charges it as it leaves),
+// on the runtime thread its goroutine lands on and locks until the task
+// ends (lockLanded: its CPU goes on from the old thread's last reading,
+// so the stretch under way stays measured, all but the retirement
+// itself; that thread is never lowered); a task on its own goroutine,
 // locked while fn runs, from the mark its lowering measures from
 // (lowering.go: taken at its first Checkpoint or the monitor's look, by
 // yield at a charge that finds none, and as it locks a thread again
@@ -29,10 +33,21 @@ package cpusched
 // its thread counts as lowered: markAfterWait; parkLocked's unmarkCPU
 // and unblock's reading, -1 unlocked, leave the stretch unmarked till
 // then). Everywhere else (IsolationReserve, IsolationNone, a stretch
-// that ends before its task's thread has a mark, a task that left its
-// hand-off thread, one on its own goroutine that IsolationOSPriority
-// does not lock where threads cannot be raised) the stretch falls back
-// to its slot time, and Stats says how much did (CPUTimeFallback).
+// that ends before its task's thread has a mark, the stretch under way
+// as a task left its hand-off thread where its old thread's clock could
+// not be read, one on its own goroutine that IsolationOSPriority does
+// not lock where threads cannot be raised) the stretch falls back to
+// its slot time, and Stats says how much did (CPUTimeFallback).
+//
+// Rejected for a task that left its hand-off thread: letting it run
+// unlocked, as it did, and measuring only the stretches whose readings
+// at both ends found the goroutine on the same thread. An unlocked
+// goroutine may leave that thread and come back between the readings,
+// and the clock then counts the other goroutines the thread ran
+// meanwhile; nothing the task can read tells. Locked, its thread runs
+// nothing else, at the cost of a hand-off task's: each wait for its slot
+// or in Blocking is a switch between threads, for the few tasks that
+// run while contended where threads cannot be raised.
 //
 // The readings are those readCPU already took for the lane (taskCPULocked
 // makes them the task's CPU since fn began; Task.cpuUsed keeps the last):

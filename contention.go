@@ -313,7 +313,7 @@ func (s *Scheduler) markThreadsLocked() (starved bool) {
 	for _, t := range s.running {
 		// A lowered thread's id does not change while the task runs.
 		tid := t.os.tid.Load()
-		if tid == 0 || t.os.raised || !(t.os.handoff || t.os.lowered.Load() && !t.os.foundLowered) {
+		if tid == 0 || t.os.raised || t.os.left() || !(t.os.handoff || t.os.lowered.Load() && !t.os.foundLowered) {
 			t.os.guardWin = 0
 			continue
 		}

@@ -234,7 +234,11 @@ func (s *Scheduler) handoffLoop(t *Task, pin bool) {
 	for t != stopThread {
 		start := time.Now()
 		if s.runGo(t).left {
-			return // the goroutine left its lowered thread, which ended (retire.go)
+			// The goroutine left its lowered thread, which ended, for a
+			// runtime thread it locked (retire.go): it exits unlocked,
+			// and the runtime keeps that thread.
+			runtime.UnlockOSThread()
+			return
 		}
 		// Spin only after tasks that ended within callerSpin (handoffThread).
 		spin := time.Since(start) < callerSpin

@@ -318,9 +318,10 @@ func (s *Scheduler) yieldWoken() {
 // threadClock is the mode's reading for readCPU (osMode.clock): the CPU
 // clock of t's thread, read on t's goroutine where that is locked to its
 // thread for t (a hand-off thread once fn began on it, until it leaves it:
-// retire.go; its own thread while fn runs); -1 elsewhere, at no cost.
+// retire.go, and then the thread it locked instead: lockLanded; its own
+// thread while fn runs); -1 elsewhere, at no cost.
 func (m *osMode) threadClock(t *Task) int64 {
-	if m.s.rq.cpuClock && t.os.tid.Load() != 0 && !t.os.left() {
+	if m.s.rq.cpuClock && t.os.tid.Load() != 0 {
 		return osprio.ThreadCPU()
 	}
 	return -1
@@ -332,7 +333,7 @@ func (m *osMode) threadClock(t *Task) int64 {
 // there is no thread to read, or it cannot be read. Under s.mu.
 func (m *osMode) threadCPUOfLocked(t *Task) int64 {
 	tid := t.os.tid.Load()
-	if !m.s.rq.cpuClock || tid == 0 || t.os.left() {
+	if !m.s.rq.cpuClock || tid == 0 {
 		return -1
 	}
 	clock := osprio.ThreadCPUOf(int(tid))
@@ -388,10 +389,11 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //   - tid: the thread fn's goroutine is locked to, 0 while it is not:
 //     stored by the task's goroutine (lockThread, unlockThread,
 //     unlockThreadToWait, or under s.mu as it parks, parkedLocked; on a
-//     hand-off thread, handoffBegin, and finish under s.mu); read without
-//     the lock by the guard, and under it by what lowers a task's own
-//     thread (lowerIfLongLocked, relowerLocked), which must not find a
-//     thread the goroutine may be leaving.
+//     hand-off thread, handoffBegin, and finish under s.mu; leaving one,
+//     leaveThread and lockLanded under s.mu); read without the lock by
+//     the guard, and under it by what lowers a task's own thread
+//     (lowerIfLongLocked, relowerLocked), which must not find a thread
+//     the goroutine may be leaving.
 //   - lowered: set once a task on its own goroutine counts as lowered
 //     (lowerIfLongLocked, under s.mu, after loweredFrom and foundLowered),
 //     never cleared while it runs; read without the lock.
@@ -424,11 +426,14 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //     and cleared by the task's goroutine.
 //   - markTid of a handed-off task, which lowerIfLongLocked never
 //     measures, is threadLeft once its goroutine left its lowered
-//     hand-off thread, which could not be raised, to run unlocked at
-//     normal priority until it ends (retire.go: osTask.left); set under
+//     hand-off thread, which could not be raised, to run at normal
+//     priority until it ends, locked to the thread it lands on, which
+//     is never lowered (retire.go: osTask.left, lockLanded); set under
 //     s.mu by the task's goroutine, read by it and under s.mu.
 //   - cpuStart: the thread's CPU clock when fn began on it, for
 //     taskCPULocked: read by a hand-off thread in handoffBegin; for a
+//     task that left its hand-off thread, set again by lockLanded as it
+//     locks the thread it lands on, so that its CPU goes on; for a
 //     task on its own goroutine, reckoned by lowerIfLongLocked when the
 //     task counts as lowered (the clock then, less what the task had
 //     computed: markCPU). markCPU, until then, is what taskCPULocked

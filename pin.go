@@ -110,7 +110,9 @@ func (s *Scheduler) unpin(mask *osprio.Affinity) {
 
 // parkThread is waitForSlot's step before t's goroutine waits on t.wake
 // for its slot back (osMode.park). A task on its own goroutine whose
-// thread is not lowered waits unlocked (unlockThreadToWait); one that
+// thread is not lowered waits unlocked (unlockThreadToWait), and one that
+// left its hand-off thread waits locked to the runtime thread it landed
+// on (lockLanded), which is not pinned; one that
 // waits locked to a lowered thread makes itself pinnable: with slice
 // pins, a hand-off thread's waker places it (cpuTable); otherwise its mask
 // is read first, to be put back after the wake if a hand-off pinned it.

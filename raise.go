@@ -68,6 +68,9 @@ func (s *Scheduler) fitHandoffThread() (raised bool) {
 // handed-off task to leave its thread at its next Checkpoint instead
 // (leaveLocked); a task on its own goroutine has no lowered thread there.
 func (s *Scheduler) raiseLocked(t *Task) {
+	if t.os.left() {
+		return // at normal priority, never lowered (lockLanded)
+	}
 	tid := int(t.os.tid.Load())
 	if !s.os.raisable {
 		s.leaveLocked(t) // it leaves the thread instead (retire.go)

@@ -33,8 +33,10 @@ package cpusched
 // lowered thread, releases the task and returns, and a goroutine that
 // exits locked takes its thread with it (runtime.LockOSThread's doc).
 // The others, run elsewhere, unlock and return. The task's goroutine goes
-// on, unlocked, on another thread at normal priority until the task ends;
-// its hand-off thread's loop then ends too (handoffLoop).
+// on on another thread at normal priority until the task ends, locked to
+// it so that its CPU is still read by a thread's clock (lockLanded,
+// charge.go); its hand-off thread's loop then unlocks it and ends too
+// (handoffLoop), leaving that thread to the runtime.
 //
 // Not certain: in the moment between the unlock and the first of them,
 // the thread may run a goroutine a timer or the collector readied first,
@@ -91,21 +93,21 @@ func (s *Scheduler) leaveIfMust(t *Task) {
 }
 
 // leaveThread moves t's goroutine off its lowered hand-off thread and ends
-// the thread (see the file comment). From then on t runs unlocked, as a
-// task on its own goroutine whose thread is not lowered, until it ends.
-// A task holding its slot is charged first, by the thread's clock, and
-// the rest of its stretch is not measured (charge.go): a Stats snapshot
-// read that clock, and the charge must not count less.
+// the thread (see the file comment). From then on t runs at normal
+// priority until it ends, its goroutine locked to the thread it lands on
+// (lockLanded), so that its CPU is still read by a thread's clock. A task
+// holding its slot is charged first, by the old thread's clock: a Stats
+// snapshot read that clock, and the charge must not count less.
 func (s *Scheduler) leaveThread(t *Task) {
 	tid := t.os.tid.Load()
 	read := s.readCPU(t)
 	s.mu.Lock()
+	cpu := s.taskCPULocked(t, &read)
 	if t.state == stateRunning {
-		s.chargeLocked(t, s.clock.Now(), s.taskCPULocked(t, &read))
+		s.chargeLocked(t, s.clock.Now(), cpu)
 	}
-	t.unmarkCPU()
 	t.os.markTid = threadLeft
-	t.os.tid.Store(0) // the guard and the raise look for it no more
+	t.os.tid.Store(0) // nobody reads its thread until it has another
 	s.mu.Unlock()
 	switch retireThread() {
 	case retireEnded:
@@ -118,7 +120,47 @@ func (s *Scheduler) leaveThread(t *Task) {
 		t.os.markTid = 0
 		t.os.tid.Store(tid)
 		s.mu.Unlock()
+		return
 	}
+	s.lockLanded(t, cpu)
+}
+
+// lockLanded locks the goroutine of t, which has just left its hand-off
+// thread, to the thread it runs on now, a runtime thread at normal
+// priority, until t ends (the goroutine then exits unlocked:
+// handoffLoop), and records it as t's thread. t's CPU time since fn began
+// goes on from cpu, its old thread's reading as it left (taskCPULocked's,
+// or -1): cpuStart is set so that the new thread's clock reads cpu now,
+// and the stretch under way, marked by the old thread's clock, stays
+// measured; what the retirement itself took between the two readings is
+// not counted. Where cpu is -1 the stretch under way is not measured
+// (charge.go), and the next is, from the reading that ends this one.
+//
+// Such a thread is never lowered: it could not be raised back, which is
+// the stall leaving avoids. Nothing lowers it: lowering is for tasks on
+// their own goroutines (lowering.go), a hand-off thread lowers only
+// itself, as a task begins (fitHandoffThread), and the guard's raise
+// and starvation reads skip a task that left (raiseLocked,
+// markThreadsLocked), so it is never marked raised, which is what the
+// guard lowers again once calm (relowerLocked). The cost is that of a hand-off task's: its waits
+// (for its slot, in Blocking) are waits of a locked thread, a switch
+// between threads each; such tasks are few, those running while the
+// scheduler is contended where threads cannot be raised.
+func (s *Scheduler) lockLanded(t *Task, cpu int64) {
+	if !s.rq.cpuClock {
+		return // no clock to read: it runs unlocked, charged slot time
+	}
+	runtime.LockOSThread()
+	clock := osprio.ThreadCPU()
+	s.mu.Lock()
+	if cpu >= 0 {
+		t.os.cpuStart = clock - cpu
+	} else {
+		t.os.cpuStart = clock
+		t.unmarkCPU()
+	}
+	t.os.tid.Store(int32(osprio.ThreadID()))
+	s.mu.Unlock()
 }
 
 // What retireThread did.

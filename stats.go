@@ -50,14 +50,15 @@ type Stats struct {
 	// snapshot. A task on its own goroutine is measured from its first
 	// Checkpoint (or the slice monitor's first look at it): what it
 	// computed before is left out. CPU used inside Blocking's fn, while
-	// the task has given its slot up, is not counted. Everywhere else, a
+	// the task has given its slot up, is not counted. A task that left its
+	// hand-off thread (see ThreadsRaisable) is measured on the thread it
+	// moved to, which its goroutine stays locked to. Everywhere else, a
 	// task's time on its slot counts as it does in RunTime: in
 	// IsolationReserve and IsolationNone (the runtime moves a goroutine
 	// between threads, so no thread's clock is the task's), for a task on
 	// its own goroutine that comes to the scheduler before its first
-	// Checkpoint (as a short task without one ends), after a task left its
-	// hand-off thread (see ThreadsRaisable), and for a task that held its
-	// slot for less than 20 us in all (its end reads no clock).
+	// Checkpoint (as a short task without one ends), and for a task that
+	// held its slot for less than 20 us in all (its end reads no clock).
 	// CPUTimeFallback is that part of CPUTime. CPUTime <= RunTime; a
 	// running task whose CPU cannot be read at the snapshot but may be
 	// measured later is counted once it is, so CPUTime never goes back.
