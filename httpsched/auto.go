@@ -169,7 +169,8 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 //
 // A request's CPU is its goroutine's thread CPU time while it is served,
 // measured on a sample of requests (a route's first four, then one in 32
-// of a light route's and one in 4 of a heavy one's), never on the others.
+// of a light route's, one in 256 of one under an eighth of the threshold,
+// and one in 4 of a heavy one's), never on the others.
 // A light route's sampled request runs with its goroutine locked to its
 // thread. So time spent waiting (on the network, a database, a lock)
 // counts for nothing: a route that waits long and computes little stays
