@@ -97,15 +97,12 @@ type router interface {
 
 // autoHandler is what Auto returns.
 type autoHandler struct {
-	sched   *cpusched.Scheduler
-	next    http.Handler
-	cfg     config
-	routeOf func(*http.Request) string
-	table   *autoroute.Table
-	// lockInTask: the mode does not lock a task's goroutine to its thread
-	// (IsolationReserve, IsolationNone), so a heavy request's sample does.
-	lockInTask bool
-	makeTask   func(*autoroute.Route) any // a heavy route's Handler
+	sched    *cpusched.Scheduler
+	next     http.Handler
+	cfg      config
+	routeOf  func(*http.Request) string
+	table    *autoroute.Table
+	makeTask func(*autoroute.Route) any // a heavy route's Handler
 	// light is a Handler of h with the options, never served: the light
 	// requests count in its meter (s's) and carry its load header.
 	light *handler
@@ -131,16 +128,7 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 			a.routeOf = methodPath
 		}
 	}
-	threshold, maxRoutes := cfg.auto.threshold, cfg.auto.maxRoutes
-	if threshold == 0 {
-		threshold = DefaultHeavyThreshold
-	}
-	if maxRoutes == 0 {
-		maxRoutes = DefaultMaxRoutes
-	}
-	a.table = autoroute.New(threshold, maxRoutes)
-	autoroute.Register(s, a.table)
-	a.lockInTask = s.Stats().Isolation != cpusched.IsolationOSPriority
+	a.table = autoroute.NewFor(s, cfg.auto.threshold, cfg.auto.maxRoutes)
 	cfg.auto = autoConfig{}
 	a.makeTask = func(rt *autoroute.Route) any { return newHandler(s, &autoTask{a: a, rt: rt}, cfg) }
 	a.light = newHandler(s, h, cfg)
@@ -264,16 +252,7 @@ type autoTask struct {
 }
 
 func (t *autoTask) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case !t.rt.Next():
-		t.a.next.ServeHTTP(w, r)
-	case t.a.lockInTask:
-		t.a.serveLocked(t.rt, w, r)
-	default:
-		b := autoroute.Begin()
-		t.a.next.ServeHTTP(w, r)
-		t.rt.End(b)
-	}
+	t.rt.ServeInTask(t.a.next, w, r)
 }
 
 // AutoRoute is one route's figures in a handler Auto made.

@@ -100,6 +100,11 @@ type Table struct {
 	mu     sync.Mutex
 	order  []*Route // in the order they were added, under mu
 	other  *Route
+	// lockInTask: the scheduler's mode does not lock a task's goroutine
+	// to its thread (IsolationReserve, IsolationNone), so a heavy
+	// request's sample does (ServeInTask; the package comment says why
+	// the other mode's must not).
+	lockInTask bool
 }
 
 // New returns an empty Table with threshold and a bound of max routes,
@@ -111,6 +116,9 @@ func New(threshold time.Duration, max int) *Table {
 	t.routes.Store(&m)
 	return t
 }
+
+// MaxRoutes returns the number of routes t tracks before OtherRoute.
+func (t *Table) MaxRoutes() int { return t.max }
 
 // Threshold returns t's threshold.
 func (t *Table) Threshold() time.Duration { return time.Duration(t.threshold) }

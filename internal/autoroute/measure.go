@@ -1,6 +1,7 @@
 package autoroute
 
 import (
+	"net/http"
 	"runtime"
 
 	"github.com/cpusched/cpusched/internal/osprio"
@@ -55,4 +56,22 @@ func (r *Route) End(b Reading) bool {
 	}
 	r.Record(osprio.ThreadCPU() - b.cpu)
 	return true
+}
+
+// ServeInTask serves req, a request of heavy route r, with h inside its
+// task, and on a sample of requests records the CPU time it used: read
+// at both ends on its thread, or, where the mode does not lock the
+// task's goroutine (Table.lockInTask), with the goroutine locked for it.
+func (r *Route) ServeInTask(h http.Handler, w http.ResponseWriter, req *http.Request) {
+	switch {
+	case !r.Next():
+		h.ServeHTTP(w, req)
+	case r.table.lockInTask:
+		defer r.Unlock(Lock())
+		h.ServeHTTP(w, req)
+	default:
+		b := Begin()
+		h.ServeHTTP(w, req)
+		r.End(b)
+	}
 }

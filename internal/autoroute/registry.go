@@ -2,6 +2,7 @@ package autoroute
 
 import (
 	"sync"
+	"time"
 	"weak"
 
 	"github.com/cpusched/cpusched"
@@ -15,6 +16,23 @@ var registries schedmap.Map[*registry]
 type registry struct {
 	mu     sync.Mutex
 	tables []weak.Pointer[Table]
+}
+
+// NewFor returns a new Table of s, as a wrapper makes it: threshold and
+// max, DefaultThreshold and DefaultMaxRoutes where 0 (the caller has
+// checked the others), one of s's tables (Tables), its heavy requests'
+// samples locked to their threads where s's mode does not lock them.
+func NewFor(s *cpusched.Scheduler, threshold time.Duration, max int) *Table {
+	if threshold == 0 {
+		threshold = DefaultThreshold
+	}
+	if max == 0 {
+		max = DefaultMaxRoutes
+	}
+	t := New(threshold, max)
+	t.lockInTask = s.Stats().Isolation != cpusched.IsolationOSPriority
+	Register(s, t)
+	return t
 }
 
 // Register makes t one of s's tables, which Tables returns for as long as

@@ -20,15 +20,11 @@ import (
 
 // Auto is one Auto middleware's routes, each request's call of type C.
 type Auto[C any] struct {
-	run     http.Handler // the task's: run, given the call ServeTask put in the context
-	opts    []httpsched.Option
-	table   *autoroute.Table
-	routeOf func(*http.Request) string // httpsched.WithRouteOf's, or nil
-	// lockInTask: the mode does not lock a task's goroutine to its
-	// thread, so a heavy request's sample does (autoroute's package
-	// comment says why the others must not).
-	lockInTask bool
-	makeTask   func(*autoroute.Route) any // a heavy route's handler
+	run      http.Handler // the task's: run, given the call ServeTask put in the context
+	opts     []httpsched.Option
+	table    *autoroute.Table
+	routeOf  func(*http.Request) string // httpsched.WithRouteOf's, or nil
+	makeTask func(*autoroute.Route) any // a heavy route's handler
 	// Arrive is what a light route's request does before it is served:
 	// it counts in s's load reports and, with
 	// httpsched.WithLoadMetricsHeader, carries the report in w's header.
@@ -61,22 +57,13 @@ func NewAuto[C any](s *cpusched.Scheduler, run func(call C, w http.ResponseWrite
 		routeOf: ao.RouteOf,
 		Arrive:  ao.Arrive,
 	}
-	threshold, maxRoutes := ao.Threshold, ao.MaxRoutes
-	if threshold == 0 {
-		threshold = autoroute.DefaultThreshold
-	}
-	if maxRoutes == 0 {
-		maxRoutes = autoroute.DefaultMaxRoutes
-	}
-	a.table = autoroute.New(threshold, maxRoutes)
-	autoroute.Register(s, a.table)
+	a.table = autoroute.NewFor(s, ao.Threshold, ao.MaxRoutes)
 	// A route may have an entry per method: bound the keys a little
 	// above the routes, past which a request's name is built and looked
 	// up in the table.
-	a.maxNamed = 2 * maxRoutes
+	a.maxNamed = 2 * a.table.MaxRoutes()
 	named := map[routeKey]*autoroute.Route{}
 	a.named.Store(&named)
-	a.lockInTask = s.Stats().Isolation != cpusched.IsolationOSPriority
 	a.makeTask = func(rt *autoroute.Route) any {
 		// SplitOptions has checked s and the options: Handler cannot
 		// panic.
@@ -138,15 +125,5 @@ type autoTask[C any] struct {
 }
 
 func (t *autoTask[C]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch {
-	case !t.rt.Next():
-		t.a.run.ServeHTTP(w, r)
-	case t.a.lockInTask:
-		defer t.rt.Unlock(autoroute.Lock())
-		t.a.run.ServeHTTP(w, r)
-	default:
-		b := autoroute.Begin()
-		t.a.run.ServeHTTP(w, r)
-		t.rt.End(b)
-	}
+	t.rt.ServeInTask(t.a.run, w, r)
 }
