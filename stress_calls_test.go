@@ -61,6 +61,9 @@ func (sub *stressSubmitter) run() {
 func (sub *stressSubmitter) call(late, isGo bool) {
 	c := sub.newCall(late, isGo)
 	sub.calls = append(sub.calls, c)
+	if c.idle {
+		sub.r.idleStarted.Add(1)
+	}
 	s := sub.r.s
 	if isGo {
 		h, err := s.Go(c.ctx, c.fn, c.opts...)
@@ -317,7 +320,7 @@ func (c *stressCall) end(err error) {
 	c.ctxErr = c.ctx.Err()
 	c.ends.Add(1)
 	c.r.m.returned.Add(1)
-	if c.idle && c.ran > 0 {
+	if c.idle {
 		c.r.idleReturned.Add(1)
 	}
 	if c.ctxKind == ctxCancelAfter {
@@ -330,9 +333,6 @@ func (c *stressCall) fn(task *Task) (err error) {
 	c.ran++
 	c.r.m.noteThread(c, "began", task)
 	defer func() { c.r.m.noteThread(c, "ended", task) }()
-	if c.idle {
-		c.r.idleStarted.Add(1)
-	}
 	switch c.body {
 	case bodyError:
 		err = errStressTask

@@ -50,8 +50,10 @@ type stressRound struct {
 	closeReturned chan struct{}
 	killable      atomic.Bool // a Close whose ctx may end has begun
 	// idleStarted and idleReturned count the calls with WithIdleRelease
-	// whose fn began, and those of them that returned: a task that took
-	// its slot back may hold one past Workers (checkStats).
+	// made, and those of them that returned: a task that took its slot
+	// back may hold one past Workers (checkStats), and the monitor may
+	// give up a handed-off task's slot while its thread has yet to begin
+	// fn (its clock stands still), and take it back as fn begins.
 	idleStarted, idleReturned atomic.Int64
 	gaveUp                    bool // the early Close returned its ctx's error
 
