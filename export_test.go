@@ -89,6 +89,12 @@ func withoutGuard() Option {
 }
 
 // withGuardSource replaces what the guard reads (contention.go).
+// withBeginFn calls f on a task's goroutine in IsolationOSPriority just
+// before fn begins (testHooks.onBeginFn).
+func withBeginFn(f func(*Task)) Option {
+	return testHook(func(h *testHooks) { h.onBeginFn = f })
+}
+
 func withGuardSource(src guardSource) Option {
 	return testHook(func(h *testHooks) { h.guardSource = &src })
 }

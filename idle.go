@@ -25,8 +25,8 @@ package cpusched
 //
 // How, in the slice monitor's pass (osMode.monitorLocked, idleLocked),
 // under s.mu, with no goroutine or timer of its own:
-//  1. Look: for each running watched task whose thread it can read
-//     (idleLookLocked), the monitor reads its thread's clock where its
+//  1. Look: for each running watched task whose fn has begun and whose
+//     thread it can read (idleLookLocked), the monitor reads its thread's clock where its
 //     look is d old, and begins a new look where the clock moved or the
 //     thread changed. A look is taken only while tasks wait, at most one
 //     reading per d per task; the monitor wakes for the next look due.
@@ -62,6 +62,7 @@ package cpusched
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 
 	"github.com/cpusched/cpusched/internal/osprio"
@@ -91,6 +92,11 @@ type idleWatch struct {
 	since    int64 // when the look began: tid has not run since, as far as known
 	tid      int32 // the thread of the look; 0: no look
 	released bool  // the watch gave the slot up: the task is in stateBlocking, in osMode.idle
+	// begun is set by the task's goroutine as fn begins (osMode.begin):
+	// until then its thread, which may have its tid already (a hand-off
+	// thread's, set in handoffBegin), is the scheduler's, not fn's, and
+	// its clock standing still says nothing of fn.
+	begun atomic.Bool
 }
 
 // watchTask has the monitor watch t, a new task, with WithIdleRelease's
@@ -154,9 +160,10 @@ func (m *osMode) idleLocked(now int64) (next int64, look bool, started []started
 func (m *osMode) idleLookLocked(t *Task, now int64) int64 {
 	w := &t.os.rare.idle
 	tid := t.os.tid.Load()
-	if tid == 0 || t.hold.Load() != holdNone || t.os.left() {
-		// Not on a thread it is locked to, or in a Blocking call that
-		// keeps the slot (the hold timer's): nothing to look at.
+	if tid == 0 || !w.begun.Load() || t.hold.Load() != holdNone || t.os.left() {
+		// Not on a thread it is locked to, fn not begun yet, or in a
+		// Blocking call that keeps the slot (the hold timer's): nothing
+		// to look at.
 		w.tid = 0
 		return w.after
 	}

@@ -309,3 +309,61 @@ func TestIdleKeepsSlotWhileRunnable(t *testing.T) {
 	}
 	checkIdentity(t, r.s.Stats())
 }
+
+// TestIdleWaitsForFn checks that the watch gives up no slot of a task
+// whose fn has not begun: a hand-off thread has its tid before fn, while
+// the scheduler's own steps run on it, and its clock standing still then
+// says nothing of fn (here the played clock stands at 0 throughout).
+func TestIdleWaitsForFn(t *testing.T) {
+	gate, atGate := make(chan struct{}), make(chan struct{}, 1)
+	var held atomic.Bool
+	hook := withBeginFn(func(*Task) {
+		if held.CompareAndSwap(false, true) {
+			atGate <- struct{}{}
+			<-gate
+		}
+	})
+	r := newIdleRig(t, 1, hook)
+	r.s.cfg.hooks.cpuReading = func(*Task) int64 { return 0 }
+	const d = time.Millisecond
+	var began atomic.Bool
+	wake := make(chan struct{})
+	h, err := r.s.Go(context.Background(), func(task *Task) error {
+		began.Store(true)
+		<-wake // asleep, its clock still
+		return nil
+	}, WithIdleRelease(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-atGate // its thread has its tid, fn has not begun
+	var ran atomic.Bool
+	release := make(chan struct{})
+	hb := r.holder(release, &ran) // waits
+	for range 5 {
+		r.pass()
+		r.clk.Advance(int64(d))
+	}
+	if st := r.s.Stats(); st.IdleReleases != 0 || ran.Load() {
+		t.Fatalf("a slot was given up before fn began: %+v", st)
+	}
+	close(gate)
+	for !began.Load() {
+		time.Sleep(100 * time.Microsecond)
+	}
+	r.pass() // the look begins
+	r.clk.Advance(int64(d))
+	r.pass()
+	r.waitFor("the queued task to run", func(Stats) bool { return ran.Load() })
+	if st := r.s.Stats(); st.IdleReleases != 1 {
+		t.Errorf("IdleReleases %d once fn sleeps, want 1", st.IdleReleases)
+	}
+	close(wake)
+	close(release)
+	for _, h := range []*Handle{h, hb} {
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkIdentity(t, r.s.Stats())
+}

@@ -51,9 +51,8 @@ type stressRound struct {
 	killable      atomic.Bool // a Close whose ctx may end has begun
 	// idleStarted and idleReturned count the calls with WithIdleRelease
 	// made, and those of them that returned: a task that took its slot
-	// back may hold one past Workers (checkStats), and the monitor may
-	// give up a handed-off task's slot while its thread has yet to begin
-	// fn (its clock stands still), and take it back as fn begins.
+	// back may hold one past Workers (checkStats). Counted from the
+	// call, not from fn, so that the count never lags a task's slot.
 	idleStarted, idleReturned atomic.Int64
 	gaveUp                    bool // the early Close returned its ctx's error
 

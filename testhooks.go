@@ -22,6 +22,7 @@ type testHooks struct {
 	onPinnedWake   func()        // called by a pinned thread as it wakes, before it restores its mask (pin.go)
 	onYieldWoken   func()        // called by a lowered thread as it yields on waking (yieldWoken)
 	onPark         func(*Task)   // called by a task's goroutine once it has given its slot up at a Checkpoint, before it waits (parking)
+	onBeginFn      func(*Task)   // called by a task's goroutine in IsolationOSPriority just before fn begins (osMode.begin)
 	noGuard        bool          // no guard against outside contention (contention.go)
 	guardSource    *guardSource  // what the guard reads (contention.go); nil: newRealGuardSource()
 
@@ -78,6 +79,13 @@ func (h *testHooks) yieldWoken() {
 func (h *testHooks) parking(t *Task) {
 	if h != nil && h.onPark != nil {
 		h.onPark(t)
+	}
+}
+
+// beginningFn calls h.onBeginFn(t), if set.
+func (h *testHooks) beginningFn(t *Task) {
+	if h != nil && h.onBeginFn != nil {
+		h.onBeginFn(t)
 	}
 }
 

@@ -207,6 +207,10 @@ func (r *osRun) of(t *Task) { r.handoff = t.os.handoff }
 func (m *osMode) begin(t *Task, r *osRun) {
 	if m != nil {
 		m.s.beginFn(t, r)
+		if t.idleWatched {
+			m.s.cfg.hooks.beginningFn(t)
+			t.os.rare.idle.begun.Store(true) // the watch may look now (idleLookLocked)
+		}
 	}
 }
 
