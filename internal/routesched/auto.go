@@ -93,11 +93,7 @@ func (a *Auto[C]) Route(method, path string, r *http.Request) *autoroute.Route {
 
 // addRoute is Route's slow path, at a key's first request.
 func (a *Auto[C]) addRoute(key routeKey) *autoroute.Route {
-	name := key.path
-	if key.method != "" && key.path != "" {
-		name = key.method + " " + key.path
-	}
-	rt := a.table.Route(name)
+	rt := a.table.Route(key.name())
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	old := *a.named.Load()

@@ -13,6 +13,8 @@
 // while an httpsched handler's http.Handler is fixed. So the adapter puts
 // the request's call (its framework state) in the request's context and
 // gives it to Serve; the route's handler, made once, finds it there.
+// Each Routes is one of its Scheduler's, whose routes' figures Stats
+// gives (echosched.RouteStats, ginsched.RouteStats).
 package routesched
 
 import (
@@ -38,13 +40,25 @@ type Routes[C any] struct {
 // framework registered it.
 type routeKey struct{ method, path string }
 
+// name returns the route's name: its method, a space and its path, as
+// httpsched.Auto names a ServeMux pattern; its path alone without a
+// method; "" for a request no route matched (path ""), whatever its
+// method.
+func (k routeKey) name() string {
+	if k.method != "" && k.path != "" {
+		return k.method + " " + k.path
+	}
+	return k.path
+}
+
 // callKey is the request context's key of a call of type C.
 type callKey[C any] struct{}
 
 // New returns the Routes of s whose handlers have opts and run each
 // request with run, given its call, httpsched's response writer and the
-// task's request; or, for an invalid option or a nil s, the error
-// httpsched.NewHandler returns for it.
+// task's request, and which Stats reads while they are in use; or, for an
+// invalid option or a nil s, the error httpsched.NewHandler returns for
+// it.
 func New[C any](s *cpusched.Scheduler, run func(call C, w http.ResponseWriter, r *http.Request), opts []httpsched.Option) (*Routes[C], error) {
 	rs := &Routes[C]{
 		sched: s,
@@ -56,6 +70,7 @@ func New[C any](s *cpusched.Scheduler, run func(call C, w http.ResponseWriter, r
 	if _, err := httpsched.NewHandler(s, rs.run, opts...); err != nil {
 		return nil, err
 	}
+	register(s, rs)
 	return rs, nil
 }
 

@@ -1,0 +1,109 @@
+package routesched
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/httpsched"
+	"github.com/cpusched/cpusched/internal/schedtest"
+)
+
+// blockCall is a call that, if release is set, signals that it runs and
+// waits for release.
+type blockCall struct{ running, release chan struct{} }
+
+func runBlockCall(c blockCall, w http.ResponseWriter, r *http.Request) {
+	if c.release != nil {
+		close(c.running)
+		<-c.release
+	}
+}
+
+// mustNew returns New's Routes, and fails the test on its error.
+func mustNew[C any](t *testing.T, s *cpusched.Scheduler, run func(C, http.ResponseWriter, *http.Request), opts []httpsched.Option) *Routes[C] {
+	t.Helper()
+	rs, err := New(s, run, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func TestStats(t *testing.T) {
+	// Each route by its name with its own handler's figures, while one
+	// request is in flight: a route's figures under another's name, a
+	// route no request reached, or another adapter's route would fail.
+	s := schedtest.NewScheduler(t)
+	limited := []httpsched.Option{httpsched.WithMaxQueueWait(time.Hour)}
+	a := mustNew(t, s, runBlockCall, limited)
+	b := mustNew(t, s, runBlockCall, limited)
+	plain := mustNew(t, s, runBlockCall, nil)
+	type otherCall struct{}
+	other := mustNew(t, s, func(otherCall, http.ResponseWriter, *http.Request) {}, nil)
+	serve := func(rs *Routes[blockCall], method, path string, c blockCall) {
+		rs.Serve(method, path, c, httptest.NewRecorder(), httptest.NewRequest(method, path, nil))
+	}
+	serve(a, "GET", "/shared", blockCall{})
+	serve(b, "GET", "/shared", blockCall{})
+	serve(plain, "POST", "/busy", blockCall{})
+	serve(plain, "BREW", "/pot", blockCall{})
+	other.Serve("GET", "/other", otherCall{}, httptest.NewRecorder(), httptest.NewRequest("GET", "/other", nil))
+	call := blockCall{make(chan struct{}), make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		serve(a, "GET", "/busy", call)
+	}()
+	<-call.running
+
+	// One slot: WithMaxQueueWait's limit is 4 until its first request
+	// ends (cold), then 2 (1, the slots, grown by one).
+	want := map[string]httpsched.RouteStats{
+		"GET /busy":   {Limit: 4, InFlight: 1},
+		"GET /shared": {Limit: 4}, // a's and b's, added up
+		"POST /busy":  {},
+		"/pot":        {}, // a method not net/http's is none
+	}
+	checkStats(t, "in flight", Stats[blockCall](s), want)
+	close(call.release)
+	<-done
+	want["GET /busy"] = httpsched.RouteStats{Limit: 2}
+	checkStats(t, "ended", Stats[blockCall](s), want)
+	checkStats(t, "the other call type's", Stats[otherCall](s), map[string]httpsched.RouteStats{"GET /other": {}})
+
+	// Routes no longer in use leave.
+	a, b = nil, nil
+	runtime.GC()
+	checkStats(t, "after a and b are dropped", Stats[blockCall](s), map[string]httpsched.RouteStats{"POST /busy": {}, "/pot": {}})
+	runtime.KeepAlive(plain)
+}
+
+// checkStats checks got's Limit and InFlight, route by route, against
+// want's; Overrun and OverrunWait depend on timing, and are left alone.
+func checkStats(t *testing.T, what string, got, want map[string]httpsched.RouteStats) {
+	t.Helper()
+	for name, st := range got {
+		st.Overrun, st.OverrunWait = 0, 0
+		if w, ok := want[name]; !ok {
+			t.Errorf("%s: got route %q %+v, want no such route", what, name, st)
+		} else if st != w {
+			t.Errorf("%s: route %q: got %+v, want %+v", what, name, st, w)
+		}
+	}
+	for name := range want {
+		if _, ok := got[name]; !ok {
+			t.Errorf("%s: got no route %q, want it", what, name)
+		}
+	}
+}
+
+func TestStatsOfNoRoutes(t *testing.T) {
+	s := schedtest.NewScheduler(t)
+	if got := Stats[blockCall](s); got == nil || len(got) != 0 {
+		t.Errorf("got %v, want an empty map", got)
+	}
+}
