@@ -21,6 +21,10 @@
 //		c.String(http.StatusOK, hex.EncodeToString(digest.Sum(nil)))
 //	}
 //
+// RouteStats(s) gives each route's httpsched.RouteStats, keyed by its
+// method and template ("GET /hash"): WithMaxQueueWait's limit, the
+// requests in flight, the overrun estimate.
+//
 // It is a module of its own, so that a program that imports cpusched
 // without gin gets none of gin's modules (docs/modules.md); net/http's
 // ServeMux and chi take httpsched.Handler as it is (docs/frameworks.md).
@@ -70,7 +74,8 @@ func NewMiddleware(s *cpusched.Scheduler, opts ...httpsched.Option) (gin.Handler
 // it is given to through an httpsched.Handler of s with opts: one handler
 // per route (method and full path), made at the route's first request and
 // kept as long as the middleware, so that WithMaxQueueWait learns each
-// route's limit from its own requests. Give it to routes one by one
+// route's limit from its own requests (RouteStats gives each route's
+// figures). Give it to routes one by one
 // (r.GET(path, mw, h)), to a group (g.Use(mw)) or to all (r.Use(mw)).
 //
 // The handlers after it in the chain (the route's own middleware and
@@ -126,6 +131,29 @@ func Middleware(s *cpusched.Scheduler, opts ...httpsched.Option) gin.HandlerFunc
 // valid until the handler returns.
 func TaskFrom(c *gin.Context) *cpusched.Task {
 	return httpsched.TaskFrom(c.Request.Context())
+}
+
+// RouteStats returns the figures of each route that a Middleware (or
+// NewMiddleware) of s has a handler for, keyed by its method and the
+// template gin matched it to (c.FullPath()): "GET /users/:id", its path
+// alone for a method that is not net/http's, "" for a request no route
+// matched. Each is httpsched.RouteStatsOf of the route's handler: its
+// overrun estimate, WithMaxQueueWait's limit and the requests it has
+// admitted that have not ended (both 0 without the option), and the part
+// of their waits the limit left out.
+//
+// A route's handler is made at its first request: a route that no
+// request has reached is absent from the map, not zero. A route that
+// several middlewares of s serve (two engines, each with its own) has
+// their figures added up, its Overrun the largest of theirs; one
+// middleware given to several routes, groups or engines keeps one
+// handler per route for them all. The routes of a middleware no longer
+// in use leave the map once it is collected. Auto's routes are not
+// here (httpsched.AutoRoutes(s) has their CPU figures).
+//
+// It reads a few atomic counters per route, and allocates the map.
+func RouteStats(s *cpusched.Scheduler) map[string]httpsched.RouteStats {
+	return routesched.Stats[*call](s)
 }
 
 // run runs the rest of gin's chain with r, the task's request, and a

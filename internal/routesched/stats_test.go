@@ -10,6 +10,7 @@ import (
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/httpsched"
 	"github.com/cpusched/cpusched/internal/schedtest"
+	"github.com/cpusched/cpusched/internal/servetest"
 )
 
 // blockCall is a call that, if release is set, signals that it runs and
@@ -68,37 +69,18 @@ func TestStats(t *testing.T) {
 		"POST /busy":  {},
 		"/pot":        {}, // a method not net/http's is none
 	}
-	checkStats(t, "in flight", Stats[blockCall](s), want)
+	servetest.CheckRouteStats(t, "in flight", Stats[blockCall](s), want)
 	close(call.release)
 	<-done
 	want["GET /busy"] = httpsched.RouteStats{Limit: 2}
-	checkStats(t, "ended", Stats[blockCall](s), want)
-	checkStats(t, "the other call type's", Stats[otherCall](s), map[string]httpsched.RouteStats{"GET /other": {}})
+	servetest.CheckRouteStats(t, "ended", Stats[blockCall](s), want)
+	servetest.CheckRouteStats(t, "the other call type's", Stats[otherCall](s), map[string]httpsched.RouteStats{"GET /other": {}})
 
 	// Routes no longer in use leave.
 	a, b = nil, nil
 	runtime.GC()
-	checkStats(t, "after a and b are dropped", Stats[blockCall](s), map[string]httpsched.RouteStats{"POST /busy": {}, "/pot": {}})
+	servetest.CheckRouteStats(t, "after a and b are dropped", Stats[blockCall](s), map[string]httpsched.RouteStats{"POST /busy": {}, "/pot": {}})
 	runtime.KeepAlive(plain)
-}
-
-// checkStats checks got's Limit and InFlight, route by route, against
-// want's; Overrun and OverrunWait depend on timing, and are left alone.
-func checkStats(t *testing.T, what string, got, want map[string]httpsched.RouteStats) {
-	t.Helper()
-	for name, st := range got {
-		st.Overrun, st.OverrunWait = 0, 0
-		if w, ok := want[name]; !ok {
-			t.Errorf("%s: got route %q %+v, want no such route", what, name, st)
-		} else if st != w {
-			t.Errorf("%s: route %q: got %+v, want %+v", what, name, st, w)
-		}
-	}
-	for name := range want {
-		if _, ok := got[name]; !ok {
-			t.Errorf("%s: got no route %q, want it", what, name)
-		}
-	}
 }
 
 func TestStatsOfNoRoutes(t *testing.T) {

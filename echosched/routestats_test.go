@@ -1,0 +1,26 @@
+package echosched
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/httpsched"
+	"github.com/cpusched/cpusched/internal/servetest"
+)
+
+func TestRouteStats(t *testing.T) {
+	servetest.CheckAdapterRouteStats(t, func(s *cpusched.Scheduler, block func()) http.Handler {
+		limited := Middleware(s, httpsched.WithMaxQueueWait(time.Hour))
+		ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+		e := echo.New()
+		e.GET("/users/:id", func(c echo.Context) error { block(); return ok(c) }, limited)
+		e.GET("/hello", ok, limited)
+		e.GET("/never", ok, limited)
+		e.POST("/users/:id", ok, Middleware(s))
+		return e
+	}, RouteStats)
+}
