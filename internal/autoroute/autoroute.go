@@ -157,6 +157,10 @@ type Stats struct {
 	Requests uint64        // requests served, as a task or directly
 	Sampled  uint64        // requests measured
 	Moves    uint64        // times it changed between heavy and light
+	// Task is what Task made to run its requests as tasks (the wrapper's
+	// handler, whose own figures the wrapper reads), nil before its first
+	// heavy request.
+	Task any
 }
 
 // Stats returns the figures of every route t tracks, in the order they
@@ -269,6 +273,9 @@ func (r *Route) Stats() Stats {
 	}
 	if st.Sampled > 0 {
 		st.CPU = time.Duration(r.cpu.Load())
+	}
+	if p := r.task.Load(); p != nil {
+		st.Task = *p
 	}
 	return st
 }

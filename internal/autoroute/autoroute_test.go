@@ -103,6 +103,20 @@ func TestBound(t *testing.T) {
 	}
 }
 
+func TestStatsTask(t *testing.T) {
+	// A route's figures carry what Task made for it, once it has.
+	tb := New(time.Millisecond, 8)
+	r := tb.Route("a")
+	tb.Route("b")
+	if st := r.Stats(); st.Task != nil {
+		t.Errorf("before Task: Stats().Task %v, want nil", st.Task)
+	}
+	r.Task(func(rt *Route) any { return "a's" })
+	if st := tb.Stats(); st[0].Task != "a's" || st[1].Task != nil {
+		t.Errorf("after a's Task: a's Task %v, b's %v; want \"a's\" and nil", st[0].Task, st[1].Task)
+	}
+}
+
 func TestChecks(t *testing.T) {
 	for _, c := range []struct {
 		err  error
