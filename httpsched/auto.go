@@ -140,10 +140,11 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 // CPU-heavy routes itself: it measures the CPU each route's requests use
 // and runs the requests of a route at or above WithHeavyThreshold's
 // threshold as tasks of s, as Handler does (each route its own Handler,
-// with opts: its WithMaxQueueWait limit, its RouteStats), and the others
-// directly. No handler needs an edit; one that calls
-// TaskFrom(r.Context()).Checkpoint() in its loops yields when it runs as
-// a task, and pays a nil check when it runs directly.
+// with opts: its WithMaxQueueWait limit, its RouteStats, which
+// AutoRoute.Stats gives), and the others directly. No handler needs an
+// edit; one that calls TaskFrom(r.Context()).Checkpoint() in its loops
+// yields when it runs as a task, and pays a nil check when it runs
+// directly.
 //
 //	s, err := cpusched.New()
 //	...
@@ -189,7 +190,8 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 // (for a ServeMux, its Handler method: the mux routes the request twice),
 // a few atomic operations, and a sample's clock reads spread over the
 // requests; no allocation. AutoRoutesOf and AutoRoutes give each
-// route's figures, and promsched exports them.
+// route's figures, its Handler's RouteStats among them; promsched
+// exports all but those.
 //
 // An invalid option, a nil s or a nil h makes Auto panic with the error
 // NewAuto would return.
@@ -270,6 +272,13 @@ type AutoRoute struct {
 	Requests, Sampled uint64
 	// Moves counts its moves between heavy and light.
 	Moves uint64
+	// Stats are the figures of the route's own Handler, which runs its
+	// requests as tasks (RouteStatsOf): WithMaxQueueWait's limit, the
+	// requests in flight, the overrun estimate. The Handler is made at
+	// the route's first heavy request and kept if it turns light again,
+	// its figures with it; they are zero for a route that has never been
+	// heavy.
+	Stats RouteStats
 }
 
 // AutoRoutesOf returns the figures of every route h tracks and true, if
@@ -283,8 +292,9 @@ func AutoRoutesOf(h http.Handler) ([]AutoRoute, bool) {
 }
 
 // AutoRoutes returns the figures of every route of every wrapper of s
-// (Auto's, and echosched's and ginsched's) still in use: what promsched
-// exports.
+// (Auto's, and echosched's and ginsched's) still in use: promsched
+// exports them, all but Stats (it has no metric of a route's
+// RouteStats).
 func AutoRoutes(s *cpusched.Scheduler) []AutoRoute {
 	var all []AutoRoute
 	for _, t := range autoroute.Tables(s) {
@@ -297,6 +307,9 @@ func autoRoutes(st []autoroute.Stats) []AutoRoute {
 	out := make([]AutoRoute, len(st))
 	for i, r := range st {
 		out[i] = AutoRoute{Route: r.Route, Heavy: r.Heavy, CPU: r.CPU, Requests: r.Requests, Sampled: r.Sampled, Moves: r.Moves}
+		if h, ok := r.Task.(http.Handler); ok { // the route's Handler, Auto's or an adapter's
+			out[i].Stats, _ = RouteStatsOf(h)
+		}
 	}
 	return out
 }

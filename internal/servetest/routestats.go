@@ -3,10 +3,12 @@ package servetest
 import (
 	"net/http"
 	"runtime"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/httpsched"
+	"github.com/cpusched/cpusched/internal/autoroute"
 	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
@@ -75,5 +77,75 @@ func CheckAdapterRouteStats(t *testing.T, serve func(s *cpusched.Scheduler, bloc
 	}
 	want["GET /users/:id"] = httpsched.RouteStats{Limit: 2}
 	CheckRouteStats(t, "GET /users/7 ended", stats(s), want)
+	runtime.KeepAlive(h) // its routes are s's while it lives
+}
+
+// autoRouteStats returns the RouteStats of each of s's Auto routes
+// (httpsched.AutoRoutes), by name.
+func autoRouteStats(s *cpusched.Scheduler) map[string]httpsched.RouteStats {
+	stats := map[string]httpsched.RouteStats{}
+	for _, r := range httpsched.AutoRoutes(s) {
+		stats[r.Route] = r.Stats
+	}
+	return stats
+}
+
+// CheckAutoRouteStats checks the RouteStats of s's Auto routes
+// (httpsched.AutoRoute.Stats), with the handler that serve returns for
+// s: Auto of s with httpsched.WithMaxQueueWait(time.Hour) (no wait of
+// the test goes past it) for GET /users/{id}, which Spins for 3 ms and
+// then calls block, GET /hello, which Spins for 3 ms, and GET /light,
+// which answers at once; users, hello and light name them in s's routes.
+// It serves /hello twice, /light twice and /users/1 (block returns at
+// once), which makes /users and /hello heavy, then GET /users/7 and
+// checks each route's figures while that request is held in block, and
+// once it has ended: figures from another route, or a light route's
+// that are not zero, fail. Without thread CPU clocks every route stays
+// light, and it skips the test.
+func CheckAutoRouteStats(t *testing.T, serve func(s *cpusched.Scheduler, block func()) http.Handler, users, hello, light string) {
+	t.Helper()
+	if !autoroute.Measurable() {
+		t.Skip("no thread CPU clocks: every route stays light")
+	}
+	s := schedtest.NewScheduler(t) // one slot
+	var hold atomic.Bool
+	running, release := make(chan struct{}), make(chan struct{})
+	h := serve(s, func() {
+		if hold.Load() {
+			close(running)
+			<-release
+		}
+	})
+	for _, path := range []string{"/hello", "/hello", "/light", "/light", "/users/1"} {
+		if rec := Record(h, "GET", path); rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	for name, heavy := range map[string]bool{users: true, hello: true, light: false} {
+		if r := AutoRoute(t, s, name); r.Heavy != heavy {
+			t.Fatalf("%s: %+v, want heavy %v", name, r, heavy)
+		}
+	}
+	hold.Store(true)
+	done := make(chan int)
+	go func() { done <- Record(h, "GET", "/users/7").Code }()
+	<-running
+
+	// With one slot, WithMaxQueueWait's limit is 4 until its first
+	// request ends (cold), then 2: the slots, 1, grown by one as that
+	// request had the limit's every place. /users/1 and the first
+	// /hello ran directly, before their routes were heavy.
+	want := map[string]httpsched.RouteStats{
+		users: {Limit: 4, InFlight: 1},
+		hello: {Limit: 2},
+		light: {},
+	}
+	CheckRouteStats(t, "GET /users/7 in flight", autoRouteStats(s), want)
+	close(release)
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("GET /users/7: got %d, want 200", code)
+	}
+	want[users] = httpsched.RouteStats{Limit: 2}
+	CheckRouteStats(t, "GET /users/7 ended", autoRouteStats(s), want)
 	runtime.KeepAlive(h) // its routes are s's while it lives
 }
