@@ -64,7 +64,9 @@ func serveSampled(rt *autoroute.Route, next echo.HandlerFunc, c echo.Context) er
 // request, names the routes instead. The routes past
 // httpsched.WithMaxRoutes share httpsched.OtherRoute.
 // httpsched.AutoRoutes(s) gives each route's figures, with those of the
-// scheduler's other Auto wrappers; promsched exports them.
+// scheduler's other Auto wrappers: its CPU, whether it is heavy, and its
+// handler's RouteStats (httpsched.AutoRoute.Stats; zero for a route that
+// has never been heavy). promsched exports all but the RouteStats.
 //
 // Use it with e.Use, not e.Pre, which runs before the route is known.
 //

@@ -158,7 +158,8 @@ func TaskFrom(c echo.Context) *cpusched.Task {
 // middleware given to several routes, groups or engines keeps one
 // handler per route for them all. The routes of a middleware no longer
 // in use leave the map once it is collected. Auto's routes are not
-// here (httpsched.AutoRoutes(s) has their CPU figures).
+// here: httpsched.AutoRoutes(s) has their figures, their handlers'
+// RouteStats among them (httpsched.AutoRoute.Stats).
 //
 // It reads a few atomic counters per route, and allocates the map.
 func RouteStats(s *cpusched.Scheduler) map[string]httpsched.RouteStats {

@@ -24,3 +24,22 @@ func TestRouteStats(t *testing.T) {
 		return e
 	}, RouteStats)
 }
+
+func TestAutoRouteStats(t *testing.T) {
+	servetest.CheckAutoRouteStats(t, func(s *cpusched.Scheduler, block func()) http.Handler {
+		ok := func(c echo.Context) error { return c.String(http.StatusOK, "ok") }
+		e := echo.New()
+		e.Use(Auto(s, httpsched.WithMaxQueueWait(time.Hour)))
+		e.GET("/users/:id", func(c echo.Context) error {
+			servetest.Spin(3 * time.Millisecond)
+			block()
+			return ok(c)
+		})
+		e.GET("/hello", func(c echo.Context) error {
+			servetest.Spin(3 * time.Millisecond)
+			return ok(c)
+		})
+		e.GET("/light", ok)
+		return e
+	}, "GET /users/:id", "GET /hello", "GET /light")
+}

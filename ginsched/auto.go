@@ -66,7 +66,9 @@ func serveSampled(rt *autoroute.Route, c *gin.Context) {
 // function, given the request, names the routes instead. The routes past
 // httpsched.WithMaxRoutes share httpsched.OtherRoute.
 // httpsched.AutoRoutes(s) gives each route's figures, with those of the
-// scheduler's other Auto wrappers; promsched exports them.
+// scheduler's other Auto wrappers: its CPU, whether it is heavy, and its
+// handler's RouteStats (httpsched.AutoRoute.Stats; zero for a route that
+// has never been heavy). promsched exports all but the RouteStats.
 //
 // Cost on a light route's request, once classified (BenchmarkAutoLight
 // against BenchmarkGinUse, the same engine with a middleware that calls

@@ -24,3 +24,22 @@ func TestRouteStats(t *testing.T) {
 		return r
 	}, RouteStats)
 }
+
+func TestAutoRouteStats(t *testing.T) {
+	servetest.CheckAutoRouteStats(t, func(s *cpusched.Scheduler, block func()) http.Handler {
+		ok := func(c *gin.Context) { c.String(http.StatusOK, "ok") }
+		r := gin.New()
+		r.Use(Auto(s, httpsched.WithMaxQueueWait(time.Hour)))
+		r.GET("/users/:id", func(c *gin.Context) {
+			servetest.Spin(3 * time.Millisecond)
+			block()
+			ok(c)
+		})
+		r.GET("/hello", func(c *gin.Context) {
+			servetest.Spin(3 * time.Millisecond)
+			ok(c)
+		})
+		r.GET("/light", ok)
+		return r
+	}, "GET /users/:id", "GET /hello", "GET /light")
+}
