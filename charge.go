@@ -32,12 +32,14 @@ package cpusched
 // after it waited unlocked, for its slot or in a Blocking call, until
 // its thread counts as lowered: markAfterWait; parkLocked's unmarkCPU
 // and unblock's reading, -1 unlocked, leave the stretch unmarked till
-// then). Everywhere else (IsolationReserve, IsolationNone, a stretch
-// that ends before its task's thread has a mark, the stretch under way
-// as a task left its hand-off thread where its old thread's clock could
-// not be read, one on its own goroutine that IsolationOSPriority does
-// not lock where threads cannot be raised) the stretch falls back to
-// its slot time, and Stats says how much did (CPUTimeFallback).
+// then); where threads cannot be raised, a task on its own goroutine
+// (one that started while contended) from fn's start, its goroutine
+// locked to its thread until it ends (lockContended). Everywhere else
+// (IsolationReserve, IsolationNone, a stretch that ends before its
+// task's thread has a mark, the stretch under way as a task left its
+// hand-off thread where its old thread's clock could not be read) the
+// stretch falls back to its slot time, and Stats says how much did
+// (CPUTimeFallback).
 //
 // Rejected for a task that left its hand-off thread: letting it run
 // unlocked, as it did, and measuring only the stretches whose readings
@@ -47,7 +49,8 @@ package cpusched
 // meanwhile; nothing the task can read tells. Locked, its thread runs
 // nothing else, at the cost of a hand-off task's: each wait for its slot
 // or in Blocking is a switch between threads, for the few tasks that
-// run while contended where threads cannot be raised.
+// run while contended where threads cannot be raised. The same holds for
+// a task that starts on its own goroutine there (lockContended).
 //
 // The readings are those readCPU already took for the lane (taskCPULocked
 // makes them the task's CPU since fn began; Task.cpuUsed keeps the last):

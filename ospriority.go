@@ -268,7 +268,9 @@ func (s *Scheduler) osStartLocked(t *Task, now int64) {
 // locked to its thread (lockThread), which end unlocks; a hand-off
 // thread reads its CPU clock and is fitted to the scheduler's state
 // (handoffBegin), and its task leaves it if it must, handed off just
-// before the guard turned contended (retire.go).
+// before the guard turned contended (retire.go). Where threads cannot be
+// raised, a task on its own goroutine (dispatched while contended) is
+// locked to its thread too, never lowered (lockContended).
 func (s *Scheduler) beginFn(t *Task, r *osRun) {
 	if r.handoff {
 		r.start = s.handoffBegin(t)
@@ -278,6 +280,9 @@ func (s *Scheduler) beginFn(t *Task, r *osRun) {
 	if s.os.own {
 		s.noteWake(t)
 		s.lockThread(t, true)
+		r.locked = true
+	} else if s.rq.cpuClock {
+		s.lockContended(t)
 		r.locked = true
 	}
 }

@@ -163,6 +163,30 @@ func (s *Scheduler) lockLanded(t *Task, cpu int64) {
 	s.mu.Unlock()
 }
 
+// lockContended locks the goroutine of t, a task that runs on its own
+// goroutine where threads cannot be raised (dispatched while contended:
+// dispatch), to its thread while fn runs, as lockLanded does for a task
+// that left its hand-off thread, so that its CPU time is read by the
+// thread's clock rather than falling back to slot time: unlocked, its
+// goroutine could move between threads mid-stretch. The thread is marked
+// from fn's start (markStretchLocked; nothing else uses the mark here,
+// as own goroutines are lowered only where threads can be raised), and
+// it waits for its slot locked (unlockThreadToWait, parkedLocked leave
+// it be). Nothing lowers it, nor marks it raised (raiseLocked,
+// markThreadsLocked skip a task on its own goroutine without the
+// privilege); end unlocks it (unlockThread). The cost is a locked
+// goroutine's: each wait for a slot is a switch between threads, for the
+// tasks that start while the scheduler is contended.
+func (s *Scheduler) lockContended(t *Task) {
+	runtime.LockOSThread()
+	tid := int32(osprio.ThreadID())
+	clock := osprio.ThreadCPU()
+	s.mu.Lock()
+	t.os.tid.Store(tid)
+	t.markStretchLocked(tid, clock)
+	s.mu.Unlock()
+}
+
 // What retireThread did.
 const (
 	retireEnded  = iota // the thread ended; the caller runs unlocked elsewhere

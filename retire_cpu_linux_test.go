@@ -159,3 +159,88 @@ func checkLeftReading(t *testing.T, r leftReading) {
 		t.Errorf("CPUTime %v over the stretch, thread clock %v: want about the clock, at most it", cpu, clock)
 	}
 }
+
+// TestContendedTaskCPUMeasured: unraisable and contended, new tasks run
+// on their own goroutines (dispatch); each is locked to its thread while
+// fn runs, waits for its slot there (two tasks share one slot, so their
+// Checkpoints park), runs at normal priority, and its CPUTime follows the
+// thread's clock with none of it falling back to slot time.
+func TestContendedTaskCPUMeasured(t *testing.T) {
+	m := newFakeMachine(false)
+	s := unraisableScheduler(t, m, WithWorkers(1))
+	// Turn the scheduler contended: a task computes until the guard says so.
+	err := s.Run(context.Background(), func(tk *Task) error {
+		m.busy.Store(true)
+		for deadline := time.Now().Add(10 * time.Second); !s.Stats().Contended; {
+			if time.Now().After(deadline) {
+				t.Fatal("the scheduler never turned contended")
+			}
+			for end := time.Now().Add(200 * time.Microsecond); time.Now().Before(end); {
+			}
+			if err := tk.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type reading struct {
+		clock        time.Duration
+		moved, niced bool
+	}
+	var got [2]reading
+	before := s.Stats()
+	hs := make([]*Handle, len(got))
+	for i := range got {
+		r := &got[i]
+		h, err := s.Go(context.Background(), func(tk *Task) error {
+			tid, from := unix.Gettid(), threadCPUNow(t)
+			for end := time.Now().Add(60 * time.Millisecond); time.Now().Before(end); {
+				for spin := time.Now().Add(200 * time.Microsecond); time.Now().Before(spin); {
+				}
+				if err := tk.Checkpoint(); err != nil {
+					return err
+				}
+				r.moved = r.moved || unix.Gettid() != tid
+				if attr, err := unix.SchedGetAttr(0, 0); err != nil || attr.Nice != 0 || attr.Policy != unix.SCHED_NORMAL {
+					r.niced = true
+				}
+			}
+			r.clock = threadCPUNow(t) - from
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i] = h
+	}
+	for _, h := range hs {
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := s.Stats()
+	if !after.Contended {
+		t.Skip("the guard went quiet meanwhile; the tasks may have been handed off")
+	}
+	cpu := after.CPUTime - before.CPUTime
+	fallback := after.CPUTimeFallback - before.CPUTimeFallback
+	clock := got[0].clock + got[1].clock
+	t.Logf("two tasks contended: CPUTime %v (fallback %v), RunTime %v, thread clocks %v", cpu, fallback, after.RunTime-before.RunTime, clock)
+	for i, r := range got {
+		if r.moved {
+			t.Errorf("task %d's goroutine moved between threads while fn ran", i)
+		}
+		if r.niced {
+			t.Errorf("task %d's thread ran lowered", i)
+		}
+	}
+	if fallback > cpu/20 {
+		t.Errorf("fallback %v of CPUTime %v, want under 5%%", fallback, cpu)
+	}
+	if cpu > clock+2*time.Millisecond || cpu < clock/2 {
+		t.Errorf("CPUTime %v, the threads' clocks %v: want about the clocks, at most them", cpu, clock)
+	}
+}

@@ -52,8 +52,10 @@ type Stats struct {
 	// computed before is left out. CPU used inside Blocking's fn, while
 	// the task has given its slot up, is not counted. A task that left its
 	// hand-off thread (see ThreadsRaisable) is measured on the thread it
-	// moved to, which its goroutine stays locked to. Everywhere else, a
-	// task's time on its slot counts as it does in RunTime: in
+	// moved to, which its goroutine stays locked to, and one that starts
+	// on its own goroutine while contended where threads cannot be
+	// raised, on the thread it starts on, locked till it ends. Everywhere
+	// else, a task's time on its slot counts as it does in RunTime: in
 	// IsolationReserve and IsolationNone (the runtime moves a goroutine
 	// between threads, so no thread's clock is the task's), for a task on
 	// its own goroutine that comes to the scheduler before its first
