@@ -92,7 +92,7 @@ func (s *Scheduler) cancelLocked(t *Task, now int64) cancelAction {
 	switch t.state {
 	case stateQueued:
 		s.rq.remove(t)
-		s.rq.deactivate(t)
+		s.rq.deactivate(t, true)
 		s.queued--
 		s.stats.leftQueueLocked(t, now-t.since)
 		s.stats.canceled++
@@ -109,7 +109,7 @@ func (s *Scheduler) cancelLocked(t *Task, now int64) cancelAction {
 		}
 		if t.qidx != qExit {
 			s.rq.remove(t)
-			s.rq.deactivate(t)
+			s.rq.deactivate(t, false)
 			t.qidx = qExit
 			s.rq.activate(t, false)
 			s.rq.add(t)

@@ -25,10 +25,11 @@ package cpusched
 //     stretch or in pieces between preemptions.
 //
 // An entity is active while it is waiting or running; only waiting entities
-// are in the heaps. When it stops being active (it finished, or went into
-// Blocking) its lag is kept, clamped, and it is placed back so that it has
-// that lag again once it is counted in V (place): a task that slept cannot
-// bank unlimited credit.
+// are in the heaps. When it stops being active (a group whose last task
+// left, a task that went into Blocking) its lag is kept, clamped, and it
+// is placed back so that it has that lag again once it is counted in V
+// (place): a task that slept cannot bank unlimited credit. A task that
+// ended leaves its lag to its group's next new task instead (below).
 //
 // Debt is not clamped away. Run time reaches the policy when a task comes
 // to the scheduler, so a task that runs 40 ms without a Checkpoint is
@@ -37,8 +38,8 @@ package cpusched
 // forgiven: a group whose queue emptied between such tasks got 2-3x its
 // share. So an entity that leaves in debt stays counted in V until V has
 // caught up with it: a tracked group, delayed (leave), as the kernel's
-// delayed dequeue; a task, merged into one departed entity (depart),
-// since its Task may be reused. Either way the debt is paid by the others
+// delayed dequeue; a task, as a departure of its own (depart), since its
+// Task may be reused. Either way the debt is paid by the others
 // running, whether the entity is away or back; a group's, never beyond
 // maxGroupDebt. Others do the same: the kernel's EEVDF found that lag
 // "should not be carried around indefinitely" nor "instantly
@@ -49,6 +50,19 @@ package cpusched
 // unused tokens stop accumulating at a limit; TiKV's resource groups keep
 // a virtual time each, which stays ahead for a group that used more, while
 // a group left behind is pulled halfway up to the others at each update.
+//
+// Nor is a task's credit given away as it ends. A task ends with credit
+// when it waited longer than it ran, as a short one does behind long ones
+// whose run time reaches V all at once, as they end. Given to the others,
+// as it was, the credit raised their lag, and a client of short calls
+// lost at each call what a client of long ones kept as debt: in one
+// group, clients of 10 ms calls got about half the CPU time of clients
+// of 100 ms ones, of 2 ms a quarter of 40 ms ones'. So a task that ends
+// leaves its debt or credit to its group's next new task (depart,
+// adopt), which a client that keeps one task in flight submits as its
+// last ends: each such client goes on as one entity, and clients share
+// by time whatever their calls' lengths. The credit fades as V moves, as
+// the debt is paid, so a client that goes away banks neither for long.
 //
 // Why V must be the average. An earlier version kept V as a clock that only
 // moved with run time: an entity joining with credit (a new task starts a
@@ -93,7 +107,9 @@ func groupWeight(w int) int64 { return int64(w) * nice0Weight / DefaultGroupWeig
 // most two slices of credit, enough to run first but not to shut the
 // others out. It bounds debt too, but an entity leaves in debt only when
 // nobody else competes: otherwise it stays in V until it has paid (leave,
-// depart).
+// depart). A task that ends leaves its credit unclamped to the next new
+// task, bounded by maxGroupDebt as a debt is, since it fades as V moves
+// (depart).
 const lagClampSlices = 2
 
 // maxGroupDebt bounds how far a group may run ahead of its share, in its
@@ -120,11 +136,13 @@ type entity struct {
 	group    *groupNode // the owner, when a group
 }
 
-// departedDebt is the weight and vruntime of a task that ended or went
-// into Blocking in debt, counted in V until V reaches it or a new task
-// takes it over (depart, adopt).
-type departedDebt struct {
-	weight, vruntime int64
+// departure is what a task that departed left in its queue (depart)
+// until V reaches at or a new task takes it over (adopt): a debt, its
+// weight and vruntime (at) counted in V; or, from a task that ended, a
+// credit of at - V, not counted in V.
+type departure struct {
+	weight, at int64
+	credit     bool
 }
 
 func scaleVirtual(d, weight int64) int64 {
@@ -153,11 +171,11 @@ type eevdfQueue struct {
 	// their weight, part of weightSum.
 	delayed       entityHeap
 	delayedWeight int64
-	// debts are the debts of departed tasks still in V (depart), in the
-	// order they departed; debtWeight is their weight, part of
-	// weightSum, and debtMin at most their least vruntime (settle).
-	debts               []departedDebt
-	debtWeight, debtMin int64
+	// departed are the debts and credits departed tasks left (depart),
+	// in the order they departed; debtWeight is the debts' weight, part
+	// of weightSum, and departedMin at most their least at (settle).
+	departed                []departure
+	debtWeight, departedMin int64
 }
 
 func newEEVDFQueue() eevdfQueue {
@@ -282,7 +300,7 @@ func (q *eevdfQueue) undelay(e *entity) {
 // depart is deactivate for an entity whose state is not kept while it is
 // away: a task that ended (its Task may be reused) or went into Blocking.
 // With debt while others compete, e's weight and vruntime stay counted in
-// V, as a departedDebt, until V has caught up with it (settle) or a new
+// V, as a departure, until V has caught up with it (settle) or a new
 // task takes it over (adopt), and e leaves level (no lag). A task that
 // ran 40 ms without a Checkpoint and ended would otherwise take its debt
 // with it, and the next task of the same client, placed at V, would run
@@ -301,24 +319,41 @@ func (q *eevdfQueue) undelay(e *entity) {
 // Kept apart from e, the debt is no longer its entity's: that is why
 // groups, whose debt must stay theirs when they come back (leave), are
 // delayed instead.
-func (q *eevdfQueue) depart(e *entity) {
-	if q.competing() <= e.weight || e.vruntime <= q.V() { // alone, or no debt
+//
+// A task that ended (ended) with credit leaves it too, out of V, for the
+// next new task (adopt): it fades as V moves, as a debt is paid, and is
+// gone once V has moved that far (settle). The file comment says why. A
+// task that went into Blocking keeps its credit, clamped (activate), as
+// it comes back itself.
+func (q *eevdfQueue) depart(e *entity, ended bool) {
+	v := q.V()
+	switch {
+	case q.competing() <= e.weight || e.vruntime == v || e.vruntime < v && !ended:
+		q.deactivate(e) // alone, level, or back itself with its credit
+	case e.vruntime > v:
+		q.debtWeight += e.weight
+		q.keep(departure{weight: e.weight, at: e.vruntime})
+		e.lag = 0
+	default:
 		q.deactivate(e)
-		return
+		q.keep(departure{weight: e.weight, at: q.V() + e.lag, credit: true})
+		e.lag = 0
 	}
-	if len(q.debts) == 0 || e.vruntime < q.debtMin {
-		q.debtMin = e.vruntime
-	}
-	q.debts = append(q.debts, departedDebt{weight: e.weight, vruntime: e.vruntime})
-	q.debtWeight += e.weight
-	e.lag = 0
 }
 
-// adopt makes new task e active, as activate does, but with the debt of
-// the task that departed last (depart), if one is still in V: that debt
-// leaves V, and e starts that far behind V (at most limit of e's run
-// time; the rest is forgiven, as maxGroupDebt says). It reports whether
-// there was a debt to take.
+// keep appends d to the departed.
+func (q *eevdfQueue) keep(d departure) {
+	if len(q.departed) == 0 || d.at < q.departedMin {
+		q.departedMin = d.at
+	}
+	q.departed = append(q.departed, d)
+}
+
+// adopt makes new task e active, as activate does, but with the debt or
+// credit of the task that departed last (depart), if one is left: a debt
+// leaves V, and e starts that far behind V, a credit that far ahead (at
+// most limit of e's run time either way; the rest is forgiven, as
+// maxGroupDebt says). It reports whether there was one to take.
 //
 // Why a new task takes it: a client that keeps one task in flight submits
 // its next task as its last ends, so the debt that departed last is most
@@ -332,28 +367,33 @@ func (q *eevdfQueue) depart(e *entity) {
 // Checkpoint got a fraction of the CPU time of clients of shorter ones in
 // the same group (docs/design.md has the figures). Taken over, each
 // client is an entity whose vruntime goes on from task to task, and
-// clients share by time, whatever their tasks' length. Which debt a task
-// takes does not change its group's, only which of the group's tasks
-// pays it.
+// clients share by time, whatever their tasks' length, once credit goes
+// on as debt does (depart). Which debt or credit a task takes does not
+// change its group's, only which of the group's tasks pays or gets it.
 func (q *eevdfQueue) adopt(e *entity, limit, vrequest int64) bool {
-	n := len(q.debts)
+	n := len(q.departed)
 	if n == 0 {
 		return false
 	}
-	d := q.debts[n-1]
-	q.debts = q.debts[:n-1]
-	lag := q.V() - d.vruntime
-	q.debtWeight -= d.weight
-	q.subTerm(d.weight, d.vruntime)
-	lag = max(min(lag, 0)*d.weight/e.weight, -scaleVirtual(limit, e.weight))
-	q.place(e, lag, vrequest)
+	d := q.departed[n-1]
+	q.departed = q.departed[:n-1]
+	v := q.V()
+	lag := max(d.at-v, 0) // the credit left
+	if !d.credit {
+		lag = min(v-d.at, 0)
+		q.debtWeight -= d.weight
+		q.subTerm(d.weight, d.at)
+	}
+	limit = scaleVirtual(limit, e.weight)
+	q.place(e, min(max(lag*d.weight/e.weight, -limit), limit), vrequest)
 	return true
 }
 
 // settle takes out of V the delayed entities and departed debts whose
 // vruntime V has reached (their debt is paid: they leave with a lag >=
-// 0); once no entity that can run is left, all of them, level: there is
-// nobody left to owe.
+// 0), and drops the departed credits V has reached (faded); once no
+// entity that can run is left, all of them, level: there is nobody left
+// to owe.
 func (q *eevdfQueue) settle() {
 	alone := q.competing() == 0
 	for len(q.delayed.items) > 0 && (alone || q.delayed.items[0].vruntime <= q.V()) {
@@ -364,26 +404,29 @@ func (q *eevdfQueue) settle() {
 			e.lag = 0
 		}
 	}
-	// The debts are kept in the order they departed, for adopt, so
-	// finding those paid takes a pass over them: only once V reaches
-	// debtMin, and a debt paid is gone after it. Taking paid debts out
-	// moves V up, which may pay others: pass again until none is.
-	for len(q.debts) > 0 && (alone || q.debtMin <= q.V()) {
-		v, kept := q.V(), q.debts[:0]
-		q.debtMin = v
-		for _, d := range q.debts {
-			if alone || d.vruntime <= v {
-				q.debtWeight -= d.weight
-				q.subTerm(d.weight, d.vruntime)
+	// The departed are kept in the order they departed, for adopt, so
+	// finding those V has reached takes a pass over them: only once V
+	// reaches departedMin, and one reached is gone after it. Taking paid
+	// debts out moves V up, which may pay others: pass again until none
+	// is.
+	for len(q.departed) > 0 && (alone || q.departedMin <= q.V()) {
+		v, kept := q.V(), q.departed[:0]
+		q.departedMin = v
+		for _, d := range q.departed {
+			if alone || d.at <= v {
+				if !d.credit {
+					q.debtWeight -= d.weight
+					q.subTerm(d.weight, d.at)
+				}
 				continue
 			}
-			if len(kept) == 0 || d.vruntime < q.debtMin {
-				q.debtMin = d.vruntime
+			if len(kept) == 0 || d.at < q.departedMin {
+				q.departedMin = d.at
 			}
 			kept = append(kept, d)
 		}
-		clear(q.debts[len(kept):])
-		q.debts = kept
+		clear(q.departed[len(kept):])
+		q.departed = kept
 	}
 }
 

@@ -114,7 +114,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 	s.chargeLocked(t, now, cpu)
 	s.os.endedLocked(t, max(cpu, -1))
 	s.releaseSlotLocked(t)
-	s.rq.deactivate(t)
+	s.rq.deactivate(t, true)
 	switch {
 	case panicked:
 		s.stats.panicked++

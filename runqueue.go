@@ -37,9 +37,13 @@ package cpusched
 //     (eevdf.go: leave), and a task that ends in debt leaves it in its
 //     group's V (depart), where the group's next new task takes it over
 //     (adopt), so that neither its group's next task nor, in a closed
-//     loop, its client's starts level.
-//     The debt is bounded by maxGroupDebt; credit, as before, by the lag
-//     clamp: a group that was idle banks none.
+//     loop, its client's starts level. A task that ends with credit (it
+//     waited longer than it ran) leaves that to the next new task too,
+//     fading as V moves, so that in a closed loop a client of short
+//     calls keeps what it is owed as a client of long ones keeps its debt.
+//     The debt is bounded by maxGroupDebt, and so is what a new task
+//     takes over; credit otherwise, as before, by the lag clamp: a group
+//     that was idle banks none.
 //  4. A task's request (slice) sets its deadline: new tasks start with no
 //     lag, as the kernel's, and ask for a quarter slice first; tasks whose
 //     bursts are short against their Blocking waits ask for
@@ -259,6 +263,9 @@ func (q *runQueue) activate(t *Task, first bool) {
 	// that had used its own credit lost to every newer task, and some waited
 	// for seconds, until the stream stopped
 	// (docs/measurements/small-task-lane.md#starvation-under-a-stream-of-new-tasks).
+	// What it may take over (adopt) is not a head start but the debt or
+	// credit its group's last ended task left: lag that task had, which
+	// the others' lags already count against.
 	req := requestSlice(t, first)
 	if first && q.overruns(t) {
 		// Its group's tasks run past their slices: ask for as long as
@@ -271,11 +278,12 @@ func (q *runQueue) activate(t *Task, first bool) {
 	}
 }
 
-// deactivate makes t inactive (finished or blocking); its group goes
-// when its last active task does. t must not be waiting.
-func (q *runQueue) deactivate(t *Task) {
+// deactivate makes t inactive: it ended (ended), or went into Blocking,
+// or moves to another queue; its group goes when its last active task
+// does. t must not be waiting.
+func (q *runQueue) deactivate(t *Task, ended bool) {
 	g := t.group
-	g.tasks.depart(&t.ent)
+	g.tasks.depart(&t.ent, ended)
 	g.tasks.settle()
 	g.active--
 	if g.active == 0 {

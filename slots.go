@@ -213,7 +213,7 @@ func (s *Scheduler) giveUpSlotLocked(t *Task, now, cpu int64) {
 	t.avgBurst = ewma(t.avgBurst, t.burst)
 	t.burst = 0
 	s.releaseSlotLocked(t)
-	s.rq.deactivate(t)
+	s.rq.deactivate(t, false)
 	t.state = stateBlocking
 	s.blocked++
 }
