@@ -62,8 +62,9 @@ type FrontierSetting struct {
 // WriteFrontierOf draws, to path, the settings' trade-offs at step (one of
 // hog-sched, hog-nockpt, io-heavy, neighbor, auto): for every run, each mode's p99 over
 // that run's floor (y, log scale) against its throughput as a share of
-// direct (x), and the floor's own point at y = 1, as WriteFrontier does
-// for one run. A setting whose runs hold one mode besides the floor is
+// direct (x; for runs of io-heavy or neighbor without a direct step, of
+// the floor's in the same step: frontierX), and the floor's own point at
+// y = 1, as WriteFrontier does for one run. A setting whose runs hold one mode besides the floor is
 // named by the setting alone, otherwise "SETTING MODE" (hog-nockpt's
 // and auto's floor point is the floor's hog-sched, as in the table). It fails, writing
 // nothing, if step is not a frontier step or a run has no floor or no
@@ -73,6 +74,7 @@ func WriteFrontierOf(path, step string, settings []FrontierSetting) error {
 		return fmt.Errorf("bench: frontier step %q: want one of %v", step, frontierSteps)
 	}
 	floorStep := floorStepOf(step) // hog-nockpt and auto compare with the floor's hog-sched
+	byFloor, xLabel := frontierX(step, settings)
 	floor := report.Series{Name: "floor (each run's)"}
 	var series []report.Series
 	for _, set := range settings {
@@ -81,7 +83,7 @@ func WriteFrontierOf(path, step string, settings []FrontierSetting) error {
 		for i, run := range set.Runs {
 			found, hasFloor := false, false
 			for _, row := range run.Results {
-				if row.Hog == nil || row.Hog.PctOfDirect == nil {
+				if row.Hog == nil || row.Hog.PctOfDirect == nil && !byFloor {
 					continue
 				}
 				if row.Mode == ModeFloor {
@@ -89,7 +91,10 @@ func WriteFrontierOf(path, step string, settings []FrontierSetting) error {
 						continue
 					}
 					hasFloor = true
-					floor.X, floor.Y = append(floor.X, *row.Hog.PctOfDirect), append(floor.Y, 1)
+					floor.X, floor.Y = append(floor.X, xOf(row, byFloor, true)), append(floor.Y, 1)
+					continue
+				}
+				if byFloor && row.Hog.PctOfFloor == nil {
 					continue
 				}
 				if row.Step != step || row.VsFloor == nil {
@@ -102,7 +107,7 @@ func WriteFrontierOf(path, step string, settings []FrontierSetting) error {
 					modes[row.Mode] = sr
 					order = append(order, row.Mode)
 				}
-				sr.X, sr.Y = append(sr.X, *row.Hog.PctOfDirect), append(sr.Y, row.VsFloor.P99X)
+				sr.X, sr.Y = append(sr.X, xOf(row, byFloor, false)), append(sr.Y, row.VsFloor.P99X)
 			}
 			if !hasFloor || !found {
 				return fmt.Errorf("bench: frontier: setting %q, run %d: no %s row of the floor and of a mode beside it, with their throughput", set.Name, i+1, step)
@@ -123,7 +128,41 @@ func WriteFrontierOf(path, step string, settings []FrontierSetting) error {
 	series = append(series, floor)
 	m := settings[0].Runs[0].Machine
 	title := fmt.Sprintf("%s: p99 against throughput, each run against its floor (%d CPUs, %s)", step, m.CPUs, m.Go)
-	return report.ScatterPlot(path, title, "CPU-heavy throughput, % of direct", "probe p99, x the run's floor's (io-heavy: closed loop)", true, series)
+	return report.ScatterPlot(path, title, xLabel, "probe p99, x the run's floor's (io-heavy: closed loop)", true, series)
+}
+
+// frontierX is how WriteFrontierOf places a point on the x axis: the
+// hog's throughput as a share of direct where every run measured a
+// direct step, or else (byFloor), for io-heavy and neighbor, whose
+// floor rows carry the hog's passes, as a share of the floor's in the
+// same step (runs of those steps alone, without hog-direct), the floor
+// at 100%.
+func frontierX(step string, settings []FrontierSetting) (byFloor bool, label string) {
+	if step != StepIOHeavy && step != StepNeighbor {
+		return false, "CPU-heavy throughput, % of direct"
+	}
+	for _, set := range settings {
+		for _, run := range set.Runs {
+			for _, row := range run.Results {
+				if row.Step == step && row.Mode != ModeFloor && row.Hog != nil && row.Hog.PctOfDirect == nil && row.Hog.PctOfFloor != nil {
+					return true, "CPU-heavy throughput, % of the floor's in the same step"
+				}
+			}
+		}
+	}
+	return false, "CPU-heavy throughput, % of direct"
+}
+
+// xOf is row's x (frontierX): its share of direct, or byFloor its share
+// of the floor's, 100 for the floor's own row.
+func xOf(row Result, byFloor, isFloor bool) float64 {
+	switch {
+	case !byFloor:
+		return *row.Hog.PctOfDirect
+	case isFloor:
+		return 100
+	}
+	return *row.Hog.PctOfFloor
 }
 
 // ReadReport reads a report that bench wrote as JSON.

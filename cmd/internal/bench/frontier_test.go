@@ -55,3 +55,38 @@ func TestReadReportRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteFrontierOfStepAlone: runs of io-heavy alone (no hog-direct, so
+// no share of direct) are drawn against the floor's throughput in the
+// same step, the floor at 100%.
+func TestWriteFrontierOfStepAlone(t *testing.T) {
+	alone := handMadeReport()
+	var rows []Result
+	for _, row := range alone.Results {
+		if row.Step == StepIOHeavy {
+			row.Hog.PctOfDirect = nil
+			rows = append(rows, row)
+		}
+	}
+	alone.Results = rows
+	sets := []FrontierSetting{{Name: "a", Runs: []*Report{alone}}}
+	byFloor, label := frontierX(StepIOHeavy, sets)
+	if !byFloor || !strings.Contains(label, "of the floor's") {
+		t.Fatalf("frontierX: %v, %q; want the floor's throughput", byFloor, label)
+	}
+	var got []float64
+	for _, row := range rows {
+		got = append(got, xOf(row, byFloor, row.Mode == ModeFloor))
+	}
+	if len(got) != 2 || got[0] != 100 || got[1] != 140 {
+		t.Errorf("x of the floor and none: %v, want [100 140] (210,000 passes/s against 150,000)", got)
+	}
+	path := filepath.Join(t.TempDir(), "alone.png")
+	if err := WriteFrontierOf(path, StepIOHeavy, sets); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, path)
+	if byFloor, _ := frontierX(StepIOHeavy, []FrontierSetting{{Name: "b", Runs: []*Report{handMadeReport()}}}); byFloor {
+		t.Error("frontierX of a run with hog-direct: the floor's throughput, want direct's")
+	}
+}
