@@ -44,8 +44,14 @@ func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, 
 // Close removed from the queue), for reason, whose cause is err.
 func (h *handler) shed(w http.ResponseWriter, r *http.Request, reason shedReason, err error) {
 	h.meter.End(loadreport.Shed, 0)
-	h.sheds[reason].Add(1)
+	h.countShed(reason)
 	h.answer(w, r, http.StatusServiceUnavailable, err)
+}
+
+// countShed counts a request shed for reason, in s's counts and in h's.
+func (h *handler) countShed(reason shedReason) {
+	h.sheds[reason].Add(1)
+	h.ownSheds[reason].Add(1)
 }
 
 // failed handles the error of a task that started: the handler panicked,

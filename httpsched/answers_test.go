@@ -282,6 +282,9 @@ func TestAnswers(t *testing.T) {
 				if got := Sheds(s); got != tt.wantSheds {
 					t.Errorf("got Sheds %+v, want %+v", got, tt.wantSheds)
 				}
+				if st, _ := RouteStatsOf(h); st.Shed != tt.wantSheds {
+					t.Errorf("got RouteStats.Shed %+v, want %+v", st.Shed, tt.wantSheds)
+				}
 			})
 		}
 	}
@@ -319,17 +322,26 @@ func (loopOrPanic) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestShedsPerScheduler(t *testing.T) {
-	// The handlers of one scheduler count together; another scheduler's,
-	// or one without handlers, apart.
+	// The handlers of one scheduler count together in Sheds, another
+	// scheduler's, or one without handlers, apart; each handler counts
+	// its own in RouteStats.Shed.
 	s1, s2 := schedtest.NewScheduler(t), schedtest.NewScheduler(t)
 	if got := Sheds(s1); got != (ShedCounts{}) {
 		t.Errorf("no handler yet: got %+v, want zeros", got)
 	}
 	bad := WithRequestTaskOptions(niceFromQuery)
-	for _, h := range []http.Handler{Handler(s1, new(ok), bad), Handler(s1, new(ok), bad), Handler(s2, new(ok), bad)} {
-		serve(h, httptest.NewRequest("GET", "/?nice=99", nil))
+	handlers := []http.Handler{Handler(s1, new(ok), bad), Handler(s1, new(ok), bad), Handler(s2, new(ok), bad)}
+	for i, h := range handlers {
+		for range i + 1 {
+			serve(h, httptest.NewRequest("GET", "/?nice=99", nil))
+		}
 	}
-	if got1, got2 := Sheds(s1), Sheds(s2); got1.BadOptions != 2 || got2.BadOptions != 1 {
-		t.Errorf("got BadOptions %d and %d, want 2 (two handlers of one scheduler) and 1", got1.BadOptions, got2.BadOptions)
+	if got1, got2 := Sheds(s1), Sheds(s2); got1.BadOptions != 3 || got2.BadOptions != 3 {
+		t.Errorf("got BadOptions %d and %d, want 3 (two handlers of one scheduler, 1 and 2) and 3", got1.BadOptions, got2.BadOptions)
+	}
+	for i, h := range handlers {
+		if st, _ := RouteStatsOf(h); st.Shed != (ShedCounts{BadOptions: uint64(i + 1)}) {
+			t.Errorf("handler %d: got RouteStats.Shed %+v, want BadOptions %d alone", i, st.Shed, i+1)
+		}
 	}
 }

@@ -47,8 +47,9 @@ type handler struct {
 	// meter is s's, shared with every adapter of s: each request's end
 	// goes into the load reports (WithLoadMetricsHeader, grpcsched's,
 	// promsched's), whether this handler sends them or not.
-	meter *loadreport.Meter
-	sheds *sheds // s's, shared with its other handlers
+	meter    *loadreport.Meter
+	sheds    *sheds // s's, shared with its other handlers
+	ownSheds sheds  // this handler's, for RouteStats
 	// clock is s's overrunClock, shared with its other handlers; overrun
 	// the estimate of this handler's requests' overruns, and overrunWait
 	// the part of their waits its limit did not learn from, ns
@@ -153,8 +154,8 @@ func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
 // Each request counts in the load reports of s (qps, eps and the queue
 // wait p99), which WithLoadMetricsHeader, grpcsched and promsched send;
 // each it answers 400 or 503 without running h, in Sheds(s). Its own
-// figures (its requests' overrun estimate, WithMaxQueueWait's limit) are
-// in RouteStatsOf(the handler).
+// figures (its requests' overrun estimate, WithMaxQueueWait's limit, the
+// requests it shed) are in RouteStatsOf(the handler).
 //
 // Cost, per request of an empty handler (BenchmarkHandler against
 // BenchmarkDirect and BenchmarkRun; docs/performance.md#httpsched-middleware):
@@ -203,7 +204,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			h.meter.End(loadreport.Refused, 0)
-			h.sheds[shedBadOptions].Add(1)
+			h.countShed(shedBadOptions)
 			h.answer(w, r, http.StatusBadRequest, err)
 			return
 		}

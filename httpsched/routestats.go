@@ -30,17 +30,24 @@ type RouteStats struct {
 	// tasks holding their slots past their slices explain (see
 	// WithMaxQueueWait); 0 without the option.
 	OverrunWait time.Duration
+	// Shed counts the requests the handler answered without running
+	// them, by reason, since it was made: its part of Sheds(s), which
+	// counts the same requests of every handler of s together.
+	Shed ShedCounts
 }
 
 // RouteStatsOf returns the figures of h and true if Handler or
 // NewHandler returned h; zero figures and false for any other handler. It
-// reads a few atomic counters.
+// reads a few atomic counters. promsched exports them for each route of
+// s that has a handler of its own (Auto's routes that have been heavy,
+// and echosched's and ginsched's Middleware's routes) as the
+// cpusched_route_ metrics its package comment lists.
 func RouteStatsOf(h http.Handler) (RouteStats, bool) {
 	hd, ok := h.(*handler)
 	if !ok {
 		return RouteStats{}, false
 	}
-	st := RouteStats{Overrun: hd.overrun.get(), OverrunWait: time.Duration(hd.overrunWait.Load())}
+	st := RouteStats{Overrun: hd.overrun.get(), OverrunWait: time.Duration(hd.overrunWait.Load()), Shed: hd.ownSheds.counts()}
 	if hd.limit != nil {
 		st.Limit, st.InFlight = int(hd.limit.Current()), int(hd.limit.Inflight())
 	}

@@ -35,26 +35,22 @@ type ShedCounts struct {
 // lock briefly; the handlers count with atomic additions, only on the
 // requests they shed.
 //
-// The counts are kept per Scheduler, as the load reports are, rather than
-// per handler: Handler returns a plain http.Handler, whose counts would
-// take a type assertion to reach, and promsched's collector, given only
-// the Scheduler, exports them (cpusched_http_shed_total, by reason).
-// Not counted here: a request whose context ended while it was queued,
-// and one whose handler ran and Close cut, both answered 503 (the
+// Each handler counts its own too, in RouteStats.Shed (RouteStatsOf;
+// AutoRoute.Stats for Auto's routes, echosched's and ginsched's
+// RouteStats for their Middleware's), and promsched exports both: these,
+// given only the Scheduler, as cpusched_http_shed_total by reason, and
+// each route's as cpusched_route_shed_total by route and reason.
+// Not counted here or there: a request whose context ended while it was
+// queued, and one whose handler ran and Close cut, both answered 503 (the
 // scheduler counts their tasks Canceled), and the 500s (Rejected,
-// Failed or Panicked). For counts per route, count in WithErrorHandler's
-// function, which gets each answer's status and cause.
+// Failed or Panicked). WithErrorHandler's function gets each answer's
+// status and cause, those included.
 func Sheds(s *cpusched.Scheduler) ShedCounts {
 	c, ok := shedCounters.Load(s)
 	if !ok {
 		return ShedCounts{}
 	}
-	return ShedCounts{
-		QueueFull:  c[shedQueueFull].Load(),
-		WaitLimit:  c[shedWaitLimit].Load(),
-		Closed:     c[shedClosed].Load(),
-		BadOptions: c[shedBadOptions].Load(),
-	}
+	return c.counts()
 }
 
 // shedReason indexes a sheds array: the fields of ShedCounts.
@@ -68,8 +64,18 @@ const (
 	numShedReasons
 )
 
-// sheds is the counts of one Scheduler's handlers.
+// sheds is the counts of one Scheduler's handlers, or of one handler.
 type sheds [numShedReasons]atomic.Uint64
+
+// counts returns c's counts.
+func (c *sheds) counts() ShedCounts {
+	return ShedCounts{
+		QueueFull:  c[shedQueueFull].Load(),
+		WaitLimit:  c[shedWaitLimit].Load(),
+		Closed:     c[shedClosed].Load(),
+		BadOptions: c[shedBadOptions].Load(),
+	}
+}
 
 // shedCounters holds the sheds of each Scheduler.
 var shedCounters schedmap.Map[*sheds]
