@@ -14,7 +14,8 @@
 // the request's call (its framework state) in the request's context and
 // gives it to Serve; the route's handler, made once, finds it there.
 // Each Routes is one of its Scheduler's, whose routes' figures Stats
-// gives (echosched.RouteStats, ginsched.RouteStats).
+// gives (echosched.RouteStats, ginsched.RouteStats), and AllStats for
+// every adapter together (promsched).
 package routesched
 
 import (

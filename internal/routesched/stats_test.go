@@ -1,6 +1,8 @@
 package routesched
 
 import (
+	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -87,5 +89,73 @@ func TestStatsOfNoRoutes(t *testing.T) {
 	s := schedtest.NewScheduler(t)
 	if got := Stats[blockCall](s); got == nil || len(got) != 0 {
 		t.Errorf("got %v, want an empty map", got)
+	}
+	if got := AllStats(s); got == nil || len(got) != 0 {
+		t.Errorf("AllStats: got %v, want an empty map", got)
+	}
+}
+
+// refuseBad refuses the task options of a request with the query
+// parameter bad: a 400, shed for bad options.
+func refuseBad(r *http.Request) ([]cpusched.TaskOption, error) {
+	if r.URL.Query().Has("bad") {
+		return nil, errors.New("bad")
+	}
+	return nil, nil
+}
+
+func TestAllStats(t *testing.T) {
+	// Each route's sheds by its name, the routes of two call types (two
+	// adapters) together, a route both have added up: sheds counted on
+	// another route, or one call type's routes left out, fail.
+	s := schedtest.NewScheduler(t)
+	type otherCall struct{}
+	opts := []httpsched.Option{httpsched.WithRequestTaskOptions(refuseBad), httpsched.WithLogger(slog.New(slog.DiscardHandler))}
+	block := mustNew(t, s, runBlockCall, opts)
+	other := mustNew(t, s, func(otherCall, http.ResponseWriter, *http.Request) {}, opts)
+	for _, rq := range []struct {
+		block        bool
+		method, path string
+		bad          int
+	}{
+		{true, "GET", "/a", 1}, {true, "POST", "/a", 2}, {false, "GET", "/a", 4}, {false, "GET", "/b", 0},
+	} {
+		for i := range max(rq.bad, 1) {
+			url := rq.path
+			if i < rq.bad {
+				url += "?bad"
+			}
+			r, w := httptest.NewRequest(rq.method, url, nil), httptest.NewRecorder()
+			if rq.block {
+				block.Serve(rq.method, rq.path, blockCall{}, w, r)
+			} else {
+				other.Serve(rq.method, rq.path, otherCall{}, w, r)
+			}
+		}
+	}
+	bad := func(n uint64) httpsched.RouteStats {
+		return httpsched.RouteStats{Shed: httpsched.ShedCounts{BadOptions: n}}
+	}
+	servetest.CheckRouteStats(t, "AllStats", AllStats(s), map[string]httpsched.RouteStats{
+		"GET /a": bad(5), "POST /a": bad(2), "GET /b": {},
+	})
+	servetest.CheckRouteStats(t, "Stats of one call type", Stats[blockCall](s), map[string]httpsched.RouteStats{
+		"GET /a": bad(1), "POST /a": bad(2),
+	})
+}
+
+func TestAdd(t *testing.T) {
+	ms := time.Millisecond
+	a := httpsched.RouteStats{Overrun: 3 * ms, Limit: 2, InFlight: 1, OverrunWait: ms,
+		Shed: httpsched.ShedCounts{QueueFull: 1, WaitLimit: 2, Closed: 3, BadOptions: 4}}
+	b := httpsched.RouteStats{Overrun: 2 * ms, Limit: 3, InFlight: 2, OverrunWait: 2 * ms,
+		Shed: httpsched.ShedCounts{QueueFull: 10, WaitLimit: 20, Closed: 30, BadOptions: 40}}
+	want := httpsched.RouteStats{Overrun: 3 * ms, Limit: 5, InFlight: 3, OverrunWait: 3 * ms,
+		Shed: httpsched.ShedCounts{QueueFull: 11, WaitLimit: 22, Closed: 33, BadOptions: 44}}
+	if got := Add(a, b); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if got := Add(b, a); got != want {
+		t.Errorf("the other way: got %+v, want %+v", got, want)
 	}
 }
