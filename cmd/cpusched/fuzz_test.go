@@ -33,7 +33,7 @@ func fuzzArgs(s string) []string {
 }
 
 // flagNamePattern finds the flag names in a command's -h output.
-var flagNamePattern = regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`)
+var flagNamePattern = regexp.MustCompile(`(?m)^  -([a-zA-Z][a-z0-9-]*)`)
 
 // flagMention returns a pattern that finds a mention (-NAME) of one of the
 // flags of command name, as its -h output lists them.
@@ -99,7 +99,7 @@ func FuzzLoadArgs(f *testing.F) {
 		"-n\n5\n-d\n1s\nURL", "URL", "-rate\n10\n-n\n5\nURL", "-rate\nNaN\n-d\n1s\nURL", "-rate\n+Inf\n-d\n1s\nURL",
 		"-rate\n200\n-d\n1h\n-c\n2\nURL", "-timeout\n0s\n-n\n1\nURL", "-m\nGE T\n-n\n1\nURL", "-m\n\n-n\n1\nURL",
 		"-n\n1\nftp:x", "-n\n1\nURL\nURL", "-n\n1\n--\n-URL", "-bogus\nURL", "-h", "-n\n1\n-json\n-k\n-allow-remote\nURL",
-		"-rate\n1e-300\n-d\n1s\nURL"} {
+		"-rate\n1e-300\n-d\n1s\nURL", "-H\nX-Tenant: acme\n-n\n1\nURL", "-H\nX-Tenant\n-n\n1\nURL", "-H\nX Y: 1\nURL"} {
 		f.Add(args)
 	}
 	flags := flagMention(f, "load")

@@ -7,7 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"net/http"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/term"
@@ -31,6 +34,8 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	allowRemote := fs.Bool("allow-remote", false, "allow a URL whose host is not a loopback address")
 	insecure := fs.Bool("k", false, "https: skip certificate verification")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON instead of text")
+	header := http.Header{}
+	fs.Var(headerFlag(header), "H", "add `\"Name: value\"` to every request's headers, like curl -H; repeat for more (-H 'X-Tenant: acme' -H 'Accept: text/html'); Host sets the request's host")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: cpusched load [flags] URL   (flags may also follow URL)")
 		fs.PrintDefaults()
@@ -52,6 +57,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		Timeout:     *timeout,
 		AllowRemote: *allowRemote,
 		Insecure:    *insecure,
+		Header:      header,
 		Progress:    progressWriter(stderr),
 	}
 	given := func(name string) bool { return cli.Given(fs, name) }
@@ -80,6 +86,31 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "Target:  %s %s (%s)\n\n", *method, cfg.URL, mode)
 	return res.WriteText(stdout)
+}
+
+// headerFlag is the -H flag: each line, "Name: value", adds a field.
+type headerFlag http.Header
+
+// String lists the fields given, one "Name: value" line each.
+func (h headerFlag) String() string {
+	var lines []string
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		for _, v := range h[name] {
+			lines = append(lines, name+": "+v)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Set adds the field of one -H line; its error says what is wrong with the
+// line, which the flag package quotes.
+func (h headerFlag) Set(line string) error {
+	name, value, err := load.ParseHeaderLine(line)
+	if err != nil {
+		return err
+	}
+	http.Header(h).Add(name, value)
+	return nil
 }
 
 // parseInterleaved parses flags that may come before and after the

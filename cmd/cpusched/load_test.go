@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -53,6 +55,10 @@ func TestLoadUsageErrors(t *testing.T) {
 		{"timeout zero", []string{"-timeout", "0s", "-n", "1", srv.URL}, "-timeout must be > 0"},
 		{"bad scheme", []string{"-n", "1", "ftp://127.0.0.1/"}, "scheme must be http or https"},
 		{"remote host", []string{"-n", "1", "http://192.0.2.1/"}, "-allow-remote"},
+		{"header without colon", []string{"-n", "1", "-H", "X-Tenant acme", srv.URL}, `invalid value "X-Tenant acme" for flag -H: no colon; want "Name: value"`},
+		{"header bad name", []string{"-n", "1", "-H", "X Tenant: acme", srv.URL}, `invalid value "X Tenant: acme" for flag -H: name "X Tenant" is not a valid header name`},
+		{"header empty name", []string{"-n", "1", "-H", ": acme", srv.URL}, `for flag -H: name "" is not a valid header name`},
+		{"header set by client", []string{"-n", "1", "-H", "Content-Length: 9", srv.URL}, "for flag -H: Content-Length is set by the HTTP client"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,6 +84,32 @@ func TestLoadPrintsSummary(t *testing.T) {
 	}
 	if stderr.Len() != 0 {
 		t.Errorf("got stderr %q, want nothing (no progress line when stderr is not a terminal)", stderr.String())
+	}
+}
+
+// TestLoadSendsHeaders: every request carries each -H field, and a
+// repeated name sends each of its values.
+func TestLoadSendsHeaders(t *testing.T) {
+	verifyNoLeaks(t)
+	var served, wrong atomic.Int64
+	var firstWrong atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		got := fmt.Sprintf("X-Tenant %q, Accept %q", r.Header.Get("X-Tenant"), r.Header.Values("Accept"))
+		if want := `X-Tenant "acme", Accept ["text/html" "text/plain"]`; got != want {
+			wrong.Add(1)
+			firstWrong.CompareAndSwap(nil, "got "+got+"; want "+want)
+		}
+		w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	var stdout, stderr bytes.Buffer
+	args := []string{"-c", "2", "-n", "20", "-H", "X-Tenant: acme", srv.URL, "-H", "Accept:text/html", "-H", "accept: text/plain"}
+	if err := runLoad(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("runLoad: %v (stderr %q)", err, stderr.String())
+	}
+	if served.Load() != 20 || wrong.Load() != 0 {
+		t.Errorf("server saw %d requests, %d with the wrong headers (want 20 and 0); the first: %v", served.Load(), wrong.Load(), firstWrong.Load())
 	}
 }
 

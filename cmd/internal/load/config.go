@@ -48,6 +48,14 @@ type Config struct {
 	Progress    io.Writer     // nil: no progress line; else one line a second, from one goroutine
 	Client      *http.Client  // nil: one is built with keep-alive for Concurrency conns
 
+	// Header holds fields sent with every request (-H "Name: value"),
+	// replacing any of the same name Run would set (User-Agent:
+	// cpusched-load); a Host field sets the request's Host. Names must be
+	// HTTP tokens, values free of control characters other than tab, and
+	// Content-Length, Transfer-Encoding and Trailer are refused: the HTTP
+	// client writes those itself.
+	Header http.Header
+
 	// Drain, in open loop, lets the requests due within Duration all be
 	// sent and finish (each within Timeout) after Duration has passed,
 	// instead of abandoning those still in flight or waiting for a worker.
@@ -97,7 +105,7 @@ func (c Config) ValidateFlags(given func(flag string) bool) error {
 // validate checks c, its errors worded for w. The CLI has always reported
 // its flags' problems before the URL's, the API the URL's first.
 func (c Config) validate(w wording) error {
-	checks := []func() error{c.checkTarget, func() error { return c.checkRun(w) }}
+	checks := []func() error{c.checkTarget, func() error { return c.checkRun(w) }, func() error { return c.checkHeaders(w) }}
 	if w.cli {
 		checks[0], checks[1] = checks[1], checks[0]
 	}
@@ -117,7 +125,7 @@ func (c Config) checkTarget() error {
 	if _, err := c.parseURL(); err != nil {
 		return err
 	}
-	if c.Method != "" && !validMethod(c.Method) {
+	if c.Method != "" && !isToken(c.Method) {
 		return fmt.Errorf("load: Method (-m) %q is not a valid HTTP method token", c.Method)
 	}
 	return nil
@@ -242,8 +250,9 @@ func checkLoopback(rawURL string) error {
 	return nil
 }
 
-// validMethod reports whether m is an HTTP token (RFC 9110 section 5.6.2).
-func validMethod(m string) bool {
+// isToken reports whether m is an HTTP token (RFC 9110 section 5.6.2), as a
+// method and a header name must be.
+func isToken(m string) bool {
 	for i := 0; i < len(m); i++ {
 		c := m[i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||

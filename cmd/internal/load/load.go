@@ -90,6 +90,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("load: URL: %w", err)
 	}
 	req.Header.Set("User-Agent", "cpusched-load")
+	withHeader(req, cfg.Header)
 	client := cfg.Client
 	if client == nil {
 		var tr *http.Transport
