@@ -1,6 +1,7 @@
 // Package promsched exports a cpusched.Scheduler's Stats as Prometheus
 // metrics, with its load reports, its httpsched handlers' shed counts and
-// its Auto wrappers' routes.
+// its routes: its Auto wrappers', and the figures of each route's own
+// httpsched handler.
 //
 // NewCollector returns a prometheus.Collector that takes one Stats snapshot
 // per scrape and turns it into constant metrics; it starts no goroutine,
@@ -13,7 +14,7 @@
 //	reg.MustRegister(promsched.NewCollector(s))
 //	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 //
-// The metrics, from cpusched.Stats but for the last seven (durations in
+// The metrics, from cpusched.Stats but for the last twelve (durations in
 // seconds; histograms have the buckets of cpusched.Histogram, upper bounds
 // 1us<<i for i in 0..20, in seconds, and +Inf):
 //
@@ -63,6 +64,15 @@
 //	cpusched_route_heavy                   gauge      route    1 while the route's requests run as tasks, else 0 (Heavy)
 //	cpusched_route_requests_total          counter    route    the route's requests, as tasks or directly (Requests)
 //	cpusched_route_moves_total             counter    route    times the route moved between heavy and light (Moves)
+//	cpusched_route_wait_limit              gauge      route    WithMaxQueueWait's limit now: the route's requests it admits
+//	                                                           at once (httpsched.RouteStats.Limit)
+//	cpusched_route_in_flight               gauge      route    the requests it has admitted that have not ended (InFlight)
+//	cpusched_route_overrun_seconds         gauge      route    how far past their slice the route's requests run while
+//	                                                           others wait, at their ends (Overrun)
+//	cpusched_route_overrun_wait_seconds_total counter route    the part of its requests' waits the limit left out as
+//	                                                           other work's overruns (OverrunWait)
+//	cpusched_route_shed_total              counter    route,   the route's requests its handler answered without running
+//	                                                  reason   them (Shed), by reason as cpusched_http_shed_total
 //
 // The CPU time is what the weights share: beside a busy process, or on a
 // lowered thread the kernel leaves waiting, a task holds its slot longer
@@ -120,6 +130,24 @@
 // A label per wrapper would have no name that lasts: the wrappers have
 // none, and their order changes as one is dropped.
 //
+// The last five cpusched_route_ metrics are httpsched.RouteStats, the
+// figures of a route's own httpsched handler, for every route of the
+// scheduler that has one: each route of an Auto wrapper once it has
+// turned heavy (httpsched.AutoRoute.Stats; a route that has never been
+// heavy has none of these series), and each route of an echosched or
+// ginsched Middleware that a request has reached (echosched.RouteStats,
+// ginsched.RouteStats), named as Auto names it, "GET /users/:id". So
+// their route labels are those of the Auto metrics, and for the
+// Middleware the framework's routes: bounded too. A route that several
+// handlers serve (two wrappers, two middlewares, or a Middleware and an
+// Auto wrapper that name it alike) makes one series, their figures
+// added up, the overrun the largest. cpusched_route_wait_limit and
+// cpusched_route_in_flight are left out for a route whose handler has no
+// WithMaxQueueWait; the shed counter always has its four reasons. A
+// route's sheds are its part of cpusched_http_shed_total, which counts
+// those of every httpsched handler of the scheduler, those of a Handler
+// on no route included.
+//
 // The four outcomes are one metric with an outcome label, as Prometheus'
 // naming guide advises for parts of one total: sum(cpusched_tasks_ended_total)
 // is every ended task, and cpusched_tasks_submitted_total minus it is
@@ -153,6 +181,7 @@ import (
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/httpsched"
 	"github.com/cpusched/cpusched/internal/loadreport"
+	"github.com/cpusched/cpusched/internal/routesched"
 )
 
 // The label values of cpusched_tasks_ended_total's outcome label.
@@ -185,6 +214,8 @@ type collector struct {
 	httpShed *prometheus.Desc
 
 	routeCPU, routeHeavy, routeRequests, routeMoves *prometheus.Desc
+
+	routeWaitLimit, routeInFlight, routeOverrun, routeOverrunWait, routeShed *prometheus.Desc
 
 	// bounds are the histogram buckets' upper bounds in seconds, without the
 	// last (+Inf) one.
@@ -250,6 +281,12 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		routeHeavy:    desc("route_heavy", "1 while an Auto wrapper runs the route's requests as tasks, else 0.", "route"),
 		routeRequests: desc("route_requests_total", "Requests of a route of an Auto wrapper, as tasks or directly.", "route"),
 		routeMoves:    desc("route_moves_total", "Times a route of an Auto wrapper moved between heavy (tasks) and light (direct).", "route"),
+
+		routeWaitLimit:   desc("route_wait_limit", "WithMaxQueueWait's limit of the route's httpsched handler now: its requests admitted at once.", "route"),
+		routeInFlight:    desc("route_in_flight", "Requests WithMaxQueueWait's limit of the route's httpsched handler has admitted that have not ended.", "route"),
+		routeOverrun:     desc("route_overrun_seconds", "The route's httpsched handler's estimate of how far past the end of their slice its requests run while other tasks wait.", "route"),
+		routeOverrunWait: desc("route_overrun_wait_seconds_total", "The part of the route's requests' waits that WithMaxQueueWait's limit left out as other work's overruns.", "route"),
+		routeShed:        desc("route_shed_total", "Requests the route's httpsched handler answered without running them, by reason: queue_full, wait_limit (WithMaxQueueWait), closed (503), bad_options (400).", "route", "reason"),
 	}
 	for i := range c.bounds {
 		c.bounds[i] = cpusched.BucketBound(i).Seconds()
@@ -267,6 +304,7 @@ func (c *collector) descs() []*prometheus.Desc {
 		c.groupWeight, c.groupSubmitted, c.groupEnded, c.groupRunTime, c.groupCPUTime, c.groupQueueWaits, c.groupRunTimes, c.groupOverrun,
 		c.appUtilization, c.cpuUtilization, c.httpShed,
 		c.routeCPU, c.routeHeavy, c.routeRequests, c.routeMoves,
+		c.routeWaitLimit, c.routeInFlight, c.routeOverrun, c.routeOverrunWait, c.routeShed,
 	}
 }
 
@@ -341,13 +379,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.cpuUtilization, r.CPU)
 	}
 
-	sheds := httpsched.Sheds(c.sched)
-	counter(c.httpShed, float64(sheds.QueueFull), "queue_full")
-	counter(c.httpShed, float64(sheds.WaitLimit), "wait_limit")
-	counter(c.httpShed, float64(sheds.Closed), "closed")
-	counter(c.httpShed, float64(sheds.BadOptions), "bad_options")
+	// shed sends d's series of sheds, one per reason, the reason the last
+	// label after labels.
+	shed := func(d *prometheus.Desc, sheds httpsched.ShedCounts, labels ...string) {
+		for _, r := range []struct {
+			reason string
+			n      uint64
+		}{{"queue_full", sheds.QueueFull}, {"wait_limit", sheds.WaitLimit}, {"closed", sheds.Closed}, {"bad_options", sheds.BadOptions}} {
+			counter(d, float64(r.n), append(labels[:len(labels):len(labels)], r.reason)...)
+		}
+	}
+	shed(c.httpShed, httpsched.Sheds(c.sched))
 
-	for _, r := range mergeRoutes(httpsched.AutoRoutes(c.sched)) {
+	autoRoutes := httpsched.AutoRoutes(c.sched)
+	for _, r := range mergeRoutes(autoRoutes) {
 		gauge(c.routeCPU, r.CPU.Seconds(), r.Route)
 		heavy := 0.0
 		if r.Heavy {
@@ -357,6 +402,33 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.routeRequests, float64(r.Requests), r.Route)
 		counter(c.routeMoves, float64(r.Moves), r.Route)
 	}
+	for route, st := range routeStats(autoRoutes, routesched.AllStats(c.sched)) {
+		if st.Limit > 0 {
+			gauge(c.routeWaitLimit, float64(st.Limit), route)
+			gauge(c.routeInFlight, float64(st.InFlight), route)
+		}
+		gauge(c.routeOverrun, st.Overrun.Seconds(), route)
+		counter(c.routeOverrunWait, st.OverrunWait.Seconds(), route)
+		shed(c.routeShed, st.Shed, route)
+	}
+}
+
+// routeStats returns the RouteStats of every route that has a handler of
+// its own: middleware's (an adapter Middleware's routes, which it adds
+// to) and each of autoRoutes that has been heavy, those named alike
+// added up (routesched.Add), as the package comment says.
+func routeStats(autoRoutes []httpsched.AutoRoute, middleware map[string]httpsched.RouteStats) map[string]httpsched.RouteStats {
+	stats := middleware
+	for _, r := range autoRoutes {
+		if !r.Heavy && r.Moves == 0 { // never heavy: no handler, no figures
+			continue
+		}
+		if prev, ok := stats[r.Route]; ok {
+			r.Stats = routesched.Add(prev, r.Stats)
+		}
+		stats[r.Route] = r.Stats
+	}
+	return stats
 }
 
 // mergeRoutes returns routes with those of one name made one, as the
