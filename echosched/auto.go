@@ -66,7 +66,8 @@ func serveSampled(rt *autoroute.Route, next echo.HandlerFunc, c echo.Context) er
 // httpsched.AutoRoutes(s) gives each route's figures, with those of the
 // scheduler's other Auto wrappers: its CPU, whether it is heavy, and its
 // handler's RouteStats (httpsched.AutoRoute.Stats; zero for a route that
-// has never been heavy). promsched exports all but the RouteStats.
+// has never been heavy). promsched exports them all, the RouteStats of
+// the routes that have been heavy included (cpusched_route_ metrics).
 //
 // Use it with e.Use, not e.Pre, which runs before the route is known.
 //

@@ -22,7 +22,8 @@
 //
 // RouteStats(s) gives each route's httpsched.RouteStats, keyed by its
 // method and template ("GET /hash"): WithMaxQueueWait's limit, the
-// requests in flight, the overrun estimate.
+// requests in flight, the overrun estimate, the requests shed; promsched
+// exports them per route.
 //
 // It is a module of its own, so that a program that imports cpusched
 // without echo gets none of echo's modules (docs/modules.md); net/http's
@@ -148,8 +149,11 @@ func TaskFrom(c echo.Context) *cpusched.Task {
 // alone for a method that is not net/http's, "" for a request no route
 // matched. Each is httpsched.RouteStatsOf of the route's handler: its
 // overrun estimate, WithMaxQueueWait's limit and the requests it has
-// admitted that have not ended (both 0 without the option), and the part
-// of their waits the limit left out.
+// admitted that have not ended (both 0 without the option), the part
+// of their waits the limit left out, and the requests it answered
+// without running them, by reason (Shed). promsched exports them, by
+// the same names (cpusched_route_wait_limit, cpusched_route_shed_total,
+// ...).
 //
 // A route's handler is made at its first request: a route that no
 // request has reached is absent from the map, not zero. A route that

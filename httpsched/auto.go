@@ -191,7 +191,7 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 // a few atomic operations, and a sample's clock reads spread over the
 // requests; no allocation. AutoRoutesOf and AutoRoutes give each
 // route's figures, its Handler's RouteStats among them; promsched
-// exports all but those.
+// exports them all.
 //
 // An invalid option, a nil s or a nil h makes Auto panic with the error
 // NewAuto would return.
@@ -274,10 +274,11 @@ type AutoRoute struct {
 	Moves uint64
 	// Stats are the figures of the route's own Handler, which runs its
 	// requests as tasks (RouteStatsOf): WithMaxQueueWait's limit, the
-	// requests in flight, the overrun estimate. The Handler is made at
-	// the route's first heavy request and kept if it turns light again,
-	// its figures with it; they are zero for a route that has never been
-	// heavy.
+	// requests in flight, the overrun estimate, the requests it shed
+	// (Shed: a light route's requests, served directly, are never shed).
+	// The Handler is made at the route's first heavy request and kept if
+	// it turns light again, its figures with it; they are zero for a
+	// route that has never been heavy.
 	Stats RouteStats
 }
 
@@ -293,8 +294,7 @@ func AutoRoutesOf(h http.Handler) ([]AutoRoute, bool) {
 
 // AutoRoutes returns the figures of every route of every wrapper of s
 // (Auto's, and echosched's and ginsched's) still in use: promsched
-// exports them, all but Stats (it has no metric of a route's
-// RouteStats).
+// exports them, Stats of the routes that have been heavy included.
 func AutoRoutes(s *cpusched.Scheduler) []AutoRoute {
 	var all []AutoRoute
 	for _, t := range autoroute.Tables(s) {
