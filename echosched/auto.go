@@ -71,6 +71,18 @@ func serveSampled(rt *autoroute.Route, next echo.HandlerFunc, c echo.Context) er
 //
 // Use it with e.Use, not e.Pre, which runs before the route is known.
 //
+// One set of opts serves every route: each heavy route learns a
+// WithMaxQueueWait limit of its own, but all toward the same target d;
+// there is no target per route. For a route that needs one of its own (a
+// 60 ms login beside 5 ms renders), give Auto to a group instead
+// (g := e.Group("", echosched.Auto(s, opts...)), then g.GET for the other
+// routes) and register that route on e with Middleware and its own
+// WithMaxQueueWait. Do not give a route both: under Auto's task, its
+// Middleware would run it as a task inside a task of the same Scheduler,
+// which can deadlock. (With Auto on a group, the requests no route
+// matched reach it as the group's catch-all route, "GET /*" and the
+// like, not "".)
+//
 // Cost on a light route's request, once classified (BenchmarkAutoLight
 // against BenchmarkEchoUse, the same engine with a middleware that calls
 // next): a map lookup, a few atomic operations and a sample's clock

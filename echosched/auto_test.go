@@ -82,6 +82,25 @@ func TestAutoHeavyRouteTakesTheOptions(t *testing.T) {
 	servetest.Check(t, "/light after Close", servetest.Record(e, "GET", "/light"), http.StatusOK, "direct")
 }
 
+// TestAutoOnAGroupBesideMiddleware: the way Auto's doc gives a route a
+// WithMaxQueueWait target of its own, Auto on a group and that route on
+// the echo itself with Middleware.
+func TestAutoOnAGroupBesideMiddleware(t *testing.T) {
+	servetest.CheckAutoBesideMiddleware(t, func(s *cpusched.Scheduler) http.Handler {
+		answer := func(c echo.Context) error {
+			if TaskFrom(c) != nil {
+				return c.String(http.StatusOK, "task")
+			}
+			return c.String(http.StatusOK, "direct")
+		}
+		e := echo.New()
+		e.GET("/login", answer, Middleware(s, httpsched.WithMaxQueueWait(250*time.Millisecond)))
+		g := e.Group("", Auto(s, httpsched.WithMaxQueueWait(20*time.Millisecond)))
+		g.GET("/render", answer)
+		return e
+	}, RouteStats)
+}
+
 func TestAutoLightLoadHeader(t *testing.T) {
 	// A light route's response carries the load report, as a heavy one's.
 	s := schedtest.NewScheduler(t)

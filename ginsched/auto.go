@@ -71,6 +71,17 @@ func serveSampled(rt *autoroute.Route, c *gin.Context) {
 // has never been heavy). promsched exports them all, the RouteStats of
 // the routes that have been heavy included (cpusched_route_ metrics).
 //
+// One set of opts serves every route: each heavy route learns a
+// WithMaxQueueWait limit of its own, but all toward the same target d;
+// there is no target per route. For a route that needs one of its own (a
+// 60 ms login beside 5 ms renders), give Auto to a group instead
+// (g := r.Group("/", ginsched.Auto(s, opts...)), then g.GET for the
+// other routes) and register that route on r with Middleware and its own
+// WithMaxQueueWait. Do not give a route both: under Auto's task, its
+// Middleware would run it as a task inside a task of the same Scheduler,
+// which can deadlock. (The requests no route matched then run without
+// Auto: gin gives them the engine's middleware only.)
+//
 // Cost on a light route's request, once classified (BenchmarkAutoLight
 // against BenchmarkGinUse, the same engine with a middleware that calls
 // c.Next): a map lookup, a few atomic operations and a sample's clock

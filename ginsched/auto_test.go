@@ -89,6 +89,26 @@ func TestAutoHeavyRouteTakesTheOptions(t *testing.T) {
 	servetest.Check(t, "/light after Close", servetest.Record(r, "GET", "/light"), http.StatusOK, "direct")
 }
 
+// TestAutoOnAGroupBesideMiddleware: the way Auto's doc gives a route a
+// WithMaxQueueWait target of its own, Auto on a group and that route on
+// the engine itself with Middleware.
+func TestAutoOnAGroupBesideMiddleware(t *testing.T) {
+	servetest.CheckAutoBesideMiddleware(t, func(s *cpusched.Scheduler) http.Handler {
+		answer := func(c *gin.Context) {
+			if TaskFrom(c) != nil {
+				c.String(http.StatusOK, "task")
+			} else {
+				c.String(http.StatusOK, "direct")
+			}
+		}
+		r := gin.New()
+		r.GET("/login", Middleware(s, httpsched.WithMaxQueueWait(250*time.Millisecond)), answer)
+		g := r.Group("/", Auto(s, httpsched.WithMaxQueueWait(20*time.Millisecond)))
+		g.GET("/render", answer)
+		return r
+	}, RouteStats)
+}
+
 func TestAutoLightLoadHeader(t *testing.T) {
 	// A light route's response carries the load report, as a heavy one's.
 	s := schedtest.NewScheduler(t)

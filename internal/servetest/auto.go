@@ -146,3 +146,26 @@ func CheckAutoRouteNames(t *testing.T, serve func(*cpusched.Scheduler, ...httpsc
 		runtime.KeepAlive(h)
 	}
 }
+
+// CheckAutoBesideMiddleware checks the way Auto's doc gives a route a
+// WithMaxQueueWait target of its own: serve returns an adapter's engine
+// with GET /login behind the adapter's Middleware, registered on the
+// engine itself, and GET /render in a group with the adapter's Auto, each
+// answering "task" or "direct" as its request ran. /login must run as a
+// task of its Middleware and never reach Auto (so never as a task inside
+// Auto's), /render go through Auto, and stats (the adapter's RouteStats)
+// list GET /login.
+func CheckAutoBesideMiddleware(t *testing.T, serve func(*cpusched.Scheduler) http.Handler, stats func(*cpusched.Scheduler) map[string]httpsched.RouteStats) {
+	t.Helper()
+	s := schedtest.NewScheduler(t)
+	h := serve(s)
+	Check(t, "/login", Record(h, "GET", "/login"), http.StatusOK, "task")
+	Check(t, "/render", Record(h, "GET", "/render"), http.StatusOK, "direct")
+	if got := RouteNames(s); got != "GET /render" {
+		t.Errorf("Auto's routes: got %q, want %q alone", got, "GET /render")
+	}
+	if _, ok := stats(s)["GET /login"]; !ok {
+		t.Errorf("RouteStats: got %v, want GET /login among them", stats(s))
+	}
+	runtime.KeepAlive(h)
+}
