@@ -193,6 +193,16 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 // route's figures, its Handler's RouteStats among them; promsched
 // exports them all.
 //
+// One set of opts serves every route: each heavy route learns a
+// WithMaxQueueWait limit of its own, but all toward the same target d.
+// For a route that needs a target of its own (a 60 ms login beside 5 ms
+// renders), serve it outside Auto with its own Handler, from an outer
+// mux: outer.Handle("POST /login", httpsched.Handler(s, login,
+// httpsched.WithMaxQueueWait(time.Second))); outer.Handle("/",
+// httpsched.Auto(s, inner, opts...)). Do not give a route both: its
+// Handler's task inside Auto's would be a task inside a task of the same
+// Scheduler, which can deadlock.
+//
 // An invalid option, a nil s or a nil h makes Auto panic with the error
 // NewAuto would return.
 func Auto(s *cpusched.Scheduler, h http.Handler, opts ...Option) http.Handler {
