@@ -185,6 +185,27 @@ func TestCheckTaskOptions(t *testing.T) {
 	}
 }
 
+func TestTaskOptionsGroup(t *testing.T) {
+	tests := []struct {
+		opts      []TaskOption
+		wantGroup string
+		wantErr   string // "" means nil
+	}{
+		{nil, "", ""},
+		{[]TaskOption{WithNice(5), nil}, "", ""},
+		{[]TaskOption{WithGroup("a"), WithNice(5)}, "a", ""},
+		{[]TaskOption{WithGroup("a"), WithGroup("b")}, "b", ""}, // the last one, as Run applies them
+		{[]TaskOption{WithGroup("a"), WithGroup("")}, "", ""},
+		{[]TaskOption{WithGroup("a"), WithNice(20)}, "", "WithNice(20)"},
+	}
+	for _, tt := range tests {
+		group, err := TaskOptionsGroup(tt.opts...)
+		if got := errString(err); group != tt.wantGroup || tt.wantErr == "" && err != nil || tt.wantErr != "" && !strings.Contains(got, tt.wantErr) {
+			t.Errorf("TaskOptionsGroup(%d options) = %q, %q; want %q, %q", len(tt.opts), group, got, tt.wantGroup, tt.wantErr)
+		}
+	}
+}
+
 // TestClassQueueTime checks ClassStats.QueueTime on a fake clock: it
 // counts a queued task's wait while it lasts, not only once the task
 // starts, and the wait of a task removed while queued.

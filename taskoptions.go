@@ -40,6 +40,17 @@ func CheckTaskOptions(opts ...TaskOption) error {
 	return err
 }
 
+// TaskOptionsGroup returns the group a task run with opts joins: the name
+// of the last WithGroup among them, or "" (the default group) without one.
+// For an invalid option it returns "" and the error CheckTaskOptions
+// returns. An adapter that keeps figures per group (httpsched's
+// WithMaxQueueWait keeps a limit per group) reads it before Run. It
+// allocates nothing.
+func TaskOptionsGroup(opts ...TaskOption) (string, error) {
+	tc, err := applyTaskOptions(opts)
+	return tc.group, err
+}
+
 // applyTaskOptions is the one place TaskOptions are applied (nil ones are
 // skipped); the first out-of-range option's error stops it.
 func applyTaskOptions(opts []TaskOption) (taskConfig, error) {
