@@ -23,7 +23,7 @@ var ErrWaitLimit = errors.New("httpsched: the route's requests in flight are at 
 func (h *handler) notStarted(w http.ResponseWriter, r *http.Request, err error, sr *scheduledRequest) {
 	waited, cancelled := h.cfg.now()-sr.queuedAt, r.Context().Err() != nil
 	if h.limit != nil {
-		h.limit.Dropped(waited-h.learnedApart(waited, sr, h.clock.sample(h.sched)), sr.round, cancelled)
+		sr.limit.Dropped(waited-h.learnedApart(waited, sr, h.clock.sample(h.sched)), sr.round, cancelled)
 	}
 	switch {
 	case errors.Is(err, cpusched.ErrQueueFull):

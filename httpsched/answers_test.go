@@ -195,7 +195,7 @@ func TestAnswers(t *testing.T) {
 			return err != nil && strings.Contains(err.Error(), "WithNice(99)")
 		}, ShedCounts{BadOptions: 1}},
 		{"wait limit", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
-			limit := asHandler(t, h).limit
+			limit := asHandler(t, h).limit.def // the default group's: the request's
 			var rounds []uint64
 			for round, ok := limit.Admit(); ok; round, ok = limit.Admit() {
 				rounds = append(rounds, round)

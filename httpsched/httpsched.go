@@ -43,7 +43,8 @@ type handler struct {
 	sched *cpusched.Scheduler
 	next  http.Handler
 	cfg   config
-	limit *admission.Limit // nil without WithMaxQueueWait
+	limit *groupLimits // nil without WithMaxQueueWait
+	group string       // the group of WithTaskOptions' options
 	// meter is s's, shared with every adapter of s: each request's end
 	// goes into the load reports (WithLoadMetricsHeader, grpcsched's,
 	// promsched's), whether this handler sends them or not.
@@ -97,8 +98,9 @@ func checkConfig(s *cpusched.Scheduler, h http.Handler, opts []Option) (config, 
 // NewAuto has checked.
 func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
 	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s), clock: overrunClockFor(s)}
+	hd.group, _ = cpusched.TaskOptionsGroup(cfg.taskOpts...) // checked
 	if cfg.maxQueueWait > 0 {
-		hd.limit = admission.New(cfg.maxQueueWait, s.Workers())
+		hd.limit = newGroupLimits(cfg.maxQueueWait, s.Workers())
 		// The handlers of s sample its overruns at their ends while this
 		// one uses them.
 		hd.clock.active.Add(1)
@@ -165,7 +167,9 @@ func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
 // WithMaxQueueWait adds a clock read, a deferred call, a few atomic
 // operations and two samples of the scheduler's overruns, a short hold of
 // its lock each, about 0.1 us (BenchmarkHandlerMaxQueueWait,
-// BenchmarkOverrunSample). WithLoadMetricsHeader adds a load report
+// BenchmarkOverrunSample); a request in a group other than the default
+// one adds a map lookup under the handler's lock, to find its group's
+// limit. WithLoadMetricsHeader adds a load report
 // and its formatting, three allocations (BenchmarkHandlerLoadMetricsHeader).
 // IsolationOSPriority adds a fraction of a microsecond (h's goroutine is
 // locked to its thread, which is lowered only if h computes for 250 us),
@@ -196,11 +200,12 @@ func TaskFrom(ctx context.Context) *cpusched.Task {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.meter.Arrive()
-	opts := h.cfg.taskOpts
+	opts, group := h.cfg.taskOpts, h.group
 	if h.cfg.requestTaskOpts != nil {
 		more, err := h.cfg.requestTaskOpts(r)
 		if err == nil {
-			err = cpusched.CheckTaskOptions(more...)
+			opts = append(opts[:len(opts):len(opts)], more...)
+			group, err = cpusched.TaskOptionsGroup(opts...) // checks more: the rest are checked
 		}
 		if err != nil {
 			h.meter.End(loadreport.Refused, 0)
@@ -208,7 +213,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.answer(w, r, http.StatusBadRequest, err)
 			return
 		}
-		opts = append(opts[:len(opts):len(opts)], more...)
 	}
 	sr := &scheduledRequest{h: h, r: r, rw: responseWriter{ResponseWriter: w}}
 	if h.cfg.loadHeader {
@@ -216,7 +220,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.limit != nil {
 		var admit bool
-		if sr.round, admit = h.limit.Admit(); !admit {
+		if sr.limit, sr.round, admit = h.limit.admit(group); !admit {
 			h.shed(w, r, shedWaitLimit, ErrWaitLimit)
 			return
 		}
@@ -245,11 +249,12 @@ type scheduledRequest struct {
 	h           *handler
 	r           *http.Request
 	rw          responseWriter
-	queuedAt    time.Duration // on h.cfg.now's clock
-	round       uint64        // the limit's round it was admitted in, with WithMaxQueueWait
-	queuedClock clockReading  // h.clock as it was queued, with WithMaxQueueWait
-	started     bool          // run was called; read after Run returns
-	cut         bool          // Close cut the task (its context's cause is ErrClosed) before h returned; read after Run returns
+	queuedAt    time.Duration    // on h.cfg.now's clock
+	limit       *admission.Limit // its group's limit, which admitted it, with WithMaxQueueWait
+	round       uint64           // the limit's round it was admitted in
+	queuedClock clockReading     // h.clock as it was queued, with WithMaxQueueWait
+	started     bool             // run was called; read after Run returns
+	cut         bool             // Close cut the task (its context's cause is ErrClosed) before h returned; read after Run returns
 }
 
 // run is the task: the handler, with the task in the request's context.
@@ -284,7 +289,7 @@ func (sr *scheduledRequest) observe(t *cpusched.Task) {
 		h.overrun.add(over)
 	}
 	if h.limit != nil {
-		h.limit.Observe(waited-h.learnedApart(waited, sr, h.clock.sample(h.sched)), sr.round)
+		sr.limit.Observe(waited-h.learnedApart(waited, sr, h.clock.sample(h.sched)), sr.round)
 	} else if over > 0 && h.clock.active.Load() > 0 {
 		h.clock.sample(h.sched) // t's overrun ends as it does: count it
 	}

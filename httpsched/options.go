@@ -96,6 +96,21 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // is within d, and halves it from s.Workers() if not. Without this option
 // a request waits as long as its context lets it.
 //
+// The handler keeps a limit per group of s that its requests run in (the
+// WithGroup of WithTaskOptions or WithRequestTaskOptions; the default
+// group without one), each learned as above from its own group's
+// requests. A request waits for its group's share of the slots
+// (Scheduler.SetGroupWeight), which no limit on the other groups'
+// requests shortens: a tenant of weight 25 beside tenants of 300, 100 and
+// 100 gets about a twentieth of the slots, and its requests may wait past
+// d with one in flight. Its limit then holds it to one request, and the
+// other tenants' requests, within d, are not shed for its waits (with one
+// limit per route, they were: a tenant of weight 300 whose logins waited
+// 131 ms at most got 275 of the route's 608 answers 503 at a d of 300
+// ms). The limits of up to 256 groups are kept; past that, the first
+// request of a new group drops those of the groups with no request in
+// flight, and their next requests start cold, as above.
+//
 // d is a target, not a bound: the limit moves only after a request has
 // waited too long, and at its floor of one request a request waits behind
 // every other task of the scheduler. Under overload by requests longer

@@ -23,7 +23,9 @@ type RouteStats struct {
 	// WithMaxQueueWait).
 	Overrun time.Duration
 	// Limit is WithMaxQueueWait's limit now, and InFlight the requests it
-	// has admitted that have not ended; both 0 without the option.
+	// has admitted that have not ended; both 0 without the option. With
+	// requests in several groups, each group has a limit (see
+	// WithMaxQueueWait), and these are the sums over the groups.
 	Limit, InFlight int
 	// OverrunWait is the part of the handler's requests' waits, in all,
 	// that WithMaxQueueWait's limit did not learn from: the part that
@@ -38,7 +40,8 @@ type RouteStats struct {
 
 // RouteStatsOf returns the figures of h and true if Handler or
 // NewHandler returned h; zero figures and false for any other handler. It
-// reads a few atomic counters. promsched exports them for each route of
+// reads a few atomic counters, and with WithMaxQueueWait each group's
+// limit under the handler's lock. promsched exports them for each route of
 // s that has a handler of its own (Auto's routes that have been heavy,
 // and echosched's and ginsched's Middleware's routes) as the
 // cpusched_route_ metrics its package comment lists.
