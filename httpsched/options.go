@@ -133,6 +133,21 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // requests queue behind each other instead; a d below r means "shed what
 // the workers cannot start at once".
 //
+// Count the other routes' clients too. The tasks of a group share its
+// slots by time between their clients, whatever their calls' lengths, so
+// with N closed-loop clients of the group in all on W = s.Workers() slots
+// (the group's share of them, beside other groups), a request of run time
+// r, long beside the others', waits about (N/W - 1) x r on average, only
+// part of which its route's limit shortens. Beside 4 clients of 5 ms renders,
+// 4 clients of logins that cannot yield (bcrypt, 62 ms of CPU) on 2 slots
+// wait about 3r: 249 ms at the median, and past 300 ms a third of the
+// time, where the logins took 79 ms on a 2-CPU machine that also ran
+// their load generator. At a d of 300 ms each such wait halved the
+// logins' limit, which stayed below 4 more than half of the time, and
+// the clients, pausing 10 ms after a 503, got 790 503s for 115 logins
+// served in 10.5 s; at 600 ms, none, and 142 served. Set d to about twice
+// the average wait, or serve such a route with fewer clients per slot.
+//
 // Where the route shares the Scheduler with work that cannot yield (a
 // bcrypt or gzip call on another route, which keeps its slot until it
 // returns), its requests wait for such calls too, and no limit on the
