@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/admission"
 	"github.com/cpusched/cpusched/internal/schedtest"
 )
 
@@ -195,10 +196,11 @@ func TestAnswers(t *testing.T) {
 			return err != nil && strings.Contains(err.Error(), "WithNice(99)")
 		}, ShedCounts{BadOptions: 1}},
 		{"wait limit", func(t *testing.T, s *cpusched.Scheduler, h http.Handler) *httptest.ResponseRecorder {
-			limit := asHandler(t, h).limit.def // the default group's: the request's
+			groups := asHandler(t, h).limit
+			var limit *admission.Limit // the default group's: the request's
 			var rounds []uint64
-			for round, ok := limit.Admit(); ok; round, ok = limit.Admit() {
-				rounds = append(rounds, round)
+			for lim, round, ok := groups.Admit(""); ok; lim, round, ok = groups.Admit("") {
+				limit, rounds = lim, append(rounds, round)
 			}
 			defer func() {
 				for _, round := range rounds {

@@ -1,7 +1,6 @@
 package httpsched
 
 import (
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -210,35 +209,5 @@ func TestShedTenantsBesideNonYielding(t *testing.T) {
 					key, shed[key], longest[key].Round(time.Millisecond))
 			}
 		}
-	}
-}
-
-// TestGroupLimitsKept: past groupLimitsKept groups, a new group's first
-// request drops the limits of the groups with no request in flight, and
-// keeps those with one.
-func TestGroupLimitsKept(t *testing.T) {
-	l := newGroupLimits(time.Second, 2)
-	busy, round, _ := l.admit("busy")
-	for i := range groupLimitsKept - 1 {
-		lim, r, ok := l.admit(fmt.Sprint("idle", i))
-		if !ok {
-			t.Fatalf("group %d's first request: shed, want admitted", i)
-		}
-		lim.Observe(0, r)
-	}
-	if n := len(l.groups); n != groupLimitsKept {
-		t.Fatalf("got %d limits kept, want %d", n, groupLimitsKept)
-	}
-	lim, r, _ := l.admit("new")
-	if _, ok := l.groups["busy"]; len(l.groups) != 2 || !ok || l.groups["new"] != lim {
-		t.Errorf("after a new group past %d: got %d limits kept, want 2: busy's and new's", groupLimitsKept, len(l.groups))
-	}
-	if got := l.Inflight(); got != 2 {
-		t.Errorf("got Inflight %d, want 2", got)
-	}
-	lim.Observe(0, r)
-	busy.Observe(0, round)
-	if got := l.Inflight(); got != 0 {
-		t.Errorf("after both ended: got Inflight %d, want 0", got)
 	}
 }

@@ -43,8 +43,8 @@ type handler struct {
 	sched *cpusched.Scheduler
 	next  http.Handler
 	cfg   config
-	limit *groupLimits // nil without WithMaxQueueWait
-	group string       // the group of WithTaskOptions' options
+	limit *admission.Groups // nil without WithMaxQueueWait; a limit per group of the requests
+	group string            // the group of WithTaskOptions' options
 	// meter is s's, shared with every adapter of s: each request's end
 	// goes into the load reports (WithLoadMetricsHeader, grpcsched's,
 	// promsched's), whether this handler sends them or not.
@@ -100,7 +100,7 @@ func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
 	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s), clock: overrunClockFor(s)}
 	hd.group, _ = cpusched.TaskOptionsGroup(cfg.taskOpts...) // checked
 	if cfg.maxQueueWait > 0 {
-		hd.limit = newGroupLimits(cfg.maxQueueWait, s.Workers())
+		hd.limit = admission.NewGroups(cfg.maxQueueWait, s.Workers())
 		// The handlers of s sample its overruns at their ends while this
 		// one uses them.
 		hd.clock.active.Add(1)
@@ -220,7 +220,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.limit != nil {
 		var admit bool
-		if sr.limit, sr.round, admit = h.limit.admit(group); !admit {
+		if sr.limit, sr.round, admit = h.limit.Admit(group); !admit {
 			h.shed(w, r, shedWaitLimit, ErrWaitLimit)
 			return
 		}
