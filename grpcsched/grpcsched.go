@@ -137,6 +137,18 @@ func WithMethods(fn func(fullMethod string) bool) Option {
 // the limit reached is answered codes.Unavailable at once, without
 // queueing. d is a target, not a bound (docs/performance.md#shedding-under-load).
 // Without this option a call waits as long as its deadline lets it.
+//
+// Each method keeps a limit per group of s that its calls run in (the
+// WithGroup of WithTaskOptions or WithCallTaskOptions; the default group
+// without one), each learned as above from its own group's calls. A call
+// waits for its group's share of the slots (Scheduler.SetGroupWeight),
+// which no limit on the other groups' calls shortens: a tenant of light
+// weight, whose calls may wait past d with one in flight, is held to
+// fewer calls, and the other tenants' calls are not shed for its waits.
+// The limits of up to 256 groups per method are kept; past that, the
+// first call of a new group drops those of the groups with no call in
+// flight, and their next calls start cold. A call in a group other than
+// the default one adds a map lookup under a lock to find its limit.
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -200,9 +212,12 @@ type interceptor struct {
 	sched *cpusched.Scheduler
 	cfg   config
 	meter *loadreport.Meter // s's, shared with every adapter of s
-	// limits has each method's *admission.Limit, with WithMaxQueueWait:
-	// per method, as httpsched has one per route, so that a flood of one
-	// method's calls does not take the places of another's.
+	group string            // the group of WithTaskOptions' options
+	// limits has each method's *admission.Groups, with WithMaxQueueWait:
+	// per method, as httpsched has them per route, so that a flood of one
+	// method's calls does not take the places of another's, and a limit
+	// per group of its calls, so that a light group's long waits do not
+	// shed the others' calls.
 	limits sync.Map
 }
 
@@ -214,7 +229,9 @@ func newInterceptor(s *cpusched.Scheduler, opts []Option) (*interceptor, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &interceptor{sched: s, cfg: cfg, meter: loadreport.For(s)}, nil
+	ic := &interceptor{sched: s, cfg: cfg, meter: loadreport.For(s)}
+	ic.group, _ = cpusched.TaskOptionsGroup(cfg.taskOpts...) // checked
+	return ic, nil
 }
 
 // NewUnaryServerInterceptor returns the interceptor UnaryServerInterceptor
@@ -390,24 +407,23 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 	if ic.cfg.methods != nil && !ic.cfg.methods(method) {
 		return fn(ctx, nil)
 	}
-	opts := ic.cfg.taskOpts
+	opts, group := ic.cfg.taskOpts, ic.group
 	if ic.cfg.callTaskOpts != nil {
 		more, err := ic.cfg.callTaskOpts(ctx, method)
 		if err == nil {
-			err = cpusched.CheckTaskOptions(more...)
+			opts = append(opts[:len(opts):len(opts)], more...)
+			group, err = cpusched.TaskOptionsGroup(opts...) // checks more: the rest are checked
 		}
 		if err != nil {
 			ic.meter.End(loadreport.Refused, 0)
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
-		opts = append(opts[:len(opts):len(opts)], more...)
 	}
 	var limit *admission.Limit
 	var round uint64
 	if ic.cfg.maxQueueWait > 0 {
-		limit = ic.limit(method)
 		var ok bool
-		if round, ok = limit.Admit(); !ok {
+		if limit, round, ok = ic.limit(method).Admit(group); !ok {
 			ic.meter.End(loadreport.Shed, 0)
 			return ic.unavailable(setTrailer, "grpcsched: "+method+" has its limit of calls in flight")
 		}
@@ -459,13 +475,13 @@ func cutError(err error) bool {
 	return code == codes.Unknown || code == codes.Canceled
 }
 
-// limit returns method's limit, made at its first call.
-func (ic *interceptor) limit(method string) *admission.Limit {
+// limit returns method's limits, one per group, made at its first call.
+func (ic *interceptor) limit(method string) *admission.Groups {
 	if l, ok := ic.limits.Load(method); ok {
-		return l.(*admission.Limit)
+		return l.(*admission.Groups)
 	}
-	l, _ := ic.limits.LoadOrStore(method, admission.New(ic.cfg.maxQueueWait, ic.sched.Workers()))
-	return l.(*admission.Limit)
+	l, _ := ic.limits.LoadOrStore(method, admission.NewGroups(ic.cfg.maxQueueWait, ic.sched.Workers()))
+	return l.(*admission.Groups)
 }
 
 // notStarted answers a call whose task never started with err, after it

@@ -118,6 +118,64 @@ func TestMaxQueueWait(t *testing.T) {
 	}
 }
 
+// TestMaxQueueWaitPerGroup: WithMaxQueueWait keeps a limit per group of
+// a method's calls. A group whose call waited past d has its own limit
+// halved and its calls shed; the other group's calls are admitted as
+// before. Regression: each method had one limit, so a tenant whose
+// group's light weight made its calls wait halved it for every tenant,
+// and the other tenants' calls were shed (as httpsched's routes did, a
+// tenant of weight 300 getting 275 of a route's 608 answers 503).
+func TestMaxQueueWaitPerGroup(t *testing.T) {
+	const d = 10 * time.Millisecond
+	s := schedtest.NewScheduler(t, cpusched.WithWorkers(2))
+	sv := newService()
+	byMetadata := WithCallTaskOptions(func(ctx context.Context, _ string) ([]cpusched.TaskOption, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		return []cpusched.TaskOption{cpusched.WithGroup(strings.Join(md.Get("group"), ""))}, nil
+	})
+	ic, err := newInterceptor(s, []Option{WithMaxQueueWait(d), byMetadata})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, sv, grpc.UnaryInterceptor(ic.unary))
+	ctx := testContext(t)
+	gold := metadata.AppendToOutgoingContext(ctx, "group", "gold")
+	bronze := metadata.AppendToOutgoingContext(ctx, "group", "bronze")
+	const unary = "/grpc.testing.TestService/UnaryCall"
+
+	if _, err := c.UnaryCall(gold, request("ok")); err != nil { // ends gold's cold start
+		t.Fatal(err)
+	}
+	// Both slots held by other work: bronze's first call waits 3d for one,
+	// and bronze's limit halves from 2 to 1.
+	r1, r2 := schedtest.HoldSlot(t, s), schedtest.HoldSlot(t, s)
+	done := make(chan error, 2) // buffered: a failed test's calls still end
+	go func() { _, err := c.UnaryCall(bronze, request("ok")); done <- err }()
+	schedtest.WaitQueued(t, s, 1)
+	time.Sleep(3 * d)
+	r1()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r2()
+
+	// One bronze call in flight: bronze's next is shed, gold's is not.
+	go func() { _, err := c.UnaryCall(bronze, request("hold")); done <- err }()
+	<-sv.entered
+	_, err = c.UnaryCall(bronze, request("ok"))
+	checkCode(t, "bronze, one of its calls in flight after one waited 3d", err, codes.Unavailable)
+	if _, err := c.UnaryCall(gold, request("ok")); err != nil {
+		t.Errorf("gold, beside bronze's call at bronze's limit of 1: got %v, want it served", err)
+	}
+	sv.proceed <- struct{}{}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if in := ic.limit(unary).Inflight(); in != 0 {
+		t.Errorf("got %d calls in flight after all ended, want 0", in)
+	}
+}
+
 func TestClientLeavesWhileQueued(t *testing.T) {
 	// A call whose client cancels, or whose deadline passes, while it is
 	// queued: the task is removed, the handler never runs, and the answer
