@@ -237,8 +237,14 @@ func (m *stressMode) run(modesLeft int) {
 		// task's goroutine is locked to its thread until it ends, so the
 		// runtime made an M per task parked at once, and keeps them idle
 		// (it never ends an M): what must not stay is a lowered thread.
-		limit := threadsBefore + max(runtime.GOMAXPROCS(0), m.procsSeen) + 4
-		if m.mode == IsolationOSPriority && !m.handoff {
+		// So do tasks of a handed-off mode while the guard was contended
+		// (dispatch): the real guard may turn so on a busy machine. The
+		// slack of 8: on a busy machine the runtime starts Ms for Ps whose
+		// threads stay long in system calls (CI once counted 20 against
+		// a slack of 4's 19, the guard's turns not recorded); a leak of
+		// hand-off threads is one per task, far past it.
+		limit := threadsBefore + max(runtime.GOMAXPROCS(0), m.procsSeen) + 8
+		if m.mode == IsolationOSPriority && (!m.handoff || tot.contentions > 0) {
 			limit = stressOwnThreads
 			m.checkNoneLowered()
 		}
@@ -247,7 +253,7 @@ func (m *stressMode) run(modesLeft int) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if got > limit {
-			t.Errorf("threads: %d before the mode, %d after, want at most %d", threadsBefore, got, limit)
+			t.Errorf("threads: %d before the mode, %d after, want at most %d (the guard turned contended %d times)", threadsBefore, got, limit, tot.contentions)
 		} else {
 			t.Logf("threads: %d before the mode, %d after (at most %d)", threadsBefore, got, limit)
 		}
