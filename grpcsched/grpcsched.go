@@ -412,7 +412,11 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 		more, err := ic.cfg.callTaskOpts(ctx, method)
 		if err == nil {
 			opts = append(opts[:len(opts):len(opts)], more...)
-			group, err = cpusched.TaskOptionsGroup(opts...) // checks more: the rest are checked
+			if ic.cfg.maxQueueWait > 0 { // the limit is its group's
+				group, err = cpusched.TaskOptionsGroup(opts...) // checks more: the rest are checked
+			} else {
+				err = cpusched.CheckTaskOptions(more...)
+			}
 		}
 		if err != nil {
 			ic.meter.End(loadreport.Refused, 0)

@@ -205,7 +205,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		more, err := h.cfg.requestTaskOpts(r)
 		if err == nil {
 			opts = append(opts[:len(opts):len(opts)], more...)
-			group, err = cpusched.TaskOptionsGroup(opts...) // checks more: the rest are checked
+			if h.limit != nil { // the limit is its group's
+				group, err = cpusched.TaskOptionsGroup(opts...) // checks more: the rest are checked
+			} else {
+				err = cpusched.CheckTaskOptions(more...)
+			}
 		}
 		if err != nil {
 			h.meter.End(loadreport.Refused, 0)
