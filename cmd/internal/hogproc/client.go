@@ -157,7 +157,11 @@ func (p *Process) ask(ctx context.Context, command string) (Count, error) {
 
 // Stop closes the child's stdin, which ends it, and kills it if it has not
 // exited within stopGrace. It returns once the child has been reaped, with
-// an error if it had to be killed or failed. It is idempotent.
+// an error if it failed. A kill is not an error: every count the parent
+// wanted was answered before Stop, and a SCHED_IDLE process on a machine
+// whose CPUs others keep busy may not run to its exit for seconds (a CI
+// run's bench tests, beside other packages' tests under -race, failed on
+// a 3 s grace). It is idempotent.
 func (p *Process) Stop() error {
 	p.stopOnce.Do(func() {
 		close(p.stopping)
@@ -169,7 +173,6 @@ func (p *Process) Stop() error {
 		case <-t.C:
 			_ = p.cmd.Process.Kill()
 			<-p.exited
-			p.stopErr = fmt.Errorf("the hog process did not exit within %v of its stdin closing; killed", stopGrace)
 			return
 		}
 		if p.waitErr != nil {

@@ -35,10 +35,15 @@ func TestMain(m *testing.M) {
 				func(int) error { return syscall.EPERM })
 		}
 		exitWith(serve(context.Background(), Command, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, deny))
+	case "deaf":
+		// Says hello, then never reads its stdin: a child that does not
+		// exit when asked.
+		fmt.Println(`{"threads":1}`)
+		time.Sleep(time.Hour)
 	}
 	// A SCHED_IDLE child may take longer than stopGrace to run to its exit
-	// while other processes keep the CPUs busy (see replyTimeout), and
-	// Stop's kill then fails the test that started it.
+	// while other processes keep the CPUs busy (see replyTimeout): waiting
+	// out its exit, the tests see its own errors rather than a kill.
 	stopGrace = replyTimeout
 	goleak.VerifyTestMain(m)
 }
@@ -177,4 +182,32 @@ func TestCanceledWhileWaitingForALine(t *testing.T) {
 		t.Fatal("the command did not end within 5 s of its context")
 	}
 	w.Close() // ends the reading goroutine, for goleak
+}
+
+// TestStopKillsAChildThatDoesNotExit: a child that goes on past its
+// stdin's end is killed after the grace, without an error (the counts
+// were all answered), and Stop returns once it is reaped.
+func TestStopKillsAChildThatDoesNotExit(t *testing.T) {
+	grace := stopGrace
+	stopGrace = 100 * time.Millisecond
+	t.Cleanup(func() { stopGrace = grace })
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), childEnv+"=deaf")
+	childproc.DieWithParent(cmd)
+	p, err := Start(context.Background(), cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.Stop(); err != nil {
+		t.Errorf("Stop: got %v, want nil (a kill after the grace is not an error)", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Stop took %v, want about the grace", took)
+	}
+	select {
+	case <-p.exited:
+	default:
+		t.Error("Stop returned before the child was reaped")
+	}
 }
