@@ -38,7 +38,7 @@ func (s *Scheduler) lockThread(t *Task, first bool) {
 	switch {
 	case first:
 		t.os.tid.Store(tid)
-		t.lowerCheck = lowerCheckMark
+		t.setLowerCheck(lowerCheckMark)
 	case !t.os.lowered.Load():
 		s.markAfterWait(t, tid)
 		t.countDown(lowerCheckEvery)
@@ -82,10 +82,23 @@ func (t *Task) markStretchLocked(tid int32, clock int64) {
 // Checkpoints in t.os.lowerSeen.
 func (t *Task) countDown(n int64) {
 	n = min(max(n, 1), math.MaxInt8)
-	t.lowerCheck = int8(n)
+	t.setLowerCheck(int8(n))
 	if t.os.lowerSeen < math.MaxInt32-math.MaxInt8 {
 		t.os.lowerSeen += int32(n)
 	}
+}
+
+// setLowerCheck sets t's Checkpoint countdown to n, and preempt's bit
+// preemptCountdown with it: set while n is not 0. On t's goroutine.
+func (t *Task) setLowerCheck(n int8) {
+	switch {
+	case n == t.lowerCheck:
+	case n == 0:
+		t.preempt.And(^uint32(preemptCountdown))
+	case t.lowerCheck == 0:
+		t.preempt.Or(preemptCountdown)
+	}
+	t.lowerCheck = n
 }
 
 // unlockThread is lockThread's undo, once t has ended: the thread's setting
@@ -307,7 +320,7 @@ func (s *Scheduler) lowerSelf(t *Task, mark bool) {
 	s.mu.Unlock()
 	switch {
 	case t.os.lowered.Load():
-		t.lowerCheck = 0
+		t.setLowerCheck(0)
 	case mark:
 		t.countDown(lowerCheckEvery)
 	default:

@@ -192,6 +192,41 @@ func TestCheckpointLowersByThreadCPU(t *testing.T) {
 	}
 }
 
+// TestCountdownBitFollowsTheCountdown: Checkpoint's fast path loads one
+// word, so preempt's bit preemptCountdown must be set exactly while the
+// countdown (lowerCheck) runs, through the first check, the paced ones
+// and the lowering, which ends it; else a Checkpoint skips the countdown
+// and the thread is never lowered, or takes the slow path for nothing.
+func TestCountdownBitFollowsTheCountdown(t *testing.T) {
+	s := ownScheduler(t, WithWorkers(1), withoutMonitorLowering())
+	var bad string
+	var lowered bool
+	err := s.Run(context.Background(), func(tk *Task) error {
+		check := func(where string) {
+			if bit := tk.preempt.Load()&preemptCountdown != 0; bit != (tk.lowerCheck != 0) && bad == "" {
+				bad = fmt.Sprintf("%s: countdown %d, bit %v", where, tk.lowerCheck, bit)
+			}
+		}
+		check("as fn begins")
+		lowered = spinUntil(func() bool {
+			tk.Checkpoint()
+			check("after a Checkpoint")
+			return tk.os.lowered.Load()
+		})
+		for range 4 * lowerCheckEvery {
+			tk.Checkpoint()
+			check("lowered")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bad != "" || !lowered {
+		t.Errorf("lowered %v (want true); bit out of step: %q", lowered, bad)
+	}
+}
+
 // TestOuterFoundLoweredLeavesTheThreadAlone: when a Run nested in a task
 // lowers the shared thread first and the outer task then finds it lowered
 // already, the inner task's end puts the thread back, and the outer's end
@@ -279,7 +314,7 @@ func TestParkedThreadIsNotLowered(t *testing.T) {
 		}))
 	ctx := context.Background()
 	err := s.Run(ctx, func(tk *Task) error {
-		tk.lowerCheck = 0 // no lowering at its Checkpoints either
+		tk.setLowerCheck(0) // no lowering at its Checkpoints either
 		if _, err := s.Go(ctx, func(*Task) error { return nil }); err != nil {
 			return err
 		}

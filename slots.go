@@ -30,7 +30,7 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	s.os.acquiredLocked(t, now)
 	t.since = now
 	t.sliceEnd = now + s.rq.sliceLeft(t)
-	t.preempt.And(preemptCancel)
+	t.preempt.And(preemptKept)
 	if s.killing || t.ctx.Err() != nil {
 		// Close gave up, or the context ended unseen (a Run that waited
 		// unwatched, or joined a watch that had already fired).
@@ -104,12 +104,12 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
-	asked := t.preempt.Load()
+	asked := t.preempt.Load() &^ preemptCountdown
 	sliceOver := now >= t.sliceEnd
 	cpu := s.taskCPULocked(t, &read)
 	s.chargeLocked(t, now, cpu) // renews the deadline when the request is used up
 	s.os.checkpointChargedLocked(t, cpu, read.clock)
-	t.preempt.And(preemptCancel)
+	t.preempt.And(preemptKept)
 	if sliceOver {
 		t.sliceEnd = now + s.rq.sliceLeft(t)
 	}
@@ -208,7 +208,7 @@ const (
 // giveUpSlotLocked charges t's run time up to now (cpu as chargeLocked's)
 // and takes its slot for a Blocking call.
 func (s *Scheduler) giveUpSlotLocked(t *Task, now, cpu int64) {
-	t.preempt.And(preemptCancel) // a slice end or urgent request is moot now
+	t.preempt.And(preemptKept) // a slice end or urgent request is moot now
 	s.chargeLocked(t, now, cpu)
 	t.avgBurst = ewma(t.avgBurst, t.burst)
 	t.burst = 0

@@ -12,14 +12,19 @@ import (
 
 // Bits of Task.preempt, the word Checkpoint loads.
 const (
-	preemptSlice  = 1 << iota // the slice is over
-	preemptUrgent             // a task of a more urgent class waits
-	preemptCancel             // the task's context ended, or Close gave up waiting
-	preemptLane               // a lane task waits: hand it the slot if no other slot has (see runqueue.go)
-	preemptLend               // more tasks hold slots than may: a slot was lent to the rest of the program (lend.go), or a task took one back past them (idle.go); the first task to come gives its slot up
-	preemptLeave              // leave the lowered thread, which cannot be raised, while contended (retire.go)
-	preemptIdle               // the idle watch gave the slot up while the task's thread slept: take one back (idle.go)
+	preemptSlice     = 1 << iota // the slice is over
+	preemptUrgent                // a task of a more urgent class waits
+	preemptCancel                // the task's context ended, or Close gave up waiting
+	preemptLane                  // a lane task waits: hand it the slot if no other slot has (see runqueue.go)
+	preemptLend                  // more tasks hold slots than may: a slot was lent to the rest of the program (lend.go), or a task took one back past them (idle.go); the first task to come gives its slot up
+	preemptLeave                 // leave the lowered thread, which cannot be raised, while contended (retire.go)
+	preemptIdle                  // the idle watch gave the slot up while the task's thread slept: take one back (idle.go)
+	preemptCountdown             // the mode's Checkpoint countdown runs (Task.lowerCheck is not 0); only the task's goroutine sets and clears it (setLowerCheck)
 )
+
+// preemptKept are the bits that outlive the scheduler's answer to the
+// others: a cancellation, and the countdown, which is not a request.
+const preemptKept = preemptCancel | preemptCountdown
 
 // taskState is where a task is in its lifecycle; the lifecycle comment at
 // the top of scheduler.go says who moves it between states, and which
@@ -61,8 +66,9 @@ type Task struct {
 	// (osMode.countdown: IsolationOSPriority's check whether to lower
 	// the task's thread, lowering.go), or is lowerCheckMark for a call at
 	// the next; 0, as in the other modes, where none is due. The mode
-	// sets it; only the task's goroutine uses it. It shares preempt's
-	// cache line, as Checkpoint's fast path tests both.
+	// sets it (setLowerCheck); only the task's goroutine uses it. While
+	// it is not 0, preempt's bit preemptCountdown is set, so that
+	// Checkpoint's fast path tests one word.
 	lowerCheck int8
 	started    bool
 	// callerWaits is set for Run: the caller watches ctx while the task is
@@ -156,7 +162,7 @@ type taskContext struct {
 // after it happens, not in the same instant. For work that cannot call it,
 // see the package doc's "Work that cannot checkpoint".
 func (t *Task) Checkpoint() (err error) {
-	if t == nil || t.preempt.Load() == 0 && t.lowerCheck == 0 {
+	if t == nil || t.preempt.Load() == 0 {
 		return
 	}
 	return t.checkpointSlow()
@@ -165,13 +171,15 @@ func (t *Task) Checkpoint() (err error) {
 // checkpointSlow is kept out of Checkpoint so that Checkpoint inlines, as
 // sync.Once splits doSlow from Do. Checkpoint's nil test costs the inliner
 // the node its named result and bare return save: it stands at the budget
-// (go build -gcflags=-m=2: cost 80, budget 80).
+// (go build -gcflags=-m=2: cost 80, budget 80). The fast path loads one
+// word: the mode's countdown is a bit of it (preemptCountdown), not a
+// second load.
 func (t *Task) checkpointSlow() error {
 	p := t.preempt.Load()
 	if p&preemptCancel != 0 {
 		return t.cancelErr()
 	}
-	if p == 0 {
+	if p == preemptCountdown {
 		// Only the countdown is set, and only the mode sets it.
 		t.s.os.countdown(t)
 		return nil

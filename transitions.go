@@ -275,8 +275,10 @@ func (m *osMode) end(t *Task, r *osRun) {
 func (m *osMode) countdown(t *Task) {
 	if t.lowerCheck == lowerCheckMark {
 		m.s.lowerSelf(t, true)
-	} else if t.lowerCheck--; t.lowerCheck == 0 {
-		m.s.lowerSelf(t, false)
+	} else if t.lowerCheck == 1 {
+		m.s.lowerSelf(t, false) // sets the next countdown, or 0, on every path
+	} else {
+		t.lowerCheck--
 	}
 }
 
