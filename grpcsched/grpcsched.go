@@ -429,7 +429,11 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 		var ok bool
 		if limit, round, ok = ic.limit(method).Admit(group); !ok {
 			ic.meter.End(loadreport.Shed, 0)
-			return ic.unavailable(setTrailer, "grpcsched: "+method+" has its limit of calls in flight")
+			msg := "grpcsched: " + method + " has its limit of calls in flight"
+			if group != "" { // the caller's own group, named so a tenant sees whose limit it met
+				msg += " in group " + strconv.Quote(group)
+			}
+			return ic.unavailable(setTrailer, msg)
 		}
 	}
 	c := &call{}

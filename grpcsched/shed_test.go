@@ -164,6 +164,9 @@ func TestMaxQueueWaitPerGroup(t *testing.T) {
 	<-sv.entered
 	_, err = c.UnaryCall(bronze, request("ok"))
 	checkCode(t, "bronze, one of its calls in flight after one waited 3d", err, codes.Unavailable)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, `in group "bronze"`) {
+		t.Errorf("bronze's shed call: got message %q, want it to name the group whose limit it met", msg)
+	}
 	if _, err := c.UnaryCall(gold, request("ok")); err != nil {
 		t.Errorf("gold, beside bronze's call at bronze's limit of 1: got %v, want it served", err)
 	}
