@@ -93,11 +93,12 @@ func TestOverloadReport(t *testing.T) {
 	// then the reports fall to about 0. The window's slot time is scaled
 	// to the CPU the process got, so on a loaded machine (CI runs other
 	// packages' tests beside this one) the busy second reads well under
-	// its 0.5 of slot time: 0.22 in one CI run. So the check is that it
-	// reads clearly above the quiet's about-0, not how far.
+	// its 0.5 of slot time: 0.22 and 0.094 in two CI runs. So the check
+	// is that it has not dropped to the quiet's reading at once (0.001
+	// here), not how high it stays.
 	first := probe("just after the six ended")
-	if since := time.Since(last); since < 300*time.Millisecond && first < 0.1 {
-		t.Errorf("%v after two busy slots: got %v, want the busy second still in it (at least 0.1)", since, first)
+	if since := time.Since(last); since < 300*time.Millisecond && first < 0.02 {
+		t.Errorf("%v after two busy slots: got %v, want the busy second still in it (at least 0.02)", since, first)
 	}
 	for deadline := time.Now().Add(5 * time.Second); ; {
 		time.Sleep(250 * time.Millisecond)
