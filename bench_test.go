@@ -177,7 +177,11 @@ const queuedGoTasks = 20000
 // counted in whole bytes per task: what a round allocates once (sync.Pool's
 // per-P arrays, made again after the GC that starts the round, and the
 // runtime's own, a few hundred bytes) is less than one byte per task; the
-// least of three rounds leaves out other goroutines' allocations.
+// least of three rounds leaves out other goroutines' allocations, but for
+// what they make in all three: 385.6 bytes in one run beside other
+// packages' tests and two busy loops. So up to 4 bytes over pass: any
+// change to the task's own allocations moves it by 8 bytes or more (a
+// second allocation, or the next size class, 416).
 func TestQueuedGoBytes(t *testing.T) {
 	log.SetOutput(io.Discard) // New and Close log the GOMAXPROCS change
 	defer log.SetOutput(os.Stderr)
@@ -187,7 +191,7 @@ func TestQueuedGoBytes(t *testing.T) {
 		best = min(best, queuedGoBytes(t))
 	}
 	t.Logf("%.2f bytes per queued task", best)
-	if math.Floor(best) > want {
+	if math.Floor(best) > want+4 {
 		t.Errorf("a queued Go task allocates %.2f bytes, want at most %d", best, want)
 	}
 }
