@@ -119,7 +119,8 @@ package cpusched
 // the others (nice 19 and 10, SCHED_BATCH at nice 10); a comparison on a
 // machine shared with other builds was too noisy to overrule it
 // (docs/measurements/ospriority-settings.md#thread-setting). Where it
-// cannot, a hand-off thread is at nice 10 instead (unraisableNice,
+// cannot, a hand-off thread is at nice 10 instead, with a kernel time
+// slice longer than the kernel's own (unraisableNice, unraisableSlice,
 // retire.go): a SCHED_IDLE thread that cannot be raised stalls the
 // program beside a busy process.
 //
@@ -157,6 +158,10 @@ type osMode struct {
 	// released once, from release.
 	own      bool
 	raisable bool
+	// lowSlice is the kernel time slice a hand-off thread takes with
+	// unraisableNice where threads cannot be raised (retire.go), 0 for
+	// the kernel's own.
+	lowSlice time.Duration
 	capacity float64
 	guard    *guard
 	pins     *cpuTable
@@ -232,6 +237,7 @@ func (s *Scheduler) openOSMode(h testHooks) {
 	}
 	if err := h.osAccess().probeRestore(); err != nil {
 		s.log.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a hand-off thread", "err", err)
+		m.lowSlice = unraisableSlice(osprio.BaseSlice())
 		return
 	}
 	m.raisable = true

@@ -101,7 +101,7 @@ func (s *Scheduler) relowerLocked(t *Task) {
 	if !s.os.raisable {
 		// Where it could not be raised again, a task whose thread ran at
 		// normal priority goes to the milder setting (retire.go).
-		if err := osprio.LowerNice(tid, unraisableNice); err != nil {
+		if err := osprio.LowerNice(tid, unraisableNice, s.os.lowSlice); err != nil {
 			s.log.Warn("cpusched: lowering a task's thread again failed; it runs at normal priority", "err", err)
 			return
 		}

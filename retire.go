@@ -56,6 +56,7 @@ package cpusched
 import (
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/cpusched/cpusched/internal/osprio"
 )
@@ -256,6 +257,35 @@ func (s *Scheduler) leaveLocked(t *Task) {
 // more of the quiet machine's isolation.
 const unraisableNice = 10
 
+// unraisableSlice is the kernel time slice a hand-off thread takes with
+// unraisableNice, from base, the kernel's slice for a normal thread
+// (osprio.BaseSlice): twice it, or 0 (the kernel's own) where the kernel
+// reports none.
+//
+// Why. A server thread that wakes beside a running nice-10 thread
+// should take the CPU at once, as it takes it from a SCHED_IDLE one. The
+// kernel's EEVDF does not always let it: a thread it has just picked runs
+// protected until it has used its slice (RUN_TO_PARITY), and a woken
+// thread cuts that short only if its own slice is the shorter
+// (PREEMPT_SHORT). Hand-off threads are picked afresh at every slot
+// hand-off, so a woken server thread often landed in such a window and
+// waited out the rest of it, and then for the next tick. With a slice
+// longer than the server threads' own, every wake-up of theirs cuts the
+// window. Twice, not far longer: EEVDF gives a thread with a longer slice
+// its share in longer, rarer turns, and beside a busy process a nice-10
+// thread that waits longer for its turn leaves later (a 20 ms slice
+// stalled the neighbor step once in three, 201 ms).
+// Measured (docs/measurements/unprivileged.md#the-kernels-slice): a
+// sleeper woken each millisecond beside two nice-10 threads taking turns
+// on its CPU waited over 0.5 ms in 95-147 of 4,000 wakes with the
+// kernel's slice, 1-2 with 3 ms.
+func unraisableSlice(base time.Duration) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	return 2 * base
+}
+
 // fitUnraisable is fitHandoffThread where a lowered thread cannot be
 // raised back: cur is the thread's setting. A thread at normal priority
 // goes to unraisableNice while the machine is quiet and stays normal while
@@ -269,7 +299,7 @@ func (s *Scheduler) fitUnraisable(cur osprio.Attr) (raised bool) {
 	if s.os.keepNormal.Load() {
 		return true
 	}
-	if err := osprio.LowerNice(0, unraisableNice); err != nil {
+	if err := osprio.LowerNice(0, unraisableNice, s.os.lowSlice); err != nil {
 		// New's probe succeeded, so this is unexpected; the task still
 		// runs, at normal priority.
 		s.log.Warn("cpusched: lowering a hand-off thread's priority failed; its tasks run at normal priority", "err", err)

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 var errCannotRaise = errors.New("test: a lowered thread cannot be raised back here")
@@ -218,8 +220,8 @@ func TestRetireThread(t *testing.T) {
 
 // TestUnraisableThreadsAtNice: where a lowered thread cannot be raised, a
 // hand-off thread goes to unraisableNice before its task, never to
-// SCHED_IDLE, whether its task yields or not, and goes back to the pool
-// after it.
+// SCHED_IDLE, with unraisableSlice's kernel slice, whether its task
+// yields or not, and goes back to the pool after it.
 func TestUnraisableThreadsAtNice(t *testing.T) {
 	m := newFakeMachine(false)
 	s := unraisableScheduler(t, m, WithWorkers(1), withoutSlicePins())
@@ -246,6 +248,9 @@ func TestUnraisableThreadsAtNice(t *testing.T) {
 		}
 		if attr.Policy != unix.SCHED_NORMAL || attr.Nice != unraisableNice {
 			t.Errorf("yield %v: the task ran at policy %d nice %d, want %d nice %d", yield, attr.Policy, attr.Nice, unix.SCHED_NORMAL, unraisableNice)
+		}
+		if base := osprio.BaseSlice(); base > 0 && time.Duration(attr.Runtime) != unraisableSlice(base) {
+			t.Errorf("yield %v: the task ran with a %v kernel slice, want %v (twice the kernel's %v)", yield, time.Duration(attr.Runtime), unraisableSlice(base), base)
 		}
 		if !threadAlive(tid) {
 			t.Errorf("yield %v: its thread %d ended; want it back in the pool", yield, tid)

@@ -4,10 +4,25 @@ package osprio
 // back and may have to run beside another busy process (the cpusched
 // package's hand-off threads where it lacks the privilege to raise).
 
+import "time"
+
 // LowerNice sets the nice value of thread tid of this process (0: the
 // calling thread) to n (1..19), keeping its policy. Raising a thread's
 // nice value needs no privilege; lowering it back does.
-func LowerNice(tid, n int) error { return lowerNice(tid, n) }
+//
+// Where slice > 0 it also sets the thread's kernel time slice
+// (sched_attr.sched_runtime: EEVDF's per-thread slice, Linux 6.12 and
+// later; older kernels ignore it), which needs no privilege either. The
+// kernel clamps it to 0.1-100 ms. Only a thread at SCHED_OTHER or
+// SCHED_BATCH takes a slice; others get the nice value alone.
+func LowerNice(tid, n int, slice time.Duration) error { return lowerNice(tid, n, slice) }
+
+// BaseSlice returns the calling thread's kernel time slice, as
+// sched_getattr reports it for a thread at SCHED_OTHER or SCHED_BATCH
+// (sysctl base_slice_ns scaled by the CPU count, unless the thread was
+// given one of its own), or 0 where the kernel reports none (before
+// Linux 6.12, or off Linux).
+func BaseSlice() time.Duration { return baseSlice() }
 
 // Idle reports whether a is SCHED_IDLE, at any nice value (a thread lowered
 // to a nice value and then to SCHED_IDLE keeps the nice value).

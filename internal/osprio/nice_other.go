@@ -2,4 +2,8 @@
 
 package osprio
 
-func lowerNice(int, int) error { return errUnsupported }
+import "time"
+
+func lowerNice(int, int, time.Duration) error { return errUnsupported }
+
+func baseSlice() time.Duration { return 0 }

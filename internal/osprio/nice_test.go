@@ -16,13 +16,13 @@ func TestLowerNice(t *testing.T) {
 	var got Attr
 	go func() {
 		runtime.LockOSThread() // never unlocked: the runtime discards the lowered thread
-		if err := LowerNice(0, 10); err != nil {
+		if err := LowerNice(0, 10, 0); err != nil {
 			errc <- err
 			return
 		}
 		a, err := Current()
 		if err == nil && (a.Nice() != 10 || a.Idle()) {
-			t.Errorf("after LowerNice(0, 10): %v, want policy 0 nice 10", a)
+			t.Errorf("after LowerNice(0, 10, 0): %v, want policy 0 nice 10", a)
 		}
 		if err == nil {
 			err = Lower()
@@ -36,6 +36,6 @@ func TestLowerNice(t *testing.T) {
 		t.Skipf("this machine refuses: %v", err)
 	}
 	if !got.Idle() || got.Nice() != 10 || got.Lowered() {
-		t.Errorf("after LowerNice(0, 10) and Lower: %v (Idle %v, Lowered %v), want SCHED_IDLE at nice 10, Idle and not Lowered", got, got.Idle(), got.Lowered())
+		t.Errorf("after LowerNice(0, 10, 0) and Lower: %v (Idle %v, Lowered %v), want SCHED_IDLE at nice 10, Idle and not Lowered", got, got.Idle(), got.Lowered())
 	}
 }

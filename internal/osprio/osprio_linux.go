@@ -5,7 +5,6 @@ package osprio
 import (
 	"errors"
 	"fmt"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,13 +51,9 @@ const schedDeadline = 6
 
 // current reads thread tid's setting (0: the calling thread's).
 func current(tid int) (Attr, error) {
-	var attr unix.SchedAttr
-	// sched_getattr never blocks: RawSyscall spares the runtime's
-	// entersyscall/exitsyscall, and unlike unix.SchedGetAttr this does not
-	// allocate.
-	_, _, errno := unix.RawSyscall6(unix.SYS_SCHED_GETATTR, uintptr(tid), uintptr(unsafe.Pointer(&attr)), unix.SizeofSchedAttr, 0, 0, 0)
-	if errno != 0 {
-		return Attr{}, fmt.Errorf("osprio: sched_getattr: %w", errno)
+	attr, err := getAttr(tid)
+	if err != nil {
+		return Attr{}, err
 	}
 	switch attr.Policy {
 	case 0, 1, 2, 3, 5, 7: // OTHER, FIFO, RR, BATCH, IDLE, EXT
