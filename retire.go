@@ -274,11 +274,9 @@ const unraisableNice = 10
 // window. Twice, not far longer: EEVDF gives a thread with a longer slice
 // its share in longer, rarer turns, and beside a busy process a nice-10
 // thread that waits longer for its turn leaves later (a 20 ms slice
-// stalled the neighbor step once in three, 201 ms).
-// Measured (docs/measurements/unprivileged.md#the-kernels-slice): a
-// sleeper woken each millisecond beside two nice-10 threads taking turns
-// on its CPU waited over 0.5 ms in 95-147 of 4,000 wakes with the
-// kernel's slice, 1-2 with 3 ms.
+// stalled the neighbor step once in three, 201 ms). The measurements
+// (BenchmarkWakeBesideTurns in internal/osprio, perf sched, the bench)
+// are in docs/measurements/unprivileged.md#the-kernels-slice.
 func unraisableSlice(base time.Duration) time.Duration {
 	if base <= 0 {
 		return 0
