@@ -22,7 +22,8 @@ package cpusched
 // process, so it reaches its Checkpoint, leaves, or, never yielding,
 // finishes its task within a few of its kernel slices. The price is the
 // isolation on a quiet machine: the kernel does not preempt a nice-10
-// thread the instant a server thread wakes, as it does a SCHED_IDLE one.
+// thread the instant a server thread wakes, as it does a SCHED_IDLE one,
+// unless the thread's slice is the longer (unraisableSlice).
 //
 // How. A goroutine cannot be moved off the thread it is locked to without
 // unlocking it, and an unlocked lowered thread would go back to the
