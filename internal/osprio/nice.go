@@ -17,11 +17,14 @@ import "time"
 // SCHED_BATCH takes a slice; others get the nice value alone.
 func LowerNice(tid, n int, slice time.Duration) error { return lowerNice(tid, n, slice) }
 
-// BaseSlice returns the calling thread's kernel time slice, as
+// BaseSlice returns the kernel's time slice for a normal thread, as
 // sched_getattr reports it for a thread at SCHED_OTHER or SCHED_BATCH
 // (sysctl base_slice_ns scaled by the CPU count, unless the thread was
-// given one of its own), or 0 where the kernel reports none (before
-// Linux 6.12, or off Linux).
+// given one of its own), read from the calling thread, or where that one
+// is lowered (a nice value above 0: a hand-off thread, which has a slice
+// of its own) from the process's main thread. It returns 0 where neither
+// is a normal thread, or the kernel reports none (before Linux 6.12, or
+// off Linux).
 func BaseSlice() time.Duration { return baseSlice() }
 
 // Idle reports whether a is SCHED_IDLE, at any nice value (a thread lowered

@@ -34,11 +34,14 @@ func lowerNice(tid, n int, slice time.Duration) error {
 }
 
 func baseSlice() time.Duration {
-	attr, err := getAttr(0)
-	if err != nil || (attr.Policy != unix.SCHED_NORMAL && attr.Policy != unix.SCHED_BATCH) {
-		return 0
+	for _, tid := range []int{0, unix.Getpid()} {
+		attr, err := getAttr(tid)
+		if err != nil || (attr.Policy != unix.SCHED_NORMAL && attr.Policy != unix.SCHED_BATCH) || attr.Nice > 0 {
+			continue // not a normal thread: it may have been lowered, with a slice of its own
+		}
+		return time.Duration(attr.Runtime)
 	}
-	return time.Duration(attr.Runtime)
+	return 0
 }
 
 // getAttr reads thread tid's sched_attr (0: the calling thread's).

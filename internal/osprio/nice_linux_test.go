@@ -156,3 +156,25 @@ func benchWake(b *testing.B, lower func() error) {
 	b.ReportMetric(float64(late)/float64(len(waits)), "late-frac")
 	b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds()), "p99-us")
 }
+
+// TestBaseSliceOnALongSliceThread: BaseSlice called on a lowered thread
+// given a longer slice does not read that slice: it reads the main
+// thread's, the kernel's own, or 0 where the main thread is lowered too
+// (another test's locked goroutine may have lowered it).
+func TestBaseSliceOnALongSliceThread(t *testing.T) {
+	base := BaseSlice()
+	if base <= 0 {
+		t.Skip("this kernel reports no time slice (before Linux 6.12)")
+	}
+	got := make(chan time.Duration, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the runtime discards the lowered thread
+		if err := LowerNice(0, 10, 4*base); err != nil {
+			t.Error(err)
+		}
+		got <- BaseSlice()
+	}()
+	if d := <-got; d != base && d != 0 {
+		t.Errorf("BaseSlice on a thread at nice 10 with a %v slice: %v, want the kernel's %v or 0", 4*base, d, base)
+	}
+}
