@@ -74,15 +74,9 @@ func BenchmarkWakeBesideTurns(b *testing.B) {
 }
 
 func benchWake(b *testing.B, lower func() error) {
-	var all unix.CPUSet
-	if err := unix.SchedGetaffinity(0, &all); err != nil {
-		b.Fatal(err)
-	}
 	pin := func(cpu int) {
-		var set unix.CPUSet
-		set.Set(cpu)
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			b.Fatal(err)
+		if err := PinThread(0, cpu); err != nil {
+			b.Error(err)
 		}
 	}
 	done := make(chan struct{})
@@ -119,7 +113,9 @@ func benchWake(b *testing.B, lower func() error) {
 	wg.Go(func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		defer unix.SchedSetaffinity(0, &all)
+		var mask Affinity
+		mask.ReadAffinity()
+		defer mask.Restore()
 		pin(1)
 		var msg [8]byte
 		for {
@@ -134,7 +130,9 @@ func benchWake(b *testing.B, lower func() error) {
 	})
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	defer unix.SchedSetaffinity(0, &all)
+	var mask Affinity
+	mask.ReadAffinity()
+	defer mask.Restore()
 	pin(0)
 	waits := make([]time.Duration, 0, b.N)
 	var msg [8]byte
