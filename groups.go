@@ -57,7 +57,13 @@ func (s *Scheduler) SetGroupWeight(group string, weight int) error {
 
 // groupStatsLocked returns the counters a task of the named group adds to.
 func (s *Scheduler) groupStatsLocked(name string) *groupCounters {
+	// The last tracked group's first: a tracked group's counters are never
+	// freed, and most tasks are of the group the last one was.
+	if g := s.lastGroup; g != nil && g.name == name {
+		return g
+	}
 	if g := s.groups[name]; g != nil {
+		s.lastGroup = g
 		return g
 	}
 	return &s.otherGroups

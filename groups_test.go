@@ -136,6 +136,38 @@ func TestTrackedGroupKeepsStateWhileIdle(t *testing.T) {
 	checkHistograms(t, s.Stats())
 }
 
+// TestGroupTrackedWhileRunning checks that a group SetGroupWeight names
+// while its only task runs keeps its run-queue node when that task ends,
+// like a group tracked before its first task, and that Stats counts its
+// next task apart from the other groups'.
+func TestGroupTrackedWhileRunning(t *testing.T) {
+	s := newTestScheduler(t, WithWorkers(1))
+	err := s.Run(context.Background(), func(*Task) error {
+		return s.SetGroupWeight("late", 200)
+	}, WithGroup("late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	late := s.rq.queues[qFair].byName["late"]
+	s.mu.Unlock()
+	if late == nil || late.weight != groupWeight(200) {
+		t.Fatalf("node of a group tracked while it ran = %+v, want kept with weight %d", late, groupWeight(200))
+	}
+	if err := s.Run(context.Background(), emptyTask, WithGroup("late")); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	again := s.rq.queues[qFair].byName["late"]
+	s.mu.Unlock()
+	if again != late {
+		t.Error("the tracked group's next task made a new node")
+	}
+	if g := s.Stats().Groups["late"]; g.Submitted != 1 {
+		t.Errorf("Groups[late].Submitted = %d, want 1 (counted from SetGroupWeight on)", g.Submitted)
+	}
+}
+
 // BenchmarkStatsAfterManyGroups times Stats after 1,000,000 distinct
 // one-task groups have come and gone (it took 445 ms after 300,000 when
 // every group was kept).

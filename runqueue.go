@@ -110,9 +110,10 @@ type groupNode struct {
 	name    string
 	class   *classQueue
 	tasks   eevdfQueue
-	waiting int // its waiting tasks: in tasks' heaps and in the lane
-	inHeaps int // of waiting, those in tasks' heaps (the others wait in the lane)
-	active  int // tasks active (waiting or holding a slot)
+	waiting int  // its waiting tasks: in tasks' heaps and in the lane
+	inHeaps int  // of waiting, those in tasks' heaps (the others wait in the lane)
+	active  int  // tasks active (waiting or holding a slot)
+	tracked bool // its group is tracked (runQueue.tracked): the node stays while idle
 	// lane is the group's small-task lane, two FIFOs through
 	// Task.laneLink: laneRan for the tasks that have had a slot (back from
 	// Blocking or a Checkpoint), served first, and lane for new ones;
@@ -128,10 +129,15 @@ type groupNode struct {
 
 // classQueue holds the groups with active tasks of one class.
 type classQueue struct {
-	groups     eevdfQueue
-	byName     map[string]*groupNode // active groups, and idle tracked ones
-	nwaiting   int                   // tasks of this class waiting: in the heaps and lanes
-	laneGroups list[groupNode]       // groups with lane tasks (fair class only)
+	groups eevdfQueue
+	byName map[string]*groupNode // active groups, and idle tracked ones
+	// last is the node of the tracked group that last became active here,
+	// which a tracked group's next task most likely joins: it saves the
+	// map look-up on the path of every task. Only a tracked group's node,
+	// which is never freed, is kept.
+	last       *groupNode
+	nwaiting   int             // tasks of this class waiting: in the heaps and lanes
+	laneGroups list[groupNode] // groups with lane tasks (fair class only)
 }
 
 // runQueue is the policy: which waiting task gets the next free slot.
@@ -174,6 +180,9 @@ func (q *runQueue) setGroupWeight(name string, weight int) {
 	for i := range q.queues {
 		cq := &q.queues[i]
 		g := cq.byName[name]
+		if g != nil {
+			g.tracked = true
+		}
 		switch {
 		case g == nil || g.weight == w:
 		case g.active > 0 || g.delayed:
@@ -190,14 +199,6 @@ func (q *runQueue) setGroupWeight(name string, weight int) {
 			g.weight = w
 		}
 	}
-}
-
-// groupWeight returns the weight of the named group.
-func (q *runQueue) groupWeight(name string) int {
-	if w, ok := q.tracked[name]; ok {
-		return w
-	}
-	return DefaultGroupWeight
 }
 
 // waiting returns every waiting task: in the heaps and in the lanes.
@@ -240,11 +241,21 @@ func requestSlice(t *Task, first bool) int64 {
 // never run.
 func (q *runQueue) activate(t *Task, first bool) {
 	cq := &q.queues[t.qidx]
-	g := cq.byName[t.groupName]
+	g := cq.last
+	if g == nil || g.name != t.groupName {
+		g = cq.byName[t.groupName]
+	}
 	if g == nil {
-		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue(), lane: list[Task]{at: taskLaneLink}, laneRan: list[Task]{at: taskLaneLink}}
-		g.entity = entity{weight: groupWeight(q.groupWeight(t.groupName)), heapIdx: -1, group: g}
+		w, tracked := q.tracked[t.groupName]
+		if !tracked {
+			w = DefaultGroupWeight
+		}
+		g = &groupNode{name: t.groupName, class: cq, tasks: newEEVDFQueue(), lane: list[Task]{at: taskLaneLink}, laneRan: list[Task]{at: taskLaneLink}, tracked: tracked}
+		g.entity = entity{weight: groupWeight(w), heapIdx: -1, group: g}
 		cq.byName[t.groupName] = g
+	}
+	if g.tracked {
+		cq.last = g
 	}
 	switch {
 	case g.delayed:
@@ -288,7 +299,7 @@ func (q *runQueue) deactivate(t *Task, ended bool) {
 	g.active--
 	if g.active == 0 {
 		cq := g.class
-		if _, tracked := q.tracked[g.name]; !tracked {
+		if !g.tracked {
 			// Not tracked (see SetGroupWeight): free the node, and with it
 			// the group's lag and debt, so that memory does not grow with
 			// the number of group names. A tracked group's node stays, so a

@@ -198,6 +198,7 @@ type Scheduler struct {
 	// memory does not grow with the number of distinct group names.
 	groups      map[string]*groupCounters
 	otherGroups groupCounters
+	lastGroup   *groupCounters // of groups, the one groupStatsLocked last returned
 	watches     map[<-chan struct{}]*ctxWatch
 	stats       counters
 	watching    bool // the monitor is watching slices

@@ -7,6 +7,13 @@ package cpusched
 // startLocked gives t a slot and starts its slice; it returns true when t
 // never ran before.
 func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
+	return s.takeSlotLocked(t, now, t.ctx.Err() != nil)
+}
+
+// takeSlotLocked is startLocked with ended, whether t's context has
+// ended, read by the caller: submit has just read it under s.mu, and a
+// context's Err is an interface call that Run's fast path would pay twice.
+func (s *Scheduler) takeSlotLocked(t *Task, now int64, ended bool) (first bool) {
 	first = !t.started
 	w := now - t.since // since it was queued or parked: 0 if it never waited
 	t.waited += w
@@ -30,8 +37,12 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 	s.os.acquiredLocked(t, now)
 	t.since = now
 	t.sliceEnd = now + s.rq.sliceLeft(t)
-	t.preempt.And(preemptKept)
-	if s.killing || t.ctx.Err() != nil {
+	if t.preempt.Load()&^preemptKept != 0 {
+		// Tested first: a locked AND is dearer than the load, and a new
+		// task has nothing to clear.
+		t.preempt.And(preemptKept)
+	}
+	if s.killing || ended {
 		// Close gave up, or the context ended unseen (a Run that waited
 		// unwatched, or joined a watch that had already fired).
 		if s.killing {
