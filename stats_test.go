@@ -206,6 +206,30 @@ func TestTaskOptionsGroup(t *testing.T) {
 	}
 }
 
+func TestTaskOptionsPlace(t *testing.T) {
+	tests := []struct {
+		opts    []TaskOption
+		want    TaskPlace
+		wantErr string // "" means nil
+	}{
+		{nil, TaskPlace{}, ""},
+		{[]TaskOption{nil, WithTaskSlice(time.Millisecond)}, TaskPlace{}, ""},
+		{[]TaskOption{WithGroup("a"), WithNice(5), WithClass(ClassBatch)}, TaskPlace{"a", ClassBatch, 5}, ""},
+		{[]TaskOption{WithNice(5), WithNice(-3), WithClass(ClassIdle), WithClass(ClassRealtime)}, TaskPlace{"", ClassRealtime, -3}, ""}, // the last of each
+		{[]TaskOption{WithGroup("a"), WithClass(Class(9))}, TaskPlace{}, "WithClass(9)"},
+	}
+	for _, tt := range tests {
+		place, err := TaskOptionsPlace(tt.opts...)
+		if got := errString(err); place != tt.want || tt.wantErr == "" && err != nil || tt.wantErr != "" && !strings.Contains(got, tt.wantErr) {
+			t.Errorf("TaskOptionsPlace(%d options) = %+v, %q; want %+v, %q", len(tt.opts), place, got, tt.want, tt.wantErr)
+		}
+	}
+	opts := []TaskOption{WithGroup("a"), WithNice(1)}
+	if n := testing.AllocsPerRun(100, func() { TaskOptionsPlace(opts...) }); n != 0 {
+		t.Errorf("TaskOptionsPlace allocates %v times, want 0", n)
+	}
+}
+
 // TestClassQueueTime checks ClassStats.QueueTime on a fake clock: it
 // counts a queued task's wait while it lasts, not only once the task
 // starts, and the wait of a task removed while queued.

@@ -43,12 +43,33 @@ func CheckTaskOptions(opts ...TaskOption) error {
 // TaskOptionsGroup returns the group a task run with opts joins: the name
 // of the last WithGroup among them, or "" (the default group) without one.
 // For an invalid option it returns "" and the error CheckTaskOptions
-// returns. An adapter that keeps figures per group (httpsched's
-// WithMaxQueueWait keeps a limit per group) reads it before Run. It
-// allocates nothing.
+// returns. It allocates nothing.
+//
+// Deprecated: TaskOptionsPlace returns the group with the class and nice
+// level, which set a task's wait as much as its group does.
 func TaskOptionsGroup(opts ...TaskOption) (string, error) {
 	tc, err := applyTaskOptions(opts)
 	return tc.group, err
+}
+
+// TaskPlace is where a task stands in the policy: its group, its class
+// and its nice level, which together set its share of the slots and so
+// how long it waits for one. It is comparable, for a map key.
+type TaskPlace struct {
+	Group string
+	Class Class
+	Nice  int
+}
+
+// TaskOptionsPlace returns the place of a task run with opts: the last
+// WithGroup, WithClass and WithNice among them, each its default without
+// one. For an invalid option it returns the zero TaskPlace and the error
+// CheckTaskOptions returns. An adapter that learns from its calls' waits
+// (httpsched's and grpcsched's WithMaxQueueWait keep a limit per place)
+// reads it before Run. It allocates nothing.
+func TaskOptionsPlace(opts ...TaskOption) (TaskPlace, error) {
+	tc, err := applyTaskOptions(opts)
+	return TaskPlace{Group: tc.group, Class: tc.class, Nice: tc.nice}, err
 }
 
 // applyTaskOptions is the one place TaskOptions are applied (nil ones are

@@ -145,10 +145,14 @@ func WithMethods(fn func(fullMethod string) bool) Option {
 // which no limit on the other groups' calls shortens: a tenant of light
 // weight, whose calls may wait past d with one in flight, is held to
 // fewer calls, and the other tenants' calls are not shed for its waits.
-// The limits of up to 256 groups per method are kept; past that, the
-// first call of a new group drops those of the groups with no call in
-// flight, and their next calls start cold. A call in a group other than
-// the default one adds a map lookup under a lock to find its limit.
+// Calls of one group at another class or nice level
+// (cpusched.TaskOptionsPlace) have limits of their own too, and a shed
+// call's message names its group, class and nice level where they are
+// not the defaults. The limits of up to 256 such places per method are
+// kept; past that, the first call of a new place drops those of the
+// places with no call in flight, and their next calls start cold. A call
+// at a place other than the defaults adds a map lookup under a lock to
+// find its limit.
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {
@@ -211,13 +215,13 @@ func newConfig(opts []Option) (config, error) {
 type interceptor struct {
 	sched *cpusched.Scheduler
 	cfg   config
-	meter *loadreport.Meter // s's, shared with every adapter of s
-	group string            // the group of WithTaskOptions' options
+	meter *loadreport.Meter  // s's, shared with every adapter of s
+	place cpusched.TaskPlace // the place of WithTaskOptions' options
 	// limits has each method's *admission.Groups, with WithMaxQueueWait:
 	// per method, as httpsched has them per route, so that a flood of one
 	// method's calls does not take the places of another's, and a limit
-	// per group of its calls, so that a light group's long waits do not
-	// shed the others' calls.
+	// per place (group, class and nice level) of its calls, so that a
+	// light group's long waits do not shed the others' calls.
 	limits sync.Map
 }
 
@@ -230,7 +234,7 @@ func newInterceptor(s *cpusched.Scheduler, opts []Option) (*interceptor, error) 
 		return nil, err
 	}
 	ic := &interceptor{sched: s, cfg: cfg, meter: loadreport.For(s)}
-	ic.group, _ = cpusched.TaskOptionsGroup(cfg.taskOpts...) // checked
+	ic.place, _ = cpusched.TaskOptionsPlace(cfg.taskOpts...) // checked
 	return ic, nil
 }
 
@@ -407,13 +411,13 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 	if ic.cfg.methods != nil && !ic.cfg.methods(method) {
 		return fn(ctx, nil)
 	}
-	opts, group := ic.cfg.taskOpts, ic.group
+	opts, place := ic.cfg.taskOpts, ic.place
 	if ic.cfg.callTaskOpts != nil {
 		more, err := ic.cfg.callTaskOpts(ctx, method)
 		if err == nil {
 			opts = append(opts[:len(opts):len(opts)], more...)
-			if ic.cfg.maxQueueWait > 0 { // the limit is its group's
-				group, err = cpusched.TaskOptionsGroup(opts...) // checks more: the rest are checked
+			if ic.cfg.maxQueueWait > 0 { // the limit is its place's
+				place, err = cpusched.TaskOptionsPlace(opts...) // checks more: the rest are checked
 			} else {
 				err = cpusched.CheckTaskOptions(more...)
 			}
@@ -427,11 +431,16 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 	var round uint64
 	if ic.cfg.maxQueueWait > 0 {
 		var ok bool
-		if limit, round, ok = ic.limit(method).Admit(group); !ok {
+		if limit, round, ok = ic.limit(method).Admit(place); !ok {
 			ic.meter.End(loadreport.Shed, 0)
+			// The caller's own place, named so that a tenant sees whose
+			// limit it met.
 			msg := "grpcsched: " + method + " has its limit of calls in flight"
-			if group != "" { // the caller's own group, named so a tenant sees whose limit it met
-				msg += " in group " + strconv.Quote(group)
+			if place.Group != "" {
+				msg += " in group " + strconv.Quote(place.Group)
+			}
+			if place.Class != cpusched.ClassNormal || place.Nice != 0 {
+				msg += " at class " + place.Class.String() + ", nice " + strconv.Itoa(place.Nice)
 			}
 			return ic.unavailable(setTrailer, msg)
 		}
@@ -483,13 +492,13 @@ func cutError(err error) bool {
 	return code == codes.Unknown || code == codes.Canceled
 }
 
-// limit returns method's limits, one per group, made at its first call.
-func (ic *interceptor) limit(method string) *admission.Groups {
+// limit returns method's limits, one per place, made at its first call.
+func (ic *interceptor) limit(method string) *admission.Groups[cpusched.TaskPlace] {
 	if l, ok := ic.limits.Load(method); ok {
-		return l.(*admission.Groups)
+		return l.(*admission.Groups[cpusched.TaskPlace])
 	}
-	l, _ := ic.limits.LoadOrStore(method, admission.NewGroups(ic.cfg.maxQueueWait, ic.sched.Workers()))
-	return l.(*admission.Groups)
+	l, _ := ic.limits.LoadOrStore(method, admission.NewGroups[cpusched.TaskPlace](ic.cfg.maxQueueWait, ic.sched.Workers()))
+	return l.(*admission.Groups[cpusched.TaskPlace])
 }
 
 // notStarted answers a call whose task never started with err, after it

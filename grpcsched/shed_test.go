@@ -124,14 +124,35 @@ func TestMaxQueueWait(t *testing.T) {
 // before. Regression: each method had one limit, so a tenant whose
 // group's light weight made its calls wait halved it for every tenant,
 // and the other tenants' calls were shed (as httpsched's routes did, a
-// tenant of weight 300 getting 275 of a route's 608 answers 503).
+// tenant of weight 300 getting 275 of a route's 608 answers 503). The
+// same holds for calls of one group at another class or nice level,
+// whose waits differ as much.
 func TestMaxQueueWaitPerGroup(t *testing.T) {
+	t.Run("group", func(t *testing.T) {
+		testMaxQueueWaitPerPlace(t, func(label string) []cpusched.TaskOption {
+			return []cpusched.TaskOption{cpusched.WithGroup(label)}
+		}, `in group "bronze"`)
+	})
+	t.Run("nice", func(t *testing.T) {
+		testMaxQueueWaitPerPlace(t, func(label string) []cpusched.TaskOption {
+			if label == "bronze" {
+				return []cpusched.TaskOption{cpusched.WithNice(10)}
+			}
+			return nil
+		}, "at class normal, nice 10")
+	})
+}
+
+// testMaxQueueWaitPerPlace is TestMaxQueueWaitPerGroup with the calls
+// labelled gold and bronze (metadata "label") run with optionsOf(label);
+// wantMsg is in the message of bronze's shed call.
+func testMaxQueueWaitPerPlace(t *testing.T, optionsOf func(label string) []cpusched.TaskOption, wantMsg string) {
 	const d = 10 * time.Millisecond
 	s := schedtest.NewScheduler(t, cpusched.WithWorkers(2))
 	sv := newService()
 	byMetadata := WithCallTaskOptions(func(ctx context.Context, _ string) ([]cpusched.TaskOption, error) {
 		md, _ := metadata.FromIncomingContext(ctx)
-		return []cpusched.TaskOption{cpusched.WithGroup(strings.Join(md.Get("group"), ""))}, nil
+		return optionsOf(strings.Join(md.Get("label"), "")), nil
 	})
 	ic, err := newInterceptor(s, []Option{WithMaxQueueWait(d), byMetadata})
 	if err != nil {
@@ -139,8 +160,8 @@ func TestMaxQueueWaitPerGroup(t *testing.T) {
 	}
 	c := serve(t, sv, grpc.UnaryInterceptor(ic.unary))
 	ctx := testContext(t)
-	gold := metadata.AppendToOutgoingContext(ctx, "group", "gold")
-	bronze := metadata.AppendToOutgoingContext(ctx, "group", "bronze")
+	gold := metadata.AppendToOutgoingContext(ctx, "label", "gold")
+	bronze := metadata.AppendToOutgoingContext(ctx, "label", "bronze")
 	const unary = "/grpc.testing.TestService/UnaryCall"
 
 	if _, err := c.UnaryCall(gold, request("ok")); err != nil { // ends gold's cold start
@@ -164,8 +185,8 @@ func TestMaxQueueWaitPerGroup(t *testing.T) {
 	<-sv.entered
 	_, err = c.UnaryCall(bronze, request("ok"))
 	checkCode(t, "bronze, one of its calls in flight after one waited 3d", err, codes.Unavailable)
-	if msg := status.Convert(err).Message(); !strings.Contains(msg, `in group "bronze"`) {
-		t.Errorf("bronze's shed call: got message %q, want it to name the group whose limit it met", msg)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, wantMsg) {
+		t.Errorf("bronze's shed call: got message %q, want it to name whose limit it met (%q)", msg, wantMsg)
 	}
 	if _, err := c.UnaryCall(gold, request("ok")); err != nil {
 		t.Errorf("gold, beside bronze's call at bronze's limit of 1: got %v, want it served", err)

@@ -199,7 +199,7 @@ func TestAnswers(t *testing.T) {
 			groups := asHandler(t, h).limit
 			var limit *admission.Limit // the default group's: the request's
 			var rounds []uint64
-			for lim, round, ok := groups.Admit(""); ok; lim, round, ok = groups.Admit("") {
+			for lim, round, ok := groups.Admit(cpusched.TaskPlace{}); ok; lim, round, ok = groups.Admit(cpusched.TaskPlace{}) {
 				limit, rounds = lim, append(rounds, round)
 			}
 			defer func() {

@@ -65,12 +65,49 @@ func (g *groupRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok"))
 }
 
+// hold sends a request of group to /hold through hd, its code to come on
+// codes, and returns once it has entered the handler.
+func (g *groupRoute) hold(t *testing.T, hd http.Handler, codes chan int, group string) {
+	t.Helper()
+	go func() { codes <- serve(hd, groupRequest("/hold", group)).Code }()
+	select {
+	case <-g.entered:
+	case code := <-codes:
+		t.Fatalf("%q: got %d, want the request to enter the handler", group, code)
+	}
+}
+
+// warm serves one request of each group through hd, reporting a wait of
+// 1 ms: the first samples end the limits' cold starts.
+func (g *groupRoute) warm(t *testing.T, hd http.Handler, groups ...string) {
+	t.Helper()
+	for _, group := range groups {
+		g.setWait(group, time.Millisecond)
+		if code := serve(hd, groupRequest("/", group)).Code; code != http.StatusOK {
+			t.Fatalf("%q's first request: got %d, want 200", group, code)
+		}
+	}
+}
+
 // groupRequest returns a request to path in group.
 func groupRequest(path, group string) *http.Request {
 	r := httptest.NewRequest("GET", path, nil)
 	r.Header.Set("X-Group", group)
 	return r
 }
+
+// placeOption puts each request's task, all in the default group, at
+// the class or nice level its X-Group names ("batch", "nice", or "" for
+// the defaults).
+var placeOption = WithRequestTaskOptions(func(r *http.Request) ([]cpusched.TaskOption, error) {
+	switch r.Header.Get("X-Group") {
+	case "batch":
+		return []cpusched.TaskOption{cpusched.WithClass(cpusched.ClassBatch)}, nil
+	case "nice":
+		return []cpusched.TaskOption{cpusched.WithNice(10)}, nil
+	}
+	return nil, nil
+})
 
 // TestMaxQueueWaitPerGroup: WithMaxQueueWait keeps a limit per group of
 // the route's requests. A group whose request waited past d has its own
@@ -79,61 +116,67 @@ func groupRequest(path, group string) *http.Request {
 // had one limit, so a tenant whose group's weight made its requests wait
 // (a weight of 25 beside 300, 100 and 100) halved it for every tenant, and
 // the tenant of weight 300, whose logins never waited more than 131 ms,
-// got 275 of the route's 608 answers 503 at a d of 300 ms.
+// got 275 of the route's 608 answers 503 at a d of 300 ms. The same holds
+// within a group for requests at another class or nice level ("place"),
+// whose waits differ as much: with a limit per group, niced requests'
+// longer waits were learned as every request's of the group.
 func TestMaxQueueWaitPerGroup(t *testing.T) {
-	const d = 10 * time.Millisecond
-	s := schedtest.NewScheduler(t, cpusched.WithWorkers(4))
-	next := newGroupRoute()
-	hd := asHandler(t, Handler(s, next, WithMaxQueueWait(d), groupOption, withWaited(next.waited)))
-	codes := make(chan int, 8) // buffered: a failed test's held requests still end
-	t.Cleanup(func() {         // before Close, which waits for them
-		for _, group := range []string{"gold", "bronze"} {
-			close(next.releaseOf(group))
-		}
-	})
-	hold := func(group string) {
-		t.Helper()
-		go func() { codes <- serve(hd, groupRequest("/hold", group)).Code }()
-		select {
-		case <-next.entered:
-		case code := <-codes:
-			t.Fatalf("%s: got %d, want the request to enter the handler", group, code)
-		}
+	tests := []struct {
+		name       string
+		option     Option
+		fast, slow string   // the labels (X-Group) whose waits stay within d, and go past it
+		others     []string // more labels, at their cold limits
+		wantLimit  int
+	}{
+		{"group", groupOption, "gold", "bronze", nil, 6},          // gold's 4, bronze's 2
+		{"place", placeOption, "", "nice", []string{"batch"}, 10}, // the defaults' 4, nice's 2, batch's 4
 	}
-	for _, group := range []string{"gold", "bronze"} { // the first samples end the cold starts
-		next.setWait(group, time.Millisecond)
-		if code := serve(hd, groupRequest("/", group)).Code; code != http.StatusOK {
-			t.Fatalf("%s's first request: got %d, want 200", group, code)
-		}
-	}
-	for _, group := range []string{"gold", "gold", "bronze", "bronze"} {
-		hold(group)
-	}
-	next.setWait("bronze", 10*d)
-	next.releaseOf("bronze") <- struct{}{}
-	if code := <-codes; code != http.StatusOK {
-		t.Fatalf("released bronze request: got %d, want 200", code)
-	}
-	// bronze's limit is halved, 4 to 2; gold's is still 4.
-	if code := serve(hd, groupRequest("/", "gold")).Code; code != http.StatusOK {
-		t.Errorf("gold, 2 of its requests in flight, after a bronze request waited %v: got %d, want 200", 10*d, code)
-	}
-	hold("bronze")
-	check503(t, serve(hd, groupRequest("/", "bronze")), "1")
-	if st, _ := RouteStatsOf(hd); st.InFlight != 4 || st.Limit != 6 {
-		t.Errorf("got RouteStats' InFlight %d, Limit %d; want 4 (2 gold, 2 bronze), 6 (gold's 4, bronze's 2)", st.InFlight, st.Limit)
-	}
-	for range 2 {
-		next.releaseOf("bronze") <- struct{}{}
-		next.releaseOf("gold") <- struct{}{}
-	}
-	for range 4 {
-		if code := <-codes; code != http.StatusOK {
-			t.Errorf("released request: got %d, want 200", code)
-		}
-	}
-	if st, _ := RouteStatsOf(hd); st.InFlight != 0 {
-		t.Errorf("after the releases: got InFlight %d, want 0", st.InFlight)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			const d = 10 * time.Millisecond
+			s := schedtest.NewScheduler(t, cpusched.WithWorkers(4))
+			next := newGroupRoute()
+			hd := asHandler(t, Handler(s, next, WithMaxQueueWait(d), tt.option, withWaited(next.waited)))
+			labels := append([]string{tt.fast, tt.slow}, tt.others...)
+			codes := make(chan int, 8) // buffered: a failed test's held requests still end
+			t.Cleanup(func() {         // before Close, which waits for them
+				for _, label := range labels {
+					close(next.releaseOf(label))
+				}
+			})
+			next.warm(t, hd, labels...)
+			for _, label := range []string{tt.fast, tt.fast, tt.slow, tt.slow} {
+				next.hold(t, hd, codes, label)
+			}
+			next.setWait(tt.slow, 10*d)
+			next.releaseOf(tt.slow) <- struct{}{}
+			if code := <-codes; code != http.StatusOK {
+				t.Fatalf("released %q request: got %d, want 200", tt.slow, code)
+			}
+			// The slow label's limit is halved, 4 to 2; the others' are 4.
+			for _, label := range append([]string{tt.fast}, tt.others...) {
+				if code := serve(hd, groupRequest("/", label)).Code; code != http.StatusOK {
+					t.Errorf("%q, after a %q request waited %v: got %d, want 200", label, tt.slow, 10*d, code)
+				}
+			}
+			next.hold(t, hd, codes, tt.slow)
+			check503(t, serve(hd, groupRequest("/", tt.slow)), "1")
+			if st, _ := RouteStatsOf(hd); st.InFlight != 4 || st.Limit != tt.wantLimit {
+				t.Errorf("got RouteStats' InFlight %d, Limit %d; want 4 (2 %q, 2 %q), %d", st.InFlight, st.Limit, tt.fast, tt.slow, tt.wantLimit)
+			}
+			for range 2 {
+				next.releaseOf(tt.slow) <- struct{}{}
+				next.releaseOf(tt.fast) <- struct{}{}
+			}
+			for range 4 {
+				if code := <-codes; code != http.StatusOK {
+					t.Errorf("released request: got %d, want 200", code)
+				}
+			}
+			if st, _ := RouteStatsOf(hd); st.InFlight != 0 {
+				t.Errorf("after the releases: got InFlight %d, want 0", st.InFlight)
+			}
+		})
 	}
 }
 

@@ -43,8 +43,8 @@ type handler struct {
 	sched *cpusched.Scheduler
 	next  http.Handler
 	cfg   config
-	limit *admission.Groups // nil without WithMaxQueueWait; a limit per group of the requests
-	group string            // the group of WithTaskOptions' options
+	limit *admission.Groups[cpusched.TaskPlace] // nil without WithMaxQueueWait; a limit per place of the requests
+	place cpusched.TaskPlace                    // the place of WithTaskOptions' options
 	// meter is s's, shared with every adapter of s: each request's end
 	// goes into the load reports (WithLoadMetricsHeader, grpcsched's,
 	// promsched's), whether this handler sends them or not.
@@ -98,9 +98,9 @@ func checkConfig(s *cpusched.Scheduler, h http.Handler, opts []Option) (config, 
 // NewAuto has checked.
 func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
 	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s), clock: overrunClockFor(s)}
-	hd.group, _ = cpusched.TaskOptionsGroup(cfg.taskOpts...) // checked
+	hd.place, _ = cpusched.TaskOptionsPlace(cfg.taskOpts...) // checked
 	if cfg.maxQueueWait > 0 {
-		hd.limit = admission.NewGroups(cfg.maxQueueWait, s.Workers())
+		hd.limit = admission.NewGroups[cpusched.TaskPlace](cfg.maxQueueWait, s.Workers())
 		// The handlers of s sample its overruns at their ends while this
 		// one uses them.
 		hd.clock.active.Add(1)
@@ -167,9 +167,9 @@ func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
 // WithMaxQueueWait adds a clock read, a deferred call, a few atomic
 // operations and two samples of the scheduler's overruns, a short hold of
 // its lock each, about 0.1 us (BenchmarkHandlerMaxQueueWait,
-// BenchmarkOverrunSample); a request in a group other than the default
-// one adds a map lookup under the handler's lock, to find its group's
-// limit. WithLoadMetricsHeader adds a load report
+// BenchmarkOverrunSample); a request in a group, class or nice level
+// other than the defaults adds a map lookup under the handler's lock, to
+// find its limit. WithLoadMetricsHeader adds a load report
 // and its formatting, three allocations (BenchmarkHandlerLoadMetricsHeader).
 // IsolationOSPriority adds a fraction of a microsecond (h's goroutine is
 // locked to its thread, which is lowered only if h computes for 250 us),
@@ -200,13 +200,13 @@ func TaskFrom(ctx context.Context) *cpusched.Task {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.meter.Arrive()
-	opts, group := h.cfg.taskOpts, h.group
+	opts, place := h.cfg.taskOpts, h.place
 	if h.cfg.requestTaskOpts != nil {
 		more, err := h.cfg.requestTaskOpts(r)
 		if err == nil {
 			opts = append(opts[:len(opts):len(opts)], more...)
-			if h.limit != nil { // the limit is its group's
-				group, err = cpusched.TaskOptionsGroup(opts...) // checks more: the rest are checked
+			if h.limit != nil { // the limit is its place's
+				place, err = cpusched.TaskOptionsPlace(opts...) // checks more: the rest are checked
 			} else {
 				err = cpusched.CheckTaskOptions(more...)
 			}
@@ -224,7 +224,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.limit != nil {
 		var admit bool
-		if sr.limit, sr.round, admit = h.limit.Admit(group); !admit {
+		if sr.limit, sr.round, admit = h.limit.Admit(place); !admit {
 			h.shed(w, r, shedWaitLimit, ErrWaitLimit)
 			return
 		}
@@ -254,7 +254,7 @@ type scheduledRequest struct {
 	r           *http.Request
 	rw          responseWriter
 	queuedAt    time.Duration    // on h.cfg.now's clock
-	limit       *admission.Limit // its group's limit, which admitted it, with WithMaxQueueWait
+	limit       *admission.Limit // its place's limit, which admitted it, with WithMaxQueueWait
 	round       uint64           // the limit's round it was admitted in
 	queuedClock clockReading     // h.clock as it was queued, with WithMaxQueueWait
 	started     bool             // run was called; read after Run returns

@@ -107,9 +107,11 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // other tenants' requests, within d, are not shed for its waits (with one
 // limit per route, they were: a tenant of weight 300 whose logins waited
 // 131 ms at most got 275 of the route's 608 answers 503 at a d of 300
-// ms). The limits of up to 256 groups are kept; past that, the first
-// request of a new group drops those of the groups with no request in
-// flight, and their next requests start cold, as above.
+// ms). Requests of one group at another class or nice level
+// (cpusched.TaskOptionsPlace) have limits of their own too: their waits
+// differ as much. The limits of up to 256 such places are kept; past
+// that, the first request of a new place drops those of the places with
+// no request in flight, and their next requests start cold, as above.
 //
 // d is a target, not a bound: the limit moves only after a request has
 // waited too long, and at its floor of one request a request waits behind

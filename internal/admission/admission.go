@@ -1,8 +1,9 @@
 // Package admission is load shedding by an adaptive limit on calls in
 // flight: the one implementation behind WithMaxQueueWait in both adapters,
-// httpsched (each handler has a limit per group of its requests) and
-// grpcsched (each method of an interceptor has one per group of its
-// calls): Groups. A call is an HTTP request or a gRPC call.
+// httpsched (each handler has a limit per place of its requests: their
+// group, class and nice level) and grpcsched (each method of an
+// interceptor has one per place of its calls): Groups. A call is an HTTP
+// request or a gRPC call.
 //
 // The goal is that a call admitted by the adapter spends about the budget
 // or less waiting for CPU. A call waits for its first worker slot, and

@@ -1,6 +1,7 @@
 package admission
 
-// Groups: an adapter's limits, one per group of its calls.
+// Groups: an adapter's limits, one per place of its calls (a task's group,
+// class and nice level: cpusched.TaskPlace).
 //
 // Why per group. A call's wait depends on its group's share of the slots
 // (SetGroupWeight) as much as on how many calls are in flight: a tenant
@@ -17,6 +18,12 @@ package admission
 // own calls' waits, and sheds only its own calls: those whose group has
 // too many of them in flight for the budget, which is what the group's
 // share of the slots allows.
+//
+// Why per class and nice level too. Within one group, a ClassBatch task's
+// longer slices and a niced task's smaller weight make its waits longer
+// than a ClassNormal task's at nice 0, and a ClassRealtime task's far
+// shorter; a route whose requests differ only so would learn the slow
+// ones' waits as everyone's, as one limit per route did for tenants.
 
 import (
 	"sync"
@@ -33,22 +40,23 @@ import (
 const groupsKept = 256
 
 // Groups is a Limit per group of an adapter's calls (a route's requests,
-// a method's calls), each made at its group's first call. Its methods are
-// safe for concurrent use.
-type Groups struct {
+// a method's calls), a group being a key K (the adapters' is
+// cpusched.TaskPlace), each made at its group's first call. The zero K is
+// the default group. Its methods are safe for concurrent use.
+type Groups[K comparable] struct {
 	budget  time.Duration
 	initial int         // each limit's start: the scheduler's slots
-	def     *Limit      // the default group's (""), made with the Groups
+	def     *Limit      // the default group's (the zero K), made with the Groups
 	defUsed atomic.Bool // a call of the default group has come
 
 	mu     sync.Mutex
-	groups map[string]*Limit // the other groups', made at their first call
+	groups map[K]*Limit // the other groups', made at their first call
 }
 
 // NewGroups returns the limits of an adapter with the budget on a
 // scheduler of workers slots; each starts as New(budget, workers) does.
-func NewGroups(budget time.Duration, workers int) *Groups {
-	return &Groups{budget: budget, initial: workers, def: New(budget, workers), groups: map[string]*Limit{}}
+func NewGroups[K comparable](budget time.Duration, workers int) *Groups[K] {
+	return &Groups[K]{budget: budget, initial: workers, def: New(budget, workers), groups: map[K]*Limit{}}
 }
 
 // Admit returns the limit of group and whether it admits a call now, with
@@ -57,8 +65,9 @@ func NewGroups(budget time.Duration, workers int) *Groups {
 // round. The default group's is lock-free; another group's is found in a
 // map under a lock, and past 256 groups a new group's first call drops
 // the limits of the groups with no call in flight.
-func (g *Groups) Admit(group string) (lim *Limit, round uint64, ok bool) {
-	if group == "" { // lock-free, as most calls are
+func (g *Groups[K]) Admit(group K) (lim *Limit, round uint64, ok bool) {
+	var def K
+	if group == def { // lock-free, as most calls are
 		if !g.defUsed.Load() {
 			g.defUsed.Store(true)
 		}
@@ -80,7 +89,7 @@ func (g *Groups) Admit(group string) (lim *Limit, round uint64, ok bool) {
 }
 
 // sweepLocked drops the limits of the groups with no call in flight.
-func (g *Groups) sweepLocked() {
+func (g *Groups[K]) sweepLocked() {
 	for group, lim := range g.groups {
 		if lim.Inflight() == 0 {
 			delete(g.groups, group)
@@ -91,7 +100,7 @@ func (g *Groups) sweepLocked() {
 // Current returns the sum of the groups' limits now: the default group's
 // if it has had a call or no other group has, and those of the groups
 // kept.
-func (g *Groups) Current() int64 {
+func (g *Groups[K]) Current() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var sum int64
@@ -105,7 +114,7 @@ func (g *Groups) Current() int64 {
 }
 
 // Inflight returns the calls admitted and not yet ended, in all groups.
-func (g *Groups) Inflight() int64 {
+func (g *Groups[K]) Inflight() int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	sum := g.def.Inflight()

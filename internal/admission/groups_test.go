@@ -9,7 +9,7 @@ import (
 // TestGroups: each group has a limit of its own, and a call of one group
 // is admitted while another group's limit is reached.
 func TestGroups(t *testing.T) {
-	g := NewGroups(time.Second, 1)
+	g := NewGroups[string](time.Second, 1)
 	gold, goldRound, _ := g.Admit("gold")
 	gold.Observe(2*time.Second, goldRound) // gold's limit, warm, stays at its floor of 1
 	gold, goldRound, _ = g.Admit("gold")
@@ -42,7 +42,7 @@ func TestGroups(t *testing.T) {
 // the limits of the groups with no call in flight, and keeps those with
 // one.
 func TestGroupsKept(t *testing.T) {
-	g := NewGroups(time.Second, 2)
+	g := NewGroups[string](time.Second, 2)
 	busy, round, _ := g.Admit("busy")
 	for i := range groupsKept - 1 {
 		lim, r, ok := g.Admit(fmt.Sprint("idle", i))
