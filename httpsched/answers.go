@@ -51,7 +51,7 @@ func (h *handler) shed(w http.ResponseWriter, r *http.Request, reason shedReason
 // countShed counts a request shed for reason, in s's counts and in h's.
 func (h *handler) countShed(reason shedReason) {
 	h.sheds[reason].Add(1)
-	h.ownSheds[reason].Add(1)
+	h.counts.Shed[reason].Add(1)
 }
 
 // failed handles the error of a task that started: the handler panicked,

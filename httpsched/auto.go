@@ -130,7 +130,11 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 	}
 	a.table = autoroute.NewFor(s, cfg.auto.threshold, cfg.auto.maxRoutes)
 	cfg.auto = autoConfig{}
-	a.makeTask = func(rt *autoroute.Route) any { return newHandler(s, &autoTask{a: a, rt: rt}, cfg) }
+	a.makeTask = func(rt *autoroute.Route) any {
+		hd := newHandler(s, &autoTask{a: a, rt: rt}, cfg)
+		hd.CountAs(rt.Name())
+		return hd
+	}
 	a.light = newHandler(s, h, cfg)
 	return a, nil
 }

@@ -30,12 +30,12 @@ import (
 	"fmt"
 	"net/http"
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/internal/admission"
 	"github.com/cpusched/cpusched/internal/loadreport"
+	"github.com/cpusched/cpusched/internal/routeledger"
 )
 
 // handler is what Handler returns.
@@ -48,16 +48,26 @@ type handler struct {
 	// meter is s's, shared with every adapter of s: each request's end
 	// goes into the load reports (WithLoadMetricsHeader, grpcsched's,
 	// promsched's), whether this handler sends them or not.
-	meter    *loadreport.Meter
-	sheds    *sheds // s's, shared with its other handlers
-	ownSheds sheds  // this handler's, for RouteStats
+	meter *loadreport.Meter
+	sheds *sheds // s's, shared with its other handlers
+	// counts are this handler's, for RouteStats: the requests it shed by
+	// reason, and the part of their waits its limit did not learn from,
+	// ns (overrun.go). A handler of a named route counts them in s's
+	// ledger (CountAs), so that promsched's counters outlive it.
+	counts *routeledger.Block
 	// clock is s's overrunClock, shared with its other handlers; overrun
-	// the estimate of this handler's requests' overruns, and overrunWait
-	// the part of their waits its limit did not learn from, ns
-	// (overrun.go).
-	clock       *overrunClock
-	overrun     overrunEstimate
-	overrunWait atomic.Int64
+	// the estimate of this handler's requests' overruns (overrun.go).
+	clock   *overrunClock
+	overrun overrunEstimate
+}
+
+// CountAs makes h count its sheds and overrun waits as the route name's,
+// in its scheduler's ledger, where they outlive h (routeledger): for the
+// wrappers that make a handler per route, before it serves. It is not
+// part of the API: an exported method of an unexported type, which only
+// this module's packages call, through an interface.
+func (h *handler) CountAs(name string) {
+	h.counts = routeledger.Add(routeledger.For(h.sched), h, name, routeledger.KindHandler)
 }
 
 // NewHandler returns a handler that runs each request to h as a task of s,
@@ -97,7 +107,7 @@ func checkConfig(s *cpusched.Scheduler, h http.Handler, opts []Option) (config, 
 // newHandler returns the handler of s, h and cfg, which NewHandler or
 // NewAuto has checked.
 func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
-	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s), clock: overrunClockFor(s)}
+	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s), counts: new(routeledger.Block), clock: overrunClockFor(s)}
 	hd.place, _ = cpusched.TaskOptionsPlace(cfg.taskOpts...) // checked
 	if cfg.maxQueueWait > 0 {
 		hd.limit = admission.NewGroups[cpusched.TaskPlace](cfg.maxQueueWait, s.Workers())
@@ -308,7 +318,7 @@ func (h *handler) learnedApart(wait time.Duration, sr *scheduledRequest, end clo
 		return 0
 	}
 	d := overrunWait(wait, sr.queuedClock, end)
-	h.overrunWait.Add(int64(d))
+	h.counts.OverrunWait.Add(int64(d))
 	return d
 }
 

@@ -50,7 +50,7 @@ func RouteStatsOf(h http.Handler) (RouteStats, bool) {
 	if !ok {
 		return RouteStats{}, false
 	}
-	st := RouteStats{Overrun: hd.overrun.get(), OverrunWait: time.Duration(hd.overrunWait.Load()), Shed: hd.ownSheds.counts()}
+	st := RouteStats{Overrun: hd.overrun.get(), OverrunWait: time.Duration(hd.counts.OverrunWait.Load()), Shed: (*sheds)(&hd.counts.Shed).counts()}
 	if hd.limit != nil {
 		st.Limit, st.InFlight = int(hd.limit.Current()), int(hd.limit.Inflight())
 	}

@@ -148,6 +148,15 @@
 // those of every httpsched handler of the scheduler, those of a Handler
 // on no route included.
 //
+// The route counters (requests, moves, overrun waits, sheds) outlive the
+// wrappers and handlers that counted them: a router rebuilt on a reload,
+// its old wrappers collected, keeps its routes' counters where they were,
+// and the new wrappers' counts add to them, so that no counter goes back
+// (which Prometheus would read as a reset). The gauges are the live
+// wrappers' alone. A route's counters thus stay for as long as the
+// scheduler lives; the routes past 4,096 names that are gone are counted
+// as httpsched.OtherRoute's.
+//
 // The four outcomes are one metric with an outcome label, as Prometheus'
 // naming guide advises for parts of one total: sum(cpusched_tasks_ended_total)
 // is every ended task, and cpusched_tasks_submitted_total minus it is
@@ -181,6 +190,7 @@ import (
 	"github.com/cpusched/cpusched"
 	"github.com/cpusched/cpusched/httpsched"
 	"github.com/cpusched/cpusched/internal/loadreport"
+	"github.com/cpusched/cpusched/internal/routeledger"
 	"github.com/cpusched/cpusched/internal/routesched"
 )
 
@@ -391,6 +401,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	shed(c.httpShed, httpsched.Sheds(c.sched))
 
+	// The routes' gauges are their live wrappers' and handlers'; their
+	// counters the scheduler's ledger's, which keeps the counts of the
+	// wrappers and handlers that are gone, so that no counter goes back
+	// when a router is rebuilt.
 	autoRoutes := httpsched.AutoRoutes(c.sched)
 	for _, r := range mergeRoutes(autoRoutes) {
 		gauge(c.routeCPU, r.CPU.Seconds(), r.Route)
@@ -399,8 +413,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			heavy = 1
 		}
 		gauge(c.routeHeavy, heavy, r.Route)
-		counter(c.routeRequests, float64(r.Requests), r.Route)
-		counter(c.routeMoves, float64(r.Moves), r.Route)
 	}
 	for route, st := range routeStats(autoRoutes, routesched.AllStats(c.sched)) {
 		if st.Limit > 0 {
@@ -408,8 +420,18 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(c.routeInFlight, float64(st.InFlight), route)
 		}
 		gauge(c.routeOverrun, st.Overrun.Seconds(), route)
-		counter(c.routeOverrunWait, st.OverrunWait.Seconds(), route)
-		shed(c.routeShed, st.Shed, route)
+	}
+	if ledger, ok := routeledger.Load(c.sched); ok {
+		for route, t := range ledger.Totals() {
+			if t.Table && t.Requests > 0 { // every table's other route has a Block from the start
+				counter(c.routeRequests, float64(t.Requests), route)
+				counter(c.routeMoves, float64(t.Moves), route)
+			}
+			if t.Handler {
+				counter(c.routeOverrunWait, t.OverrunWait.Seconds(), route)
+				shed(c.routeShed, httpsched.ShedCounts{QueueFull: t.Shed[0], WaitLimit: t.Shed[1], Closed: t.Shed[2], BadOptions: t.Shed[3]}, route)
+			}
+		}
 	}
 }
 

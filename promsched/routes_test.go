@@ -305,3 +305,74 @@ func TestRouteStatsMerge(t *testing.T) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
+
+// TestRouteCountersOutliveWrappers: a route's counters never go back when
+// the wrapper that counted them is dropped and collected while the
+// scheduler lives (a router rebuilt on a reload), an Auto wrapper's
+// requests and a Middleware's sheds alike, and the next wrapper's counts
+// add to them. Regression: the series came from the live wrappers alone,
+// so they went back to nothing, which Prometheus reads as a counter reset.
+// The wrappers must still be collected: the ledger holds their counts,
+// not them.
+func TestRouteCountersOutliveWrappers(t *testing.T) {
+	s := schedtest.NewScheduler(t)
+	empty := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+	routeX := httpsched.WithRouteOf(func(*http.Request) string { return "GET /x" })
+	// router makes a router's wrappers, an Auto that names every request
+	// GET /x and a Middleware, and serves requests through the first and
+	// bad ones (shed, 400) to GET /p through the second.
+	router := func(requests, bad int) (http.Handler, *routesched.Routes[heldCall]) {
+		a := httpsched.Auto(s, empty, routeX)
+		for range requests {
+			servetest.Record(a, "GET", "/")
+		}
+		mw, err := routesched.New(s, runHeldCall, []httpsched.Option{refuseBad, quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range bad {
+			mw.Serve("GET", "/p", heldCall{}, httptest.NewRecorder(), httptest.NewRequest("GET", "/p?bad", nil))
+		}
+		return a, mw
+	}
+	check := func(when string, requests, shed float64) {
+		t.Helper()
+		families := gather(t, s)
+		if m := find(families, "cpusched_route_requests_total", "GET /x"); m == nil || value(m) != requests {
+			t.Errorf("%s: cpusched_route_requests_total{route=\"GET /x\"} = %v, want %v", when, m, requests)
+		}
+		var got float64
+		for _, f := range families {
+			if f.GetName() != "cpusched_route_shed_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[1].GetValue() == "GET /p" && m.GetLabel()[0].GetValue() == "bad_options" {
+					got = value(m)
+				}
+			}
+		}
+		if got != shed {
+			t.Errorf("%s: cpusched_route_shed_total{route=\"GET /p\",reason=\"bad_options\"} = %v, want %v", when, got, shed)
+		}
+	}
+	func() { // the first router: its wrappers are garbage once it returns
+		a, mw := router(3, 2)
+		check("with the first wrappers", 3, 2)
+		runtime.KeepAlive(a)
+		runtime.KeepAlive(mw)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(httpsched.AutoRoutes(s)) > 0 || len(routesched.AllStats(s)) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the dropped wrappers were not collected in 10 s: something holds them")
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	check("once they are collected", 3, 2)
+	b, mw := router(1, 1)
+	check("with the next wrappers", 4, 3)
+	runtime.KeepAlive(b)
+	runtime.KeepAlive(mw)
+}

@@ -40,6 +40,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cpusched/cpusched/internal/routeledger"
 )
 
 // DefaultThreshold is the CPU per request at or above which a route is
@@ -105,13 +107,16 @@ type Table struct {
 	// request's sample does (ServeInTask; the package comment says why
 	// the other mode's must not).
 	lockInTask bool
+	// ledger is the scheduler's (NewFor), which keeps each route's
+	// requests and moves once t is gone; nil for a table of no scheduler.
+	ledger *routeledger.Ledger
 }
 
 // New returns an empty Table with threshold and a bound of max routes,
 // which the caller has checked (CheckThreshold, CheckMaxRoutes).
 func New(threshold time.Duration, max int) *Table {
 	t := &Table{threshold: int64(threshold), max: max}
-	t.other = &Route{name: OtherRoute, table: t}
+	t.other = &Route{name: OtherRoute, table: t, counts: new(routeledger.Block)}
 	m := map[string]*Route{}
 	t.routes.Store(&m)
 	return t
@@ -138,7 +143,7 @@ func (t *Table) Route(name string) *Route {
 	if len(old) >= t.max {
 		return t.other
 	}
-	r := &Route{name: name, table: t}
+	r := &Route{name: name, table: t, counts: t.newCounts(name)}
 	m := make(map[string]*Route, len(old)+1)
 	for k, v := range old {
 		m[k] = v
@@ -169,7 +174,7 @@ func (t *Table) Stats() []Stats {
 	t.mu.Lock()
 	routes := append([]*Route(nil), t.order...)
 	t.mu.Unlock()
-	if t.other.requests.Load() > 0 {
+	if t.other.counts.Requests.Load() > 0 {
 		routes = append(routes, t.other)
 	}
 	st := make([]Stats, len(routes))
@@ -179,15 +184,23 @@ func (t *Table) Stats() []Stats {
 	return st
 }
 
+// newCounts returns the Block of route name's requests and moves: in
+// t's scheduler's ledger, t its owner, where t has one.
+func (t *Table) newCounts(name string) *routeledger.Block {
+	if t.ledger == nil {
+		return new(routeledger.Block)
+	}
+	return routeledger.Add(t.ledger, t, name, routeledger.KindTable)
+}
+
 // Route is one route of a Table.
 type Route struct {
-	name     string
-	table    *Table
-	requests atomic.Uint64
-	sampled  atomic.Uint64
-	moves    atomic.Uint64
-	cpu      atomic.Int64 // average, ns; valid once sampled > 0
-	heavy    atomic.Bool
+	name    string
+	table   *Table
+	counts  *routeledger.Block // its Requests and Moves
+	sampled atomic.Uint64
+	cpu     atomic.Int64 // average, ns; valid once sampled > 0
+	heavy   atomic.Bool
 	// task is what the wrapper made to run the route's requests as
 	// tasks, at the first heavy request.
 	task atomic.Pointer[any]
@@ -201,7 +214,7 @@ func (r *Route) Heavy() bool { return r.heavy.Load() }
 
 // Next counts a request of r and reports whether it is to be measured.
 func (r *Route) Next() (sample bool) {
-	n := r.requests.Add(1)
+	n := r.counts.Requests.Add(1)
 	if n <= warmSamples {
 		return true
 	}
@@ -240,11 +253,11 @@ func (r *Route) Record(cpu int64) {
 	switch {
 	case !heavy && avg >= r.table.threshold:
 		if r.heavy.CompareAndSwap(false, true) {
-			r.moves.Add(1)
+			r.counts.Moves.Add(1)
 		}
 	case heavy && avg < r.table.threshold/2:
 		if r.heavy.CompareAndSwap(true, false) {
-			r.moves.Add(1)
+			r.counts.Moves.Add(1)
 		}
 	}
 }
@@ -267,9 +280,9 @@ func (r *Route) Stats() Stats {
 	st := Stats{
 		Route:    r.name,
 		Heavy:    r.heavy.Load(),
-		Requests: r.requests.Load(),
+		Requests: r.counts.Requests.Load(),
 		Sampled:  r.sampled.Load(),
-		Moves:    r.moves.Load(),
+		Moves:    r.counts.Moves.Load(),
 	}
 	if st.Sampled > 0 {
 		st.CPU = time.Duration(r.cpu.Load())

@@ -6,6 +6,7 @@ import (
 	"weak"
 
 	"github.com/cpusched/cpusched"
+	"github.com/cpusched/cpusched/internal/routeledger"
 	"github.com/cpusched/cpusched/internal/schedmap"
 )
 
@@ -20,7 +21,8 @@ type registry struct {
 
 // NewFor returns a new Table of s, as a wrapper makes it: threshold and
 // max, DefaultThreshold and DefaultMaxRoutes where 0 (the caller has
-// checked the others), one of s's tables (Tables), its heavy requests'
+// checked the others), one of s's tables (Tables), its routes' requests
+// and moves counted in s's ledger (routeledger), its heavy requests'
 // samples locked to their threads where s's mode does not lock them.
 func NewFor(s *cpusched.Scheduler, threshold time.Duration, max int) *Table {
 	if threshold == 0 {
@@ -31,6 +33,8 @@ func NewFor(s *cpusched.Scheduler, threshold time.Duration, max int) *Table {
 	}
 	t := New(threshold, max)
 	t.lockInTask = s.Stats().Isolation != cpusched.IsolationOSPriority
+	t.ledger = routeledger.For(s)
+	t.other.counts = t.newCounts(OtherRoute)
 	Register(s, t)
 	return t
 }

@@ -93,7 +93,12 @@ func (rs *Routes[C]) handler(route routeKey) http.Handler {
 		return h.(http.Handler)
 	}
 	// New has checked s and the options: Handler cannot panic.
-	h, _ := rs.handlers.LoadOrStore(route, httpsched.Handler(rs.sched, rs.run, rs.opts...))
+	made := httpsched.Handler(rs.sched, rs.run, rs.opts...)
+	// Its sheds and overrun waits are counted as the route's in the
+	// scheduler's ledger, where promsched's counters outlive rs
+	// (routeledger): before it serves.
+	made.(interface{ CountAs(string) }).CountAs(route.name())
+	h, _ := rs.handlers.LoadOrStore(route, made)
 	return h.(http.Handler)
 }
 
