@@ -308,7 +308,9 @@ func AutoRoutesOf(h http.Handler) ([]AutoRoute, bool) {
 
 // AutoRoutes returns the figures of every route of every wrapper of s
 // (Auto's, and echosched's and ginsched's) still in use: promsched
-// exports them, Stats of the routes that have been heavy included.
+// exports them, Stats of the routes that have been heavy included. A
+// wrapper that is gone takes its figures with it here; promsched's route
+// counters keep its counts.
 func AutoRoutes(s *cpusched.Scheduler) []AutoRoute {
 	var all []AutoRoute
 	for _, t := range autoroute.Tables(s) {
