@@ -50,6 +50,8 @@ func RouteStatsOf(h http.Handler) (RouteStats, bool) {
 	if !ok {
 		return RouteStats{}, false
 	}
+	// The conversion compiles only while routeledger.NumShed is
+	// numShedReasons: the Block's sheds are in ShedCounts' order.
 	st := RouteStats{Overrun: hd.overrun.get(), OverrunWait: time.Duration(hd.counts.OverrunWait.Load()), Shed: (*sheds)(&hd.counts.Shed).counts()}
 	if hd.limit != nil {
 		st.Limit, st.InFlight = int(hd.limit.Current()), int(hd.limit.Inflight())
