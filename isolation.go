@@ -48,8 +48,10 @@ const (
 	// for 250 us by the thread's CPU clock (checked at the task's
 	// Checkpoints, and by the slice monitor for tasks that make none); fn's
 	// return puts it back. So short tasks cost no thread switch and run at
-	// the thread's own priority: an empty Run costs about a microsecond
-	// (docs/measurements/ospriority-settings.md#own-goroutines). Tasks of a
+	// the thread's own priority: an empty Run costs what it does in the
+	// other modes and one system call more, gettid, which finds its thread
+	// for the monitor: a microsecond or two where system calls are slow
+	// (docs/performance.md#scheduler-calls). Tasks of a
 	// function whose recent tasks ran long are handed to hand-off threads,
 	// goroutines locked to lowered threads for good, which protect the rest
 	// of the program better under long tasks; once that function's tasks are
