@@ -79,6 +79,18 @@ func benchWake(b *testing.B, lower func() error) {
 			b.Error(err)
 		}
 	}
+	// pinLocked locks the calling goroutine to its thread and pins the
+	// thread to cpu; the returned func puts its affinity back and unlocks.
+	pinLocked := func(cpu int) (restore func()) {
+		runtime.LockOSThread()
+		var mask Affinity
+		mask.ReadAffinity()
+		pin(cpu)
+		return func() {
+			mask.Restore()
+			runtime.UnlockOSThread()
+		}
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -111,12 +123,7 @@ func benchWake(b *testing.B, lower func() error) {
 	defer unix.Close(fds[0])
 	defer unix.Close(fds[1])
 	wg.Go(func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		var mask Affinity
-		mask.ReadAffinity()
-		defer mask.Restore()
-		pin(1)
+		defer pinLocked(1)()
 		var msg [8]byte
 		for {
 			select {
@@ -128,12 +135,7 @@ func benchWake(b *testing.B, lower func() error) {
 			unix.Write(fds[1], msg[:])
 		}
 	})
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	var mask Affinity
-	mask.ReadAffinity()
-	defer mask.Restore()
-	pin(0)
+	defer pinLocked(0)()
 	waits := make([]time.Duration, 0, b.N)
 	var msg [8]byte
 	b.ResetTimer()
