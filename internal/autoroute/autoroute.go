@@ -60,8 +60,9 @@ const (
 )
 
 // OtherRoute names the one route that the requests of every route beyond
-// the bound share.
-const OtherRoute = "(other)"
+// the bound share: the ledger's name for the routes past its own bound
+// too, so that both are one series.
+const OtherRoute = routeledger.Overflow
 
 const (
 	warmSamples = 4   // a route's first requests, all measured

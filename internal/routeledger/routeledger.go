@@ -37,7 +37,8 @@ const NumShed = 4
 const maxNames = 4096
 
 // Overflow is the route the counts of new names past maxNames are folded
-// into: the name the wrappers give the routes past their bound.
+// into; the wrappers give the routes past their bound the same name
+// (autoroute.OtherRoute is this constant).
 const Overflow = "(other)"
 
 // Block is one owner's counters of one route. An Auto table counts
