@@ -3,11 +3,11 @@ package admission
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"runtime/pprof"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cpusched/cpusched/internal/leakcheck"
 )
 
 // TestGroups: each group has a limit of its own, and a call of one group
@@ -87,11 +87,7 @@ func TestGroupsStress(t *testing.T) {
 		class, nice int8
 	}
 	g := NewGroups[place](10*time.Millisecond, 2)
-	stop := time.AfterFunc(time.Minute, func() {
-		pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
-		panic("TestGroupsStress: stuck for a minute")
-	})
-	defer stop.Stop()
+	defer leakcheck.Watchdog(t, time.Minute)()
 	// held is, per place, the limit its calls in flight were admitted by
 	// and how many there are: a sweep must not drop that limit.
 	var mu sync.Mutex

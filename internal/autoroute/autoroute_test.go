@@ -3,8 +3,6 @@ package autoroute
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,11 +161,7 @@ func TestMeasure(t *testing.T) {
 func TestStress(t *testing.T) {
 	tb := New(100*time.Microsecond, 16)
 	var made atomic.Int32
-	stop := time.AfterFunc(time.Minute, func() {
-		pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
-		panic("TestStress: stuck for a minute")
-	})
-	defer stop.Stop()
+	defer leakcheck.Watchdog(t, time.Minute)()
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)

@@ -1,4 +1,5 @@
-// Package leakcheck finds goroutines a test left running. It does what
+// Package leakcheck finds goroutines a test left running, and dumps them
+// all when a stress test hangs (Watchdog). It does what
 // go.uber.org/goleak does for this module's tests, with the standard
 // library only: the library's module requires golang.org/x/sys and nothing
 // else, tests included, so that a user's go.mod lists no module of ours
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -138,4 +140,17 @@ func expected(g goroutine) bool {
 	// A parallel test waiting for its turn, or the test binary's alarm.
 	return strings.Contains(g.stack, "testing.(*testState).waitParallel") ||
 		strings.Contains(g.stack, "testing.(*M).startAlarm")
+}
+
+// Watchdog dumps every goroutine to standard error and panics, naming
+// the test, if it is not stopped within d: a stress test that hangs shows
+// where instead of waiting for the test binary's timeout. Stop it with
+// the returned func, deferred.
+func Watchdog(t testing.TB, d time.Duration) (stop func() bool) {
+	name := t.Name()
+	timer := time.AfterFunc(d, func() {
+		pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		panic(fmt.Sprintf("%s: stuck for %v", name, d))
+	})
+	return timer.Stop
 }

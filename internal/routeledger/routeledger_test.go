@@ -3,9 +3,7 @@ package routeledger
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"runtime"
-	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -106,11 +104,7 @@ func TestLedger(t *testing.T) {
 // made.
 func TestLedgerStress(t *testing.T) {
 	l := For(schedtest.NewScheduler(t))
-	stop := time.AfterFunc(time.Minute, func() {
-		pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
-		panic("TestLedgerStress: stuck for a minute")
-	})
-	defer stop.Stop()
+	defer leakcheck.Watchdog(t, time.Minute)()
 	ops := 5000
 	if testing.Short() {
 		ops = 500
