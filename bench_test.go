@@ -219,7 +219,11 @@ func BenchmarkQueuedGo(b *testing.B) {
 }
 
 func BenchmarkCheckpoint(b *testing.B) {
-	s := benchScheduler(b, WithIsolation(IsolationReserve), WithWorkers(1))
+	benchCheckpoints(b, benchScheduler(b, WithIsolation(IsolationReserve), WithWorkers(1)))
+}
+
+// benchCheckpoints times Checkpoint in one task of s.
+func benchCheckpoints(b *testing.B, s *Scheduler) {
 	s.Run(context.Background(), func(t *Task) error {
 		b.ResetTimer()
 		for b.Loop() {

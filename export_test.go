@@ -55,6 +55,13 @@ func withYieldWoken(f func()) Option {
 	return testHook(func(h *testHooks) { h.onYieldWoken = f })
 }
 
+// withTurn has f called by each task's goroutine on a lowered hand-off
+// thread, where threads cannot be raised, as it yields the thread to the
+// kernel at the end of a turn (turns.go), on that goroutine.
+func withTurn(f func()) Option {
+	return testHook(func(h *testHooks) { h.onTurn = f })
+}
+
 // withPark has f called by each task's goroutine in IsolationOSPriority
 // once the task has given its slot up at a Checkpoint, before the
 // goroutine waits for it (osMode.park), on that goroutine.

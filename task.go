@@ -64,7 +64,8 @@ type Task struct {
 	spawned bool
 	// lowerCheck counts Checkpoints down to the next that calls the mode
 	// (osMode.countdown: IsolationOSPriority's check whether to lower
-	// the task's thread, lowering.go), or is lowerCheckMark for a call at
+	// the task's thread, lowering.go, or on a hand-off thread that cannot
+	// be raised the end of its turn, turns.go), or is lowerCheckMark for a call at
 	// the next; 0, as in the other modes, where none is due. The mode
 	// sets it (setLowerCheck); only the task's goroutine uses it. While
 	// it is not 0, preempt's bit preemptCountdown is set, so that
@@ -180,7 +181,12 @@ func (t *Task) checkpointSlow() error {
 		return t.cancelErr()
 	}
 	if p == preemptCountdown {
-		// Only the countdown is set, and only the mode sets it.
+		// Only the countdown is set, and only the mode sets it; most of
+		// its Checkpoints only count down.
+		if t.lowerCheck > 1 {
+			t.lowerCheck--
+			return nil
+		}
 		t.s.os.countdown(t)
 		return nil
 	}

@@ -23,6 +23,7 @@ type testHooks struct {
 	onYieldWoken   func()        // called by a lowered thread as it yields on waking (yieldWoken)
 	onPark         func(*Task)   // called by a task's goroutine once it has given its slot up at a Checkpoint, before it waits (parking)
 	onBeginFn      func(*Task)   // called by a task's goroutine in IsolationOSPriority just before fn begins (osMode.begin)
+	onTurn         func()        // called by a task's goroutine on a lowered hand-off thread as it yields to the kernel (turns.go)
 	noGuard        bool          // no guard against outside contention (contention.go)
 	guardSource    *guardSource  // what the guard reads (contention.go); nil: newRealGuardSource()
 
@@ -72,6 +73,13 @@ func (h *testHooks) pinnedWake() {
 func (h *testHooks) yieldWoken() {
 	if h != nil && h.onYieldWoken != nil {
 		h.onYieldWoken()
+	}
+}
+
+// turnTaken calls h.onTurn, if set.
+func (h *testHooks) turnTaken() {
+	if h != nil && h.onTurn != nil {
+		h.onTurn()
 	}
 }
 

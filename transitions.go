@@ -273,12 +273,15 @@ func (m *osMode) end(t *Task, r *osRun) {
 // task's countdown (Task.lowerCheck, which only this mode sets) is: at
 // its end, the check whether to lower the task's thread (lowerSelf).
 func (m *osMode) countdown(t *Task) {
-	if t.lowerCheck == lowerCheckMark {
-		m.s.lowerSelf(t, true)
-	} else if t.lowerCheck == 1 {
-		m.s.lowerSelf(t, false) // sets the next countdown, or 0, on every path
-	} else {
+	switch {
+	case t.lowerCheck > 1:
 		t.lowerCheck--
+	case t.os.handoff:
+		m.s.turn(t) // a hand-off task counts down to its turns (turns.go)
+	case t.lowerCheck == lowerCheckMark:
+		m.s.lowerSelf(t, true)
+	default:
+		m.s.lowerSelf(t, false) // sets the next countdown, or 0, on every path
 	}
 }
 

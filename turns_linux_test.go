@@ -1,0 +1,122 @@
+package cpusched
+
+// Turns (turns.go): a task on a lowered hand-off thread that cannot be
+// raised back yields the thread to the kernel at a Checkpoint every
+// unraisableTurn, and only there.
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// computeFor returns a task that computes for d of wall time, calling
+// Checkpoint after each step of about step if step is not 0, and records
+// its thread's nice value at its end.
+func computeFor(d, step time.Duration, nice *atomic.Int64) func(*Task) error {
+	return func(tk *Task) error {
+		end := time.Now().Add(d)
+		for next := time.Now(); time.Now().Before(end); {
+			if step > 0 && !time.Now().Before(next) {
+				if err := tk.Checkpoint(); err != nil {
+					return err
+				}
+				next = time.Now().Add(step)
+			}
+		}
+		attr, err := unix.SchedGetAttr(0, 0)
+		nice.Store(int64(attr.Nice))
+		return err
+	}
+}
+
+// TestTurns: a task with Checkpoints on a hand-off thread at
+// unraisableNice takes a turn (yields) about every unraisableTurn, never
+// more often, whether its Checkpoints come every microsecond or every
+// 50; and a task without Checkpoints takes none.
+func TestTurns(t *testing.T) {
+	const run = 40 * unraisableTurn
+	for _, tc := range []struct {
+		name      string
+		step      time.Duration
+		wantTurns bool
+	}{
+		{"dense", time.Microsecond, true},
+		{"sparse", 50 * time.Microsecond, true},
+		{"no-checkpoints", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var turns atomic.Int64
+			s := unraisableScheduler(t, newFakeMachine(false), WithWorkers(1), withoutSlicePins(), withTurn(func() { turns.Add(1) }))
+			var nice atomic.Int64
+			start := time.Now()
+			if err := s.Run(context.Background(), computeFor(run, tc.step, &nice)); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			if nice.Load() != unraisableNice {
+				t.Fatalf("the task ran at nice %d; want %d", nice.Load(), unraisableNice)
+			}
+			n := turns.Load()
+			t.Logf("%d turns in %v", n, took)
+			// At most one turn per unraisableTurn of the task's run, by
+			// construction; at least one per 4 of them, by its pacing
+			// (a Checkpoint at least every 127 or every step).
+			if most := int64(took/unraisableTurn) + 1; n > most {
+				t.Errorf("%d turns in %v; want at most %d", n, took, most)
+			}
+			if least := int64(run / unraisableTurn / 4); tc.wantTurns && n < least {
+				t.Errorf("%d turns in %v; want at least %d", n, took, least)
+			}
+			if !tc.wantTurns && n != 0 {
+				t.Errorf("%d turns; want none", n)
+			}
+		})
+	}
+}
+
+// TestTurnsStopWhenLeft: a task that leaves its lowered thread once the
+// scheduler turns contended (retire.go) takes no turn after it: it runs
+// at normal priority to its end.
+func TestTurnsStopWhenLeft(t *testing.T) {
+	retryLoose(t, func() uint64 {
+		var turns atomic.Int64
+		m := newFakeMachine(false)
+		s := unraisableScheduler(t, m, WithWorkers(1), withTurn(func() { turns.Add(1) }))
+		w := startWatched(t, s, false)
+		defer w.end()
+		if !within(5*time.Second, func() bool { return w.nice.Load() == unraisableNice && turns.Load() > 0 }) {
+			t.Fatalf("the task never took a turn on its lowered thread (nice %d, %d turns)", w.nice.Load(), turns.Load())
+		}
+		lowered := int(w.tid.Load())
+		m.busy.Store(true)
+		if !within(5*time.Second, func() bool { return int(w.tid.Load()) != lowered && w.nice.Load() == 0 }) {
+			t.Fatalf("the task stayed on thread %d", lowered)
+		}
+		after := turns.Load()
+		time.Sleep(20 * unraisableTurn)
+		if n := turns.Load() - after; n != 0 {
+			t.Errorf("%d turns at normal priority after the task left its thread; want none", n)
+		}
+		if err := w.end(); err != nil {
+			t.Fatal(err)
+		}
+		return s.Stats().LooseThreads
+	})
+}
+
+// BenchmarkCheckpointTurns is Checkpoint in a task on a hand-off thread at
+// unraisableNice, where every Checkpoint counts down to the task's next
+// turn: against BenchmarkCheckpoint (a task whose Checkpoints test one
+// word) and BenchmarkCheckpointBaseline. Its ns/op include the turns'
+// yields, one every unraisableTurn.
+func BenchmarkCheckpointTurns(b *testing.B) {
+	if err := probeOSPriority(); err != nil {
+		b.Skipf("this machine refuses lowering a thread's priority (%v)", err)
+	}
+	benchCheckpoints(b, benchScheduler(b, WithIsolation(IsolationOSPriority), WithWorkers(1), withoutGuard(),
+		withOS(nil, func() error { return errCannotRaise }, nil)))
+}
