@@ -189,9 +189,8 @@ func (s *Scheduler) startHandoff(t *Task, pin bool) (awake bool) {
 
 // handoffBegin is beginFn's step on a hand-off thread before fn runs: it
 // reads the thread's CPU clock for taskCPULocked, fits the thread to the
-// scheduler's state (fitHandoffThread), begins the task's turns where
-// threads cannot be raised (turns.go) and records the thread for the
-// guard (contention.go). With slice pins it returns when fn began, for the
+// scheduler's state (fitHandoffThread), begins the task's turns
+// (turns.go) and records the thread for the guard (contention.go). With slice pins it returns when fn began, for the
 // placement of the next task (pin.go), by the monotonic clock
 // (systemClock, never a test's); 0 otherwise.
 func (s *Scheduler) handoffBegin(t *Task) (start int64) {
@@ -203,9 +202,7 @@ func (s *Scheduler) handoffBegin(t *Task) (start int64) {
 		t.os.raised = true
 		s.mu.Unlock()
 	}
-	if !s.os.raisable {
-		t.beginTurns(s.clock.Now()) // turns.go
-	}
+	t.beginTurns(s.clock.Now()) // turns.go
 	t.os.tid.Store(int32(osprio.ThreadID()))
 	if s.os.pins != nil {
 		start = systemClock{}.Now()

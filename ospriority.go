@@ -425,9 +425,9 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //     clock at lowerIfLongLocked's last reading, counted on when it
 //     moves to another thread; under s.mu. It matters only until the
 //     thread is lowered, at osLowerAfter, so 32 bits hold it. A hand-off
-//     task, which lowerIfLongLocked never measures, holds there where
-//     threads cannot be raised the start of its turn (turnClock; turns.go),
-//     used only by its goroutine.
+//     task, which lowerIfLongLocked never measures, holds there the
+//     start of its turn (turnClock; turns.go), used only by its
+//     goroutine.
 //   - uncomputed: slot time in which the task did not compute (ns):
 //     Blocking calls that kept the slot, and the time its goroutine took
 //     to run once given the slot; added to by the task's goroutine.

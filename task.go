@@ -64,8 +64,8 @@ type Task struct {
 	spawned bool
 	// lowerCheck counts Checkpoints down to the next that calls the mode
 	// (osMode.countdown: IsolationOSPriority's check whether to lower
-	// the task's thread, lowering.go, or on a hand-off thread that cannot
-	// be raised the end of its turn, turns.go), or is lowerCheckMark for a call at
+	// the task's thread, lowering.go, or on a hand-off thread the end of
+	// its turn, turns.go), or is lowerCheckMark for a call at
 	// the next; 0, as in the other modes, where none is due. The mode
 	// sets it (setLowerCheck); only the task's goroutine uses it. While
 	// it is not 0, preempt's bit preemptCountdown is set, so that

@@ -1,8 +1,7 @@
 package cpusched
 
-// Turns (turns.go): a task on a lowered hand-off thread that cannot be
-// raised back yields the thread to the kernel at a Checkpoint every
-// unraisableTurn, and only there.
+// Turns (turns.go): a task on a lowered hand-off thread yields the thread
+// to the kernel at a Checkpoint every handoffTurn, and only there.
 
 import (
 	"context"
@@ -33,49 +32,79 @@ func computeFor(d, step time.Duration, nice *atomic.Int64) func(*Task) error {
 	}
 }
 
-// TestTurns: a task with Checkpoints on a hand-off thread at
-// unraisableNice takes a turn (yields) about every unraisableTurn, never
-// more often, whether its Checkpoints come every microsecond or every
-// 50; and a task without Checkpoints takes none.
+// TestTurns: a task with Checkpoints on a lowered hand-off thread
+// (unraisableNice where threads cannot be raised, SCHED_IDLE where they
+// can) takes a turn (yields) about every handoffTurn, never more often,
+// whether its Checkpoints come every microsecond or every 50; and a task
+// without Checkpoints takes none.
 func TestTurns(t *testing.T) {
-	const run = 40 * unraisableTurn
-	for _, tc := range []struct {
-		name      string
-		step      time.Duration
-		wantTurns bool
-	}{
-		{"dense", time.Microsecond, true},
-		{"sparse", 50 * time.Microsecond, true},
-		{"no-checkpoints", 0, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var turns atomic.Int64
-			s := unraisableScheduler(t, newFakeMachine(false), WithWorkers(1), withoutSlicePins(), withTurn(func() { turns.Add(1) }))
-			var nice atomic.Int64
-			start := time.Now()
-			if err := s.Run(context.Background(), computeFor(run, tc.step, &nice)); err != nil {
-				t.Fatal(err)
+	const run = 40 * handoffTurn
+	for _, raisable := range []bool{false, true} {
+		for _, tc := range []struct {
+			name      string
+			step      time.Duration
+			wantTurns bool
+		}{
+			{"dense", time.Microsecond, true},
+			{"sparse", 50 * time.Microsecond, true},
+			{"no-checkpoints", 0, false},
+		} {
+			name := tc.name
+			if raisable {
+				name = "raisable-" + name
 			}
-			took := time.Since(start)
-			if nice.Load() != unraisableNice {
-				t.Fatalf("the task ran at nice %d; want %d", nice.Load(), unraisableNice)
-			}
-			n := turns.Load()
-			t.Logf("%d turns in %v", n, took)
-			// At most one turn per unraisableTurn of the task's run, by
-			// construction; at least one per 4 of them, by its pacing
-			// (a Checkpoint at least every 127 or every step).
-			if most := int64(took/unraisableTurn) + 1; n > most {
-				t.Errorf("%d turns in %v; want at most %d", n, took, most)
-			}
-			if least := int64(run / unraisableTurn / 4); tc.wantTurns && n < least {
-				t.Errorf("%d turns in %v; want at least %d", n, took, least)
-			}
-			if !tc.wantTurns && n != 0 {
-				t.Errorf("%d turns; want none", n)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				var turns atomic.Int64
+				opts := []Option{WithWorkers(1), withoutSlicePins(), withTurn(func() { turns.Add(1) })}
+				var s *Scheduler
+				if raisable {
+					s = raisableHandoffScheduler(t, opts...)
+				} else {
+					s = unraisableScheduler(t, newFakeMachine(false), opts...)
+				}
+				var nice atomic.Int64
+				start := time.Now()
+				if err := s.Run(context.Background(), computeFor(run, tc.step, &nice)); err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(start)
+				if !raisable && nice.Load() != unraisableNice {
+					t.Fatalf("the task ran at nice %d; want %d", nice.Load(), unraisableNice)
+				}
+				n := turns.Load()
+				t.Logf("%d turns in %v", n, took)
+				// At most one turn per handoffTurn of the task's run, by
+				// construction; at least one per 4 of them, by its pacing
+				// (a Checkpoint at least every 127 or every step).
+				if most := int64(took/handoffTurn) + 1; n > most {
+					t.Errorf("%d turns in %v; want at most %d", n, took, most)
+				}
+				if least := int64(run / handoffTurn / 4); tc.wantTurns && n < least {
+					t.Errorf("%d turns in %v; want at least %d", n, took, least)
+				}
+				if !tc.wantTurns && n != 0 {
+					t.Errorf("%d turns; want none", n)
+				}
+			})
+		}
 	}
+}
+
+// raisableHandoffScheduler returns an IsolationOSPriority Scheduler that
+// hands every task off to a SCHED_IDLE hand-off thread, without a guard;
+// it skips the test where a lowered thread cannot be raised back here.
+func raisableHandoffScheduler(t *testing.T, opts ...Option) *Scheduler {
+	t.Helper()
+	needOSPriority(t)
+	if err := probeOSRestore(); err != nil {
+		t.Skipf("a lowered thread cannot be raised back here (%v)", err)
+	}
+	s, err := New(append([]Option{WithIsolation(IsolationOSPriority), withOSHandoff(), withoutGuard()}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close(context.Background()) })
+	return s
 }
 
 // TestTurnsStopWhenLeft: a task that leaves its lowered thread once the
@@ -97,7 +126,7 @@ func TestTurnsStopWhenLeft(t *testing.T) {
 			t.Fatalf("the task stayed on thread %d", lowered)
 		}
 		after := turns.Load()
-		time.Sleep(20 * unraisableTurn)
+		time.Sleep(20 * handoffTurn)
 		if n := turns.Load() - after; n != 0 {
 			t.Errorf("%d turns at normal priority after the task left its thread; want none", n)
 		}
@@ -112,7 +141,7 @@ func TestTurnsStopWhenLeft(t *testing.T) {
 // unraisableNice, where every Checkpoint counts down to the task's next
 // turn: against BenchmarkCheckpoint (a task whose Checkpoints test one
 // word) and BenchmarkCheckpointBaseline. Its ns/op include the turns'
-// yields, one every unraisableTurn.
+// yields, one every handoffTurn.
 func BenchmarkCheckpointTurns(b *testing.B) {
 	if err := probeOSPriority(); err != nil {
 		b.Skipf("this machine refuses lowering a thread's priority (%v)", err)
