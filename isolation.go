@@ -64,7 +64,10 @@ const (
 	// while other processes keep the CPUs busy a task leaves its thread at
 	// its next Checkpoint and the thread is ended
 	// (docs/design.md#without-the-privilege-to-raise). Stats says which
-	// path is in effect (ThreadsRaisable).
+	// path is in effect (ThreadsRaisable). Either way a task on a lowered
+	// hand-off thread yields the thread to the kernel at a Checkpoint
+	// every 0.25 ms (a system call), so that a thread of the program that
+	// waits for the CPU gets it; work without Checkpoints cannot.
 	//
 	// With every slot taken the rest of the program has one P. While it
 	// keeps that P busy with goroutines waiting for more, the scheduler
