@@ -56,8 +56,8 @@ func withYieldWoken(f func()) Option {
 }
 
 // withTurn has f called by each task's goroutine on a lowered hand-off
-// thread, where threads cannot be raised, as it yields the thread to the
-// kernel at the end of a turn (turns.go), on that goroutine.
+// thread as it yields the thread to the kernel at the end of a turn
+// (turns.go), on that goroutine.
 func withTurn(f func()) Option {
 	return testHook(func(h *testHooks) { h.onTurn = f })
 }

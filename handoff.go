@@ -190,9 +190,10 @@ func (s *Scheduler) startHandoff(t *Task, pin bool) (awake bool) {
 // handoffBegin is beginFn's step on a hand-off thread before fn runs: it
 // reads the thread's CPU clock for taskCPULocked, fits the thread to the
 // scheduler's state (fitHandoffThread), begins the task's turns
-// (turns.go) and records the thread for the guard (contention.go). With slice pins it returns when fn began, for the
-// placement of the next task (pin.go), by the monotonic clock
-// (systemClock, never a test's); 0 otherwise.
+// (turns.go) and records the thread for the guard (contention.go). With
+// slice pins it returns when fn began, for the placement of the next
+// task (pin.go), by the monotonic clock (systemClock, never a test's); 0
+// otherwise.
 func (s *Scheduler) handoffBegin(t *Task) (start int64) {
 	if s.rq.cpuClock {
 		t.os.cpuStart = osprio.ThreadCPU() // fn runs on this locked hand-off thread

@@ -23,7 +23,8 @@ package cpusched
 // finishes its task within a few of its kernel slices. The price is the
 // isolation on a quiet machine: the kernel does not preempt a nice-10
 // thread the instant a server thread wakes, as it does a SCHED_IDLE one,
-// unless the thread's slice is the longer (unraisableSlice).
+// unless the thread's slice is the longer (unraisableSlice), and gives it
+// longer turns, which its task cuts short at its Checkpoints (turns.go).
 //
 // How. A goroutine cannot be moved off the thread it is locked to without
 // unlocking it, and an unlocked lowered thread would go back to the
