@@ -10,15 +10,19 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cpusched/cpusched/internal/osprio"
 )
 
-// computeFor returns a task that computes for d of wall time, calling
-// Checkpoint after each step of about step if step is not 0, and records
-// its thread's nice value at its end.
+// computeFor returns a task that computes until its thread has used d of
+// CPU time, calling Checkpoint after each step of about step of wall
+// time if step is not 0, and records its thread's nice value at its end.
+// CPU time, not wall time: on a busy machine a lowered thread may get
+// little of the CPU, and it can only take turns while it runs.
 func computeFor(d, step time.Duration, nice *atomic.Int64) func(*Task) error {
 	return func(tk *Task) error {
-		end := time.Now().Add(d)
-		for next := time.Now(); time.Now().Before(end); {
+		end := osprio.ThreadCPU() + int64(d)
+		for next := time.Now(); osprio.ThreadCPU() < end; {
 			if step > 0 && !time.Now().Before(next) {
 				if err := tk.Checkpoint(); err != nil {
 					return err
