@@ -26,7 +26,12 @@ package cpusched
 // one system call per turn when nothing else waits, and each Checkpoint
 // of such a task counts down (BenchmarkCheckpointTurns). A thread raised
 // while the scheduler is contended does not yield: beside a busy
-// neighbour that would hand the neighbour the task's CPU.
+// neighbour that would hand the neighbour the task's CPU. Nor does a task
+// while a slot is lent (lend.go): the rest of the program then has a P of
+// its own and keeps it busy, the kernel's weights already give its
+// threads most of the CPU, and turns only took passes from the task
+// left running (io-heavy's hog at 37-52% of the floor's with them,
+// 68-75% without, the probe's p99 alike).
 //
 // How. Checkpoint's countdown (Task.lowerCheck, which only
 // IsolationOSPriority uses and, on a hand-off thread, only for turns)
@@ -62,12 +67,12 @@ func (t *Task) beginTurns(now int64) {
 // minutes apart is right.
 func turnClock(now int64) int32 { return int32(uint32(now / int64(time.Microsecond))) }
 
-// turn is Checkpoint's countdown step on a hand-off task (osMode.countdown):
-// once handoffTurn has passed since the turn began, t yields its
-// thread to the kernel if the thread is lowered, and a new turn
-// begins; the next check is set by the rate of t's Checkpoints. A task
-// that left its thread (retire.go) runs at normal priority to its end:
-// its countdown stops. On t's goroutine.
+// turn is Checkpoint's countdown step on a hand-off task
+// (osMode.countdown): once handoffTurn has passed since the turn began,
+// t yields its thread to the kernel if the thread is lowered and no slot
+// is lent, and a new turn begins; the next check is set by the rate of
+// t's Checkpoints. A task that left its thread (retire.go) runs at normal
+// priority to its end: its countdown stops. On t's goroutine.
 func (s *Scheduler) turn(t *Task) {
 	now := s.clock.Now()
 	elapsed := int64(uint32(turnClock(now)-t.os.computed)) * int64(time.Microsecond)
@@ -75,13 +80,13 @@ func (s *Scheduler) turn(t *Task) {
 	left := int64(handoffTurn) - elapsed
 	if left <= 0 {
 		s.mu.Lock()
-		lowered, gone := !t.os.raised, t.os.left()
+		lowered, gone, lent := !t.os.raised, t.os.left(), s.os.lent > 0
 		s.mu.Unlock()
 		if gone {
 			t.setLowerCheck(0)
 			return
 		}
-		if lowered { // a thread raised while contended does not yield to the neighbour (above)
+		if lowered && !lent { // not raised while contended, nor with a slot lent (above)
 			s.cfg.hooks.turnTaken()
 			osprio.Yield()
 		}

@@ -153,3 +153,56 @@ func BenchmarkCheckpointTurns(b *testing.B) {
 	benchCheckpoints(b, benchScheduler(b, WithIsolation(IsolationOSPriority), WithWorkers(1), withoutGuard(),
 		withOS(nil, func() error { return errCannotRaise }, nil)))
 }
+
+// TestNoTurnsWhileLent: while a slot is lent to the rest of the program
+// (lend.go), a task on a lowered hand-off thread takes no turns; once the
+// slot comes back, it takes them again.
+func TestNoTurnsWhileLent(t *testing.T) {
+	needOSPriority(t)
+	if err := probeOSRestore(); err != nil {
+		t.Skipf("a lowered thread cannot be raised back here (%v)", err)
+	}
+	var turns atomic.Int64
+	load := &fakeLoad{}
+	load.busy.Store(true)
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(2), withOSHandoff(), withoutGuard(),
+		withLendSample(200*time.Microsecond, load.sample), withTurn(func() { turns.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	var stop atomic.Bool
+	defer stop.Store(true) // before Close, on a failure
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Run(context.Background(), func(task *Task) error {
+			for !stop.Load() {
+				spin(5 * time.Microsecond)
+				if err := task.Checkpoint(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}()
+	if !within(10*time.Second, func() bool { return s.Stats().Lent == 1 }) {
+		t.Fatalf("no slot lent after 10 s (Lent %d)", s.Stats().Lent)
+	}
+	before := turns.Load()
+	time.Sleep(40 * handoffTurn)
+	if n := turns.Load() - before; n != 0 && s.Stats().Lent == 1 {
+		t.Errorf("%d turns while a slot was lent; want none", n)
+	}
+	load.busy.Store(false)
+	if !within(10*time.Second, func() bool { return s.Stats().Lent == 0 }) {
+		t.Fatalf("the slot never came back (Lent %d)", s.Stats().Lent)
+	}
+	before = turns.Load()
+	if !within(10*time.Second, func() bool { return turns.Load() > before }) {
+		t.Error("no turn in 10 s once the slot came back")
+	}
+	stop.Store(true)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
