@@ -270,12 +270,12 @@ func (m *osMode) end(t *Task, r *osRun) {
 }
 
 // countdown is Checkpoint's step where no preempt bit is set but the
-// task's countdown (Task.lowerCheck, which only this mode sets) is: at
-// its end, the check whether to lower the task's thread (lowerSelf).
+// task's countdown (Task.lowerCheck, which only this mode sets) is, at
+// its end (checkpointSlow counts the rest down): the end of a hand-off
+// task's turn (turns.go), or the check whether to lower the task's
+// thread (lowerSelf).
 func (m *osMode) countdown(t *Task) {
 	switch {
-	case t.lowerCheck > 1:
-		t.lowerCheck--
 	case t.os.handoff:
 		m.s.turn(t) // a hand-off task counts down to its turns (turns.go)
 	case t.lowerCheck == lowerCheckMark:

@@ -30,8 +30,7 @@ package cpusched
 // while a slot is lent (lend.go): the rest of the program then has a P of
 // its own and keeps it busy, the kernel's weights already give its
 // threads most of the CPU, and turns only took passes from the task
-// left running (io-heavy's hog at 37-52% of the floor's with them,
-// 68-75% without, the probe's p99 alike).
+// left running, for no lower tail (the record above).
 //
 // How. Checkpoint's countdown (Task.lowerCheck, which only
 // IsolationOSPriority uses and, on a hand-off thread, only for turns)
