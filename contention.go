@@ -65,8 +65,8 @@ package cpusched
 // Contended, the scheduler raises every running task's lowered thread
 // back to the setting it had (enterContendedLocked), counts a task that
 // has computed for osLowerAfter long as before but leaves its thread as it
-// is (osTask.raised), hands no task off, and gives the rest of the program
-// contendedSpareProcs Ps. The tasks then take their share of the machine
+// is (osTask.raised), hands no task off, gives the rest of the program
+// contendedSpareProcs Ps, and lends it no slot (lend.go). The tasks then take their share of the machine
 // beside the other processes, as the rest of the program does, and the
 // kernel runs every thread that holds a P within a few of its slices.
 //

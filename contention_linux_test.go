@@ -190,3 +190,69 @@ func TestGuardBusyBeforeTasksBegin(t *testing.T) {
 		t.Error("the scheduler is not contended")
 	}
 }
+
+// TestNoLendWhileContended: a slot lent while the machine was quiet comes
+// back when the guard turns contended, none is lent while it stays so
+// (the rest of the program still reads busy), and lending resumes once it
+// turns quiet.
+func TestNoLendWhileContended(t *testing.T) {
+	needOSPriority(t)
+	m := newFakeMachine(false)
+	load := &fakeLoad{}
+	load.busy.Store(true)
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(2), withGuardSource(m.source()),
+		withLendSample(200*time.Microsecond, load.sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	defer stopOnce.Do(func() { close(stop) }) // before Close, on a failure
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := s.Run(context.Background(), func(tk *Task) error {
+				for {
+					select {
+					case <-stop:
+						return nil
+					default:
+					}
+					spin(20 * time.Microsecond)
+					if err := tk.Checkpoint(); err != nil {
+						return err
+					}
+				}
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	if !within(10*time.Second, func() bool { st := s.Stats(); return st.Lent == 1 && st.Running == 1 }) {
+		st := s.Stats()
+		t.Fatalf("quiet machine, rest busy: Lent %d Running %d after 10 s, want 1 and 1", st.Lent, st.Running)
+	}
+	m.busy.Store(true)
+	if !within(10*time.Second, func() bool { st := s.Stats(); return st.Contended && st.Lent == 0 && st.Running == 2 }) {
+		st := s.Stats()
+		t.Fatalf("contended: Contended %v Lent %d Running %d after 10 s, want true, 0, 2", st.Contended, st.Lent, st.Running)
+	}
+	lends := s.Stats().Lends
+	for range 50 { // many lend windows (4 ms each here), the rest still busy
+		time.Sleep(time.Millisecond)
+		if st := s.Stats(); st.Lent != 0 && st.Contended {
+			t.Fatalf("a slot lent while contended: Lent %d (Lends %d, %d before)", st.Lent, st.Lends, lends)
+		}
+	}
+	m.busy.Store(false)
+	if !within(10*time.Second, func() bool { st := s.Stats(); return !st.Contended && st.Lent == 1 }) {
+		st := s.Stats()
+		t.Fatalf("quiet again, rest busy: Contended %v Lent %d after 10 s, want false, 1", st.Contended, st.Lent)
+	}
+	stopOnce.Do(func() { close(stop) })
+	wg.Wait()
+}

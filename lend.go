@@ -32,6 +32,15 @@ package cpusched
 // no GOMAXPROCS (each change stops the world) and costs the tasks nothing
 // while the program is quiet; what it measured is in
 // docs/measurements/ospriority-settings.md#lending-slots.
+//
+// Not while contended. Beside other busy processes (contention.go) the
+// rest's goroutines wait for a CPU rather than for a P, so the counts
+// above read busy however many Ps it has, and a slot lent then is never
+// given back. Lending while contended measured worse collector stops,
+// not better (docs/measurements/busy-machine.md#tried-and-dropped); a
+// slot still lent from a quiet stretch was seen with a 42 ms stop. So
+// once the guard turns contended every lent slot comes back, and none is
+// lent until it turns quiet.
 
 import (
 	"runtime"
@@ -163,6 +172,20 @@ func (m *osMode) lendLocked(now int64) (next int64, start []startedTask) {
 		*l = lender{sample: l.sample, tick: l.tick, off: l.off}
 		return 0, nil
 	}
+	if g := m.guard; g != nil && g.contended {
+		// Contended, the rest of the program has contendedSpareProcs Ps,
+		// and its goroutines wait for the CPUs the other processes take,
+		// not for Ps: they count as busy however many it has. A slot lent
+		// then is a task thread fewer beside those processes, and it cost
+		// the collector's stops (see the file comment): every lent slot
+		// comes back, and none is lent until the scheduler turns quiet.
+		*l = lender{sample: l.sample, tick: l.tick, off: l.off}
+		if m.lent == 0 {
+			return 0, nil
+		}
+		m.setLentLocked(0, now)
+		return 0, s.pickAllLocked(now)
+	}
 	if now < l.next {
 		return l.next - now, nil
 	}
@@ -180,15 +203,21 @@ func (m *osMode) lendLocked(now int64) (next int64, start []startedTask) {
 		}
 	case -1:
 		m.setLentLocked(m.lent-1, now)
-		for {
-			t, first := s.pickLocked(now)
-			if t == nil {
-				break
-			}
-			start = append(start, startedTask{t, first})
-		}
+		start = s.pickAllLocked(now)
 	}
 	return tick, start
+}
+
+// pickAllLocked gives every free slot to a waiting task, at now, and
+// returns those tasks for the caller to resume after unlocking.
+func (s *Scheduler) pickAllLocked(now int64) (start []startedTask) {
+	for {
+		t, first := s.pickLocked(now)
+		if t == nil {
+			return start
+		}
+		start = append(start, startedTask{t, first})
+	}
 }
 
 // startedTask is a task given a slot, to resume (Scheduler.resume).
