@@ -36,11 +36,11 @@ package cpusched
 // Not while contended. Beside other busy processes (contention.go) the
 // rest's goroutines wait for a CPU rather than for a P, so the counts
 // above read busy however many Ps it has, and a slot lent then is never
-// given back. Lending while contended measured worse collector stops,
-// not better (docs/measurements/busy-machine.md#tried-and-dropped); a
-// slot still lent from a quiet stretch was seen with a 42 ms stop. So
-// once the guard turns contended every lent slot comes back, and none is
-// lent until it turns quiet.
+// given back. Lending while contended measured longer collector stops,
+// not shorter, and so did a slot still lent from a quiet stretch
+// (docs/measurements/busy-machine.md#tried-and-dropped). So once the
+// guard turns contended every lent slot comes back, and none is lent
+// until it turns quiet.
 
 import (
 	"runtime"
@@ -173,12 +173,8 @@ func (m *osMode) lendLocked(now int64) (next int64, start []startedTask) {
 		return 0, nil
 	}
 	if g := m.guard; g != nil && g.contended {
-		// Contended, the rest of the program has contendedSpareProcs Ps,
-		// and its goroutines wait for the CPUs the other processes take,
-		// not for Ps: they count as busy however many it has. A slot lent
-		// then is a task thread fewer beside those processes, and it cost
-		// the collector's stops (see the file comment): every lent slot
-		// comes back, and none is lent until the scheduler turns quiet.
+		// No lending while contended (the file comment): every lent
+		// slot comes back, and the windows start afresh once quiet.
 		*l = lender{sample: l.sample, tick: l.tick, off: l.off}
 		if m.lent == 0 {
 			return 0, nil
