@@ -144,7 +144,7 @@ func (m *osMode) waking(next *Task, hint wakeHint) {
 }
 
 // lentLocked is how many slots are lent to the rest of the program now
-// (lend.go), for slotsLocked.
+// (lend.go), for slotsLocked and turns (turns.go).
 func (m *osMode) lentLocked() int {
 	if m == nil {
 		return 0

@@ -15,9 +15,8 @@ package cpusched
 // to the lowered thread at a tick, waits that turn out. sched_yield ends
 // the turn: it moves the thread's deadline on by its slice, so the kernel
 // picks any thread that is owed the CPU, and goes on with this one if
-// none is. With turns, the bench's hog-sched step read about the floor's
-// probe p99, where it read up to twice it unprivileged and up to 1.8x as
-// root (docs/measurements/unprivileged.md#turns).
+// none is. What turns bought the probe, and cost the CPU-heavy work, is
+// in docs/measurements/unprivileged.md#turns.
 //
 // The price: beside a fast path that keeps the CPUs busy (the bench's
 // io-heavy), the CPU-heavy work yields to it more often and makes fewer
@@ -48,8 +47,8 @@ import (
 )
 
 // handoffTurn is how long a task on a lowered hand-off thread computes
-// between yields to the kernel: 0.25, 0.5 and 1 ms read alike on
-// hog-sched, and 0.25 ms lowest beside a neighbour that takes the CPUs
+// between yields to the kernel: the lengths tried read alike alone, and
+// the shortest lowest beside a neighbour that takes the CPUs
 // (docs/measurements/unprivileged.md#turns).
 const handoffTurn = 250 * time.Microsecond
 
@@ -79,7 +78,7 @@ func (s *Scheduler) turn(t *Task) {
 	left := int64(handoffTurn) - elapsed
 	if left <= 0 {
 		s.mu.Lock()
-		lowered, gone, lent := !t.os.raised, t.os.left(), s.os.lent > 0
+		lowered, gone, lent := !t.os.raised, t.os.left(), s.os.lentLocked() > 0
 		s.mu.Unlock()
 		if gone {
 			t.setLowerCheck(0)
