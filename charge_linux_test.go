@@ -196,15 +196,17 @@ type neighbourRun struct {
 	clock            time.Duration // the threads' CPU clocks over fn, as kernel
 	tasks, moved     int
 	contended        bool
+	each             []string // each counted task's CPUTime/kernel, for a failure's log
 }
 
 // cpuBesideNeighbour runs tasks CPU-bound tasks of about work each on s,
 // each in a tracked group of its own so that Stats has each one's
 // CPUTime, and adds them up with what the kernel counted for their
-// threads, read from /proc/self/task/TID/schedstat as fn began and ended.
+// threads, read from /proc/self/task/TID/schedstat as fn began and ended,
+// over the tasks that ran all of fn on one thread.
 func cpuBesideNeighbour(tb testing.TB, s *Scheduler, round, tasks int, work time.Duration) neighbourRun {
 	tb.Helper()
-	spin := spinTask(work)
+	rounds := int(work / (10 * time.Microsecond))
 	type result struct {
 		kernel, clock time.Duration
 		moved         bool
@@ -224,9 +226,27 @@ func cpuBesideNeighbour(tb testing.TB, s *Scheduler, round, tasks int, work time
 			tid := osprio.ThreadID()
 			k0, err0 := schedstatRuntime(tid)
 			c0 := osprio.ThreadCPU()
-			err := spin(t)
-			if osprio.ThreadID() != tid {
-				results[i].moved = true
+			// spinTask's loop, with the thread checked after each
+			// Checkpoint: a goroutine that waited unlocked may come back
+			// to the thread it left, which meanwhile ran other
+			// goroutines, whose CPU the thread's counts then hold too.
+			// (A task's goroutine is locked while fn runs, so only a
+			// Checkpoint can move it.)
+			x := uint64(1)
+			var err error
+			for range rounds {
+				for range 4000 {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+				if err = t.Checkpoint(); err != nil {
+					break
+				}
+				if osprio.ThreadID() != tid {
+					results[i].moved = true
+				}
+			}
+			spinSink.Store(x)
+			if results[i].moved {
 				return err
 			}
 			c1 := osprio.ThreadCPU()
@@ -257,6 +277,7 @@ func cpuBesideNeighbour(tb testing.TB, s *Scheduler, round, tasks int, work time
 		r.run += g.RunTime
 		r.kernel += res.kernel
 		r.clock += res.clock
+		r.each = append(r.each, fmt.Sprintf("%v/%v", g.CPUTime, res.kernel))
 	}
 	r.total, r.fallback = st.CPUTime, st.CPUTimeFallback
 	return r
@@ -337,8 +358,8 @@ func TestCPUTimeBesideNeighbour(t *testing.T) {
 	stop := startNeighbour(t)
 	r := cpuBesideNeighbour(t, s, 0, 4*s.Workers(), 20*time.Millisecond)
 	stop()
-	t.Logf("%d tasks (%d moved between threads, not counted): CPUTime %v (all tasks' fallback %v), RunTime %v, kernel %v (thread clocks %v): CPUTime/kernel %.3f, RunTime/kernel %.3f, contended %v",
-		r.tasks, r.moved, r.cpu, r.fallback, r.run, r.kernel, r.clock, float64(r.cpu)/float64(r.kernel), float64(r.run)/float64(r.kernel), r.contended)
+	t.Logf("%d tasks (%d moved between threads, not counted): CPUTime %v (all tasks' fallback %v), RunTime %v, kernel %v (thread clocks %v): CPUTime/kernel %.3f, RunTime/kernel %.3f, contended %v; each: %v",
+		r.tasks, r.moved, r.cpu, r.fallback, r.run, r.kernel, r.clock, float64(r.cpu)/float64(r.kernel), float64(r.run)/float64(r.kernel), r.contended, r.each)
 	if r.kernel == 0 {
 		t.Skip("no task stayed on one thread")
 	}
