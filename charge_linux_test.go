@@ -114,6 +114,11 @@ func processCPU(t testing.TB) time.Duration {
 // spinTask returns a task that computes for about d on a CPU to itself,
 // with a Checkpoint about every 10 us.
 func spinTask(d time.Duration) func(*Task) error {
+	return spinTaskWith(d, (*Task).Checkpoint)
+}
+
+// spinTaskWith is spinTask calling check where it would call Checkpoint.
+func spinTaskWith(d time.Duration, check func(*Task) error) func(*Task) error {
 	rounds := int(d / (10 * time.Microsecond))
 	return func(t *Task) error {
 		x := uint64(1)
@@ -121,7 +126,7 @@ func spinTask(d time.Duration) func(*Task) error {
 			for range 4000 { // about 10 us
 				x = x*6364136223846793005 + 1442695040888963407
 			}
-			if err := t.Checkpoint(); err != nil {
+			if err := check(t); err != nil {
 				return err
 			}
 		}
@@ -203,10 +208,10 @@ type neighbourRun struct {
 // each in a tracked group of its own so that Stats has each one's
 // CPUTime, and adds them up with what the kernel counted for their
 // threads, read from /proc/self/task/TID/schedstat as fn began and ended,
-// over the tasks that ran all of fn on one thread.
+// over the tasks that ran all of fn on one thread, less what that thread
+// ran while they waited at a Checkpoint.
 func cpuBesideNeighbour(tb testing.TB, s *Scheduler, round, tasks int, work time.Duration) neighbourRun {
 	tb.Helper()
-	rounds := int(work / (10 * time.Microsecond))
 	type result struct {
 		kernel, clock time.Duration
 		moved         bool
@@ -226,33 +231,35 @@ func cpuBesideNeighbour(tb testing.TB, s *Scheduler, round, tasks int, work time
 			tid := osprio.ThreadID()
 			k0, err0 := schedstatRuntime(tid)
 			c0 := osprio.ThreadCPU()
-			// spinTask's loop, with the thread checked after each
-			// Checkpoint: a goroutine that waited unlocked may come back
-			// to the thread it left, which meanwhile ran other
-			// goroutines, whose CPU the thread's counts then hold too.
-			// (A task's goroutine is locked while fn runs, so only a
-			// Checkpoint can move it.)
-			x := uint64(1)
-			var err error
-			for range rounds {
-				for range 4000 {
-					x = x*6364136223846793005 + 1442695040888963407
-				}
-				if err = t.Checkpoint(); err != nil {
-					break
+			// A task that waits at a Checkpoint on its own goroutine
+			// waits unlocked, and may come back to the thread it left,
+			// which meanwhile ran other goroutines: the thread's counts
+			// then hold their CPU too. So what the thread's clock grew
+			// by across a Checkpoint that waited is taken out of both
+			// counts, and a task found on another thread after a
+			// Checkpoint is not counted. (A task's goroutine is locked
+			// while fn runs, so only a Checkpoint can move it.)
+			var inside time.Duration
+			waited := t.Waited()
+			err := spinTaskWith(work, func(t *Task) error {
+				before := osprio.ThreadCPU()
+				err := t.Checkpoint()
+				if w := t.Waited(); w != waited {
+					waited = w
+					inside += time.Duration(osprio.ThreadCPU() - before)
 				}
 				if osprio.ThreadID() != tid {
 					results[i].moved = true
 				}
-			}
-			spinSink.Store(x)
+				return err
+			})(t)
 			if results[i].moved {
 				return err
 			}
 			c1 := osprio.ThreadCPU()
 			k1, err1 := schedstatRuntime(tid)
-			results[i].kernel, results[i].err = k1-k0, cmp.Or(err0, err1)
-			results[i].clock = time.Duration(c1 - c0)
+			results[i].kernel, results[i].err = k1-k0-inside, cmp.Or(err0, err1)
+			results[i].clock = time.Duration(c1-c0) - inside
 			return err
 		}, WithGroup(names[i]))
 		if err != nil {
