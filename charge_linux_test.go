@@ -241,7 +241,7 @@ func cpuBesideNeighbour(tb testing.TB, s *Scheduler, round, tasks int, work time
 			// while fn runs, so only a Checkpoint can move it.)
 			var inside time.Duration
 			waited := t.Waited()
-			err := spinTaskWith(work, func(t *Task) error {
+			err := spinTaskWith(work, func(*Task) error {
 				before := osprio.ThreadCPU()
 				err := t.Checkpoint()
 				if w := t.Waited(); w != waited {
