@@ -171,8 +171,12 @@ func NewAuto(s *cpusched.Scheduler, h http.Handler, opts ...Option) (http.Handle
 // and a long-lived stream (a WebSocket, server-sent events) counts as one
 // request, its whole life's CPU: serve such routes beside Auto, not
 // through it.
-// A route turns heavy when its average reaches the threshold, and light
-// again when it falls under half of it. Measuring needs Linux's thread
+// A route's first request often pays a one-time cost (a sync.Once, a
+// connection's handshake), so it decides nothing: the second takes the
+// lower of the two as the route's average, and a heavy route runs its
+// first two requests directly. A route turns heavy when its average
+// reaches the threshold, and light again when it falls under half of it.
+// Measuring needs Linux's thread
 // CPU clocks: elsewhere every route stays light.
 //
 // A heavy route's handler that waits mid-way (a database call, a request
@@ -279,8 +283,9 @@ type AutoRoute struct {
 	Route string
 	// Heavy is true while its requests run as tasks.
 	Heavy bool
-	// CPU is its moving average of CPU time per sampled request (each
-	// sample moves it a quarter of the way); 0 before the first.
+	// CPU is its moving average of CPU time per sampled request: the
+	// first sample, then the lower of the first two, then each sample
+	// moves it a quarter of the way; 0 before the first.
 	CPU time.Duration
 	// Requests counts its requests, and Sampled those measured.
 	Requests, Sampled uint64

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,6 +131,29 @@ func TestAutoRouteTurnsLight(t *testing.T) {
 	}
 }
 
+// TestAutoColdStartStaysLight: a route whose first request pays a
+// one-time cost (a sync.Once of 5 ms of CPU) and whose later ones wait
+// and compute little is never heavy: the first sample decides nothing.
+func TestAutoColdStartStaysLight(t *testing.T) {
+	if !autoroute.Measurable() {
+		t.Skip("no thread CPU clocks")
+	}
+	s := schedtest.NewScheduler(t)
+	var once sync.Once
+	mux := http.NewServeMux()
+	mux.HandleFunc("/users", func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { spin(5 * time.Millisecond) }) // templates parsed, a pool dialled
+		time.Sleep(time.Millisecond)                   // the database
+	})
+	h := Auto(s, mux)
+	for i := range 8 {
+		serve(h, httptest.NewRequest("GET", "/users", nil))
+		if r := autoRoute(t, h, "/users"); r.Heavy || r.Moves != 0 {
+			t.Fatalf("/users after %d requests: %+v, want light and never moved", i+1, r)
+		}
+	}
+}
+
 func TestAutoMaxRoutes(t *testing.T) {
 	s := schedtest.NewScheduler(t)
 	h := Auto(s, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), WithMaxRoutes(2))
@@ -215,7 +239,9 @@ func TestAutoReleasesSlotWhileHandlerSleeps(t *testing.T) {
 		io.WriteString(w, time.Now().Format(time.RFC3339Nano))
 	})
 	h := Auto(s, mux)
-	serve(h, httptest.NewRequest("GET", "/work", nil)) // heavy from now on
+	for range 2 { // the second request decides: heavy from then on
+		serve(h, httptest.NewRequest("GET", "/work", nil))
+	}
 	for try := 0; ; try++ {
 		sleeperDone := make(chan time.Time, 1)
 		go func() {

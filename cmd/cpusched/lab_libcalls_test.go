@@ -95,7 +95,7 @@ func TestLabLibcallsQuick(t *testing.T) {
 	}
 	if a := r.Step(libcalls.StepAuto); a != nil && runtime.GOOS == "linux" {
 		// A gzip of 2 MiB takes tens of milliseconds of CPU: heavy from its
-		// first request, the warm-up's.
+		// second request, the warm-up's.
 		var gzip *libcalls.AutoRoute
 		for i := range a.Routes {
 			if a.Routes[i].Route == "GET /direct/gzip" {

@@ -28,9 +28,14 @@
 // heavy route's (inside a task: two thread ids more). The others pay a
 // map lookup and an atomic add.
 //
-// The decision. Each sample moves the route's average CPU per request a
-// quarter of the way to it (avgShift): a route that turns heavy is
-// moved within a few samples. A light route turns heavy when the average
+// The decision. A route's first request often pays what its later ones
+// do not (a sync.Once, a connection's handshake, memory touched for the
+// first time), so it only seeds the route's average, and the second
+// sample decides, from the lower of the two: a route that waits on I/O
+// is not made heavy by its cold start, and a heavy one runs one more
+// request directly. Each later sample moves the average a quarter of the
+// way to it (avgShift): a route that turns heavy is moved within a few
+// samples. A light route turns heavy when the average
 // reaches the threshold, a heavy one light when it falls under half of it,
 // so that a route near the threshold does not flap.
 package autoroute
@@ -237,17 +242,24 @@ func (r *Route) Record(cpu int64) {
 	if cpu < 0 {
 		return
 	}
+	n := r.sampled.Add(1)
+	if n == 1 {
+		// The seed: the package comment says why it decides nothing. (A
+		// second sample recorded before this store takes the lower of 0
+		// and its own; this one then replaces it, and the third decides.)
+		r.cpu.Store(cpu)
+		return
+	}
 	var avg int64
-	if r.sampled.Add(1) == 1 {
-		avg = cpu
-		r.cpu.Store(avg)
-	} else {
-		for {
-			old := r.cpu.Load()
+	for {
+		old := r.cpu.Load()
+		if n == 2 {
+			avg = min(old, cpu)
+		} else {
 			avg = old + (cpu-old)>>avgShift
-			if r.cpu.CompareAndSwap(old, avg) {
-				break
-			}
+		}
+		if r.cpu.CompareAndSwap(old, avg) {
+			break
 		}
 	}
 	heavy := r.heavy.Load()

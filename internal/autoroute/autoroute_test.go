@@ -39,6 +39,10 @@ func TestSampling(t *testing.T) {
 	if fmt.Sprint(sampled) != fmt.Sprint(want) {
 		t.Errorf("light route sampled requests %v, want %v", sampled, want)
 	}
+	r.Record(int64(4 * time.Millisecond)) // the lower of the two: 0.25 ms, light
+	if r.Heavy() {
+		t.Fatal("heavy after samples of 0.25 and 4 ms, want light: the lower of the first two decides")
+	}
 	r.Record(int64(4 * time.Millisecond)) // 0.25 + 3.75/4 ms: heavy
 	sampled = sampled[:0]
 	for i := 701; i <= 716; i++ {
@@ -60,9 +64,9 @@ func TestHysteresis(t *testing.T) {
 		avg       int64
 		wantHeavy bool
 	}{
-		{ms / 2, ms / 2, false}, // the first sample is the average
-		{ms / 2, ms / 2, false},
-		{ms * 5 / 2, ms, true}, // a quarter of the way: 0.5 + 2/4 = 1 ms, the threshold
+		{ms * 3, ms * 3, false}, // the first sample seeds the average and decides nothing
+		{ms / 2, ms / 2, false}, // the second decides, from the lower of the two
+		{ms * 5 / 2, ms, true},  // a quarter of the way: 0.5 + 2/4 = 1 ms, the threshold
 		{ms / 2, ms * 7 / 8, true},
 		{0, ms * 21 / 32, true},
 		{0, ms * 63 / 128, false}, // under half the threshold

@@ -96,7 +96,7 @@ func autoRouteStats(s *cpusched.Scheduler) map[string]httpsched.RouteStats {
 // the test goes past it) for GET /users/{id}, which Spins for 3 ms and
 // then calls block, GET /hello, which Spins for 3 ms, and GET /light,
 // which answers at once; users, hello and light name them in s's routes.
-// It serves /hello twice, /light twice and /users/1 (block returns at
+// It serves /hello three times, /light and /users/1 twice (block returns at
 // once), which makes /users and /hello heavy, then GET /users/7 and
 // checks each route's figures while that request is held in block, and
 // once it has ended: figures from another route, or a light route's
@@ -116,7 +116,7 @@ func CheckAutoRouteStats(t *testing.T, serve func(s *cpusched.Scheduler, block f
 			<-release
 		}
 	})
-	for _, path := range []string{"/hello", "/hello", "/light", "/light", "/users/1"} {
+	for _, path := range []string{"/hello", "/hello", "/hello", "/light", "/light", "/users/1", "/users/1"} {
 		if rec := Record(h, "GET", path); rec.Code != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
 		}
@@ -133,8 +133,9 @@ func CheckAutoRouteStats(t *testing.T, serve func(s *cpusched.Scheduler, block f
 
 	// With one slot, WithMaxQueueWait's limit is 4 until its first
 	// request ends (cold), then 2: the slots, 1, grown by one as that
-	// request had the limit's every place. /users/1 and the first
-	// /hello ran directly, before their routes were heavy.
+	// request had the limit's every place. Each route's first two
+	// requests ran directly, before it was heavy: /users/1's both, and
+	// /hello's first two.
 	want := map[string]httpsched.RouteStats{
 		users: {Limit: 4, InFlight: 1},
 		hello: {Limit: 2},

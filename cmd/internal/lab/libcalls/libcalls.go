@@ -265,7 +265,7 @@ func runOnce(ctx context.Context, cfg Config, l *launcher, n int) (RunResult, er
 	phase := func(step, what string) { cfg.progress("run %d of %d: %s: %s", n, cfg.Runs, step, what) }
 
 	phase("warm-up", "one call of each route")
-	if err := m.warm(ctx, pathDirect, pathSched); err != nil {
+	if err := m.warm(ctx, 1, pathDirect, pathSched); err != nil {
 		return res, err
 	}
 	for _, step := range []string{StepIdle, StepDirect, StepSched} {
@@ -316,9 +316,9 @@ func runOnce(ctx context.Context, cfg Config, l *launcher, n int) (RunResult, er
 }
 
 // autoStep measures the auto step on its own server, started for it and
-// stopped before it returns: one call of each heavy route (which Auto
-// measures), then the step with the probe on the auto server too, since
-// its light route is behind Auto as well.
+// stopped before it returns: two calls of each heavy route (Auto
+// measures both, and the second decides), then the step with the probe
+// on the auto server too, since its light route is behind Auto as well.
 func autoStep(ctx context.Context, cfg Config, l *launcher, phase func(string)) (StepResult, Hello, error) {
 	phase("starting the auto server")
 	srv, err := startServer(ctx, cfg, l, autoServer)
@@ -328,8 +328,8 @@ func autoStep(ctx context.Context, cfg Config, l *launcher, phase func(string)) 
 	defer srv.stop()
 	m := newMeter(cfg, srv)
 	defer m.close()
-	phase("one call of each heavy route")
-	if err := m.warm(ctx, pathDirect); err != nil {
+	phase("two calls of each heavy route")
+	if err := m.warm(ctx, 2, pathDirect); err != nil {
 		return StepResult{}, srv.hello, fmt.Errorf("step %s: %w", StepAuto, srv.annotate(err))
 	}
 	s, err := m.step(ctx, StepAuto, srv, pathDirect, phase)

@@ -200,17 +200,17 @@ func (m *meter) probeConfig(d time.Duration) load.Config {
 		Duration: d, Drain: true, Client: m.probe}
 }
 
-// warm sends one request to each heavy route of the run's kinds under
-// each of prefixes, so that the first window does not pay for the first
-// connections and calls.
-func (m *meter) warm(ctx context.Context, prefixes ...string) error {
+// warm sends calls requests, one at a time, to each heavy route of the
+// run's kinds under each of prefixes, so that the first window does not
+// pay for the first connections and calls.
+func (m *meter) warm(ctx context.Context, calls int, prefixes ...string) error {
 	for i, kind := range m.cfg.Kinds {
 		for _, prefix := range prefixes {
-			res, err := load.Run(ctx, load.Config{URL: m.srv.base + prefix + kind, Concurrency: 1, Requests: 1, Timeout: heavyTimeout, Client: m.heavy[i]})
+			res, err := load.Run(ctx, load.Config{URL: m.srv.base + prefix + kind, Concurrency: 1, Requests: calls, Timeout: heavyTimeout, Client: m.heavy[i]})
 			if err != nil {
 				return err
 			}
-			if res.Completed != 1 || res.Non2xx != 0 {
+			if res.Completed != int64(calls) || res.Non2xx != 0 {
 				return fmt.Errorf("warm-up: %s%s did not answer 200 (status codes %v, failures %v)", prefix, kind, res.StatusCodes, res.Failed)
 			}
 		}
