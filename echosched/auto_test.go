@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +46,27 @@ func autoEcho(s *cpusched.Scheduler, opts ...httpsched.Option) *echo.Echo {
 
 func TestAutoFindsHeavyRoutes(t *testing.T) {
 	servetest.CheckAuto(t, func(s *cpusched.Scheduler) http.Handler { return autoEcho(s) }, "GET /heavy", "GET /light", "GET /wait/:id")
+}
+
+func TestAutoIdleRelease(t *testing.T) {
+	servetest.CheckAutoIdleRelease(t, func(s *cpusched.Scheduler) http.Handler {
+		e := echo.New()
+		e.Use(Auto(s))
+		e.GET("/work", echo.WrapHandler(http.HandlerFunc(servetest.Work)))
+		return e
+	})
+}
+
+func TestAutoRouteTurnsHeavy(t *testing.T) {
+	servetest.CheckAutoTurnsHeavy(t, func(s *cpusched.Scheduler, cost *atomic.Int64, opts ...httpsched.Option) http.Handler {
+		e := echo.New()
+		e.Use(Auto(s, opts...))
+		e.GET("/work", func(c echo.Context) error {
+			servetest.Spin(time.Duration(cost.Load()))
+			return c.NoContent(http.StatusOK)
+		})
+		return e
+	})
 }
 
 func TestAutoRouteNames(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,27 @@ func autoEngine(r *gin.Engine, s *cpusched.Scheduler, opts ...httpsched.Option) 
 
 func TestAutoFindsHeavyRoutes(t *testing.T) {
 	servetest.CheckAuto(t, func(s *cpusched.Scheduler) http.Handler { return autoEngine(gin.New(), s) }, "GET /heavy", "GET /light", "GET /wait/:id")
+}
+
+func TestAutoIdleRelease(t *testing.T) {
+	servetest.CheckAutoIdleRelease(t, func(s *cpusched.Scheduler) http.Handler {
+		r := gin.New()
+		r.Use(Auto(s))
+		r.GET("/work", gin.WrapF(servetest.Work))
+		return r
+	})
+}
+
+func TestAutoRouteTurnsHeavy(t *testing.T) {
+	servetest.CheckAutoTurnsHeavy(t, func(s *cpusched.Scheduler, cost *atomic.Int64, opts ...httpsched.Option) http.Handler {
+		r := gin.New()
+		r.Use(Auto(s, opts...))
+		r.GET("/work", func(c *gin.Context) {
+			servetest.Spin(time.Duration(cost.Load()))
+			c.Status(http.StatusOK)
+		})
+		return r
+	})
 }
 
 func TestAutoRouteNames(t *testing.T) {

@@ -1,9 +1,11 @@
 package servetest
 
 import (
+	"io"
 	"net/http"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,6 +168,100 @@ func CheckAutoBesideMiddleware(t *testing.T, serve func(*cpusched.Scheduler) htt
 	}
 	if _, ok := stats(s)["GET /login"]; !ok {
 		t.Errorf("RouteStats: got %v, want GET /login among them", stats(s))
+	}
+	runtime.KeepAlive(h)
+}
+
+// Work is a handler that computes for 2 ms and answers the time it
+// ended; with ?sleep=1 it then sleeps 300 ms (a database call, as a
+// handler that does not know it runs as a task makes one) and computes
+// 2 ms more. CheckAutoIdleRelease serves it.
+func Work(w http.ResponseWriter, r *http.Request) {
+	Spin(2 * time.Millisecond)
+	if r.URL.Query().Get("sleep") != "" {
+		time.Sleep(300 * time.Millisecond)
+		Spin(2 * time.Millisecond)
+	}
+	io.WriteString(w, time.Now().Format(time.RFC3339Nano))
+}
+
+// CheckAutoIdleRelease checks that a heavy route's request that sleeps
+// mid-way gives its slot to the next request (httpsched.AutoIdleRelease),
+// in IsolationOSPriority with one slot: serve returns an adapter's engine
+// with Auto of s for all its routes and GET /work served by Work. Where
+// the default mode is not IsolationOSPriority, or there are no thread CPU
+// clocks, it skips the test.
+func CheckAutoIdleRelease(t *testing.T, serve func(*cpusched.Scheduler) http.Handler) {
+	t.Helper()
+	if !autoroute.Measurable() || cpusched.DefaultIsolation() != cpusched.IsolationOSPriority {
+		t.Skip("needs the thread CPU clocks of IsolationOSPriority")
+	}
+	s := schedtest.NewScheduler(t, cpusched.WithIsolation(cpusched.IsolationOSPriority), cpusched.WithWorkers(1))
+	h := serve(s)
+	get := func(path string) {
+		if rec := Record(h, "GET", path); rec.Code != http.StatusOK {
+			t.Errorf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+	}
+	get("/work")
+	get("/work") // the second request decides: heavy from then on
+	if !AutoRoute(t, s, "GET /work").Heavy {
+		t.Fatal("GET /work is not heavy after its first two requests")
+	}
+	for try := 0; ; try++ {
+		sleeperDone := make(chan time.Time, 1)
+		go func() {
+			get("/work?sleep=1")
+			sleeperDone <- time.Now()
+		}()
+		time.Sleep(50 * time.Millisecond) // the sleeper is in its sleep
+		get("/work")
+		otherDone := time.Now()
+		sleeperEnd := <-sleeperDone
+		if otherDone.Before(sleeperEnd) && s.Stats().IdleReleases > 0 {
+			return
+		}
+		// A busy machine can hold the sleeper's first 2 ms past the 50.
+		if try == 2 {
+			t.Fatalf("the second request ended %v after the sleeper's (it waited for its slot); IdleReleases %d",
+				otherDone.Sub(sleeperEnd), s.Stats().IdleReleases)
+		}
+	}
+}
+
+// CheckAutoTurnsHeavy checks that a route light for its first requests
+// (sampled one in 256 once it reads cheap) is moved once its requests
+// grow heavy, and back once they are cheap again: serve returns an
+// adapter's engine with Auto of s and opts for all its routes and GET
+// /work served by a handler that computes for cost's duration (in ns).
+func CheckAutoTurnsHeavy(t *testing.T, serve func(s *cpusched.Scheduler, cost *atomic.Int64, opts ...httpsched.Option) http.Handler) {
+	t.Helper()
+	if !autoroute.Measurable() {
+		t.Skip("no thread CPU clocks: every route stays light")
+	}
+	s := schedtest.NewScheduler(t)
+	var cost atomic.Int64
+	h := serve(s, &cost, httpsched.WithHeavyThreshold(200*time.Microsecond))
+	for range 300 {
+		Record(h, "GET", "/work")
+	}
+	if r := AutoRoute(t, s, "GET /work"); r.Heavy {
+		t.Fatalf("GET /work at no cost: %+v, want light", r)
+	}
+	cost.Store(int64(time.Millisecond))
+	n := 0
+	for ; n < 600 && !AutoRoute(t, s, "GET /work").Heavy; n++ {
+		Record(h, "GET", "/work")
+	}
+	if r := AutoRoute(t, s, "GET /work"); !r.Heavy || r.Moves != 1 {
+		t.Fatalf("GET /work after its requests grew to 1 ms: %+v after %d requests, want heavy", r, n)
+	}
+	cost.Store(0)
+	for n = 0; n < 200 && AutoRoute(t, s, "GET /work").Heavy; n++ {
+		Record(h, "GET", "/work")
+	}
+	if r := AutoRoute(t, s, "GET /work"); r.Heavy || r.Moves != 2 {
+		t.Errorf("GET /work after its requests turned cheap: %+v after %d requests, want light after 2 moves", r, n)
 	}
 	runtime.KeepAlive(h)
 }
