@@ -71,6 +71,9 @@ func TestServeRunsUntilCancelled(t *testing.T) {
 }
 
 // testServeRuns runs serve, with -auto or without, until cancelled.
+// autoDelayRoute matches /stats' entry for /delay1ms among Auto's routes.
+var autoDelayRoute = regexp.MustCompile(`"route":\s*"GET /delay1ms"`)
+
 func testServeRuns(t *testing.T, auto bool) {
 	verifyNoLeaks(t)
 	args := []string{"serve", "-addr", "127.0.0.1:0", "-isolation", "none", "-workers", "2", "-gc"}
@@ -100,10 +103,15 @@ func testServeRuns(t *testing.T, auto bool) {
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s: got %d, want 200", path, resp.StatusCode)
+		}
+		// With -auto the server is served whole by httpsched.Auto: /stats
+		// lists the routes it tracks, those just served among them.
+		if path == "/stats" && autoDelayRoute.Match(body) != auto {
+			t.Errorf("GET /stats with -auto %v: got %s, want GET /delay1ms among auto_routes only with -auto", auto, body)
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()
