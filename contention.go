@@ -269,12 +269,13 @@ func (s *Scheduler) guardLocked(now int64) (next int64) {
 		g.starved = 0
 	}
 	switch {
-	case g.starved >= starvedWindows && g.others > g.busyLine(capacity),
-		g.starved >= longStarvedWindows && (!g.calmOK || g.others >= g.calmLine(capacity)):
-		s.enterContendedLocked(now)
+	case g.starved >= starvedWindows && g.others > g.busyLine(capacity):
+		s.enterContendedLocked(now, "a lowered thread starved, others busy")
+	case g.starved >= longStarvedWindows && (!g.calmOK || g.others >= g.calmLine(capacity)):
+		s.enterContendedLocked(now, "a lowered thread starved long")
 	case now-g.calmStart >= 20*g.window:
 		if s.busyOthersLocked(now) && (!g.stallOK || g.stalled >= stallShare) {
-			s.enterContendedLocked(now)
+			s.enterContendedLocked(now, "others busy")
 		}
 	}
 	return g.window
@@ -299,7 +300,7 @@ func (s *Scheduler) guardBeginLocked(now int64) {
 	g.win++
 	g.starved = 0
 	if !g.contended && g.calmStart != 0 && now-g.calmStart >= 20*g.window && s.busyOthersLocked(now) {
-		s.enterContendedLocked(now)
+		s.enterContendedLocked(now, "others busy in the pause")
 	}
 }
 
@@ -422,16 +423,22 @@ func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
 	return others, ok
 }
 
-// enterContendedLocked turns the scheduler contended at now and raises the
-// running tasks' lowered threads.
-func (s *Scheduler) enterContendedLocked(now int64) {
+// enterContendedLocked turns the scheduler contended at now, for the rule
+// that why names, and raises the running tasks' lowered threads.
+func (s *Scheduler) enterContendedLocked(now int64, why string) {
 	g := s.os.guard
+	starved := g.starved
 	g.contended, g.starved = true, 0
 	s.os.keepNormal.Store(true)
 	g.contentions++
 	g.since = now
+	// The log gives the reading that decided (the others' CPUs at the
+	// last watch of the machine, the windows a thread starved), so that
+	// a turn nobody expected can be told apart from a neighbour.
+	others, cpus := g.others, g.cpus
 	s.othersLocked(now) // the first calm window begins
-	s.log.Info("cpusched: other processes keep the CPUs busy; task threads run at normal priority", "cpu_budget", s.os.capacity)
+	s.log.Info("cpusched: other processes keep the CPUs busy; task threads run at normal priority",
+		"cpu_budget", s.os.capacity, "rule", why, "others_cpus", others, "cpus", cpus, "starved_windows", starved)
 	for _, t := range s.running {
 		s.raiseLocked(t)
 	}

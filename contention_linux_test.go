@@ -6,7 +6,10 @@ package cpusched
 // the process's and the machine's CPU time is the test's.
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,7 +122,8 @@ func policyOf(t *testing.T, tid int) int {
 // says it is contended, and stays so while they stay busy.
 func TestGuardKeepsThreadsNormalBesideBusyProcesses(t *testing.T) {
 	m := newFakeMachine(true)
-	s := guardedScheduler(t, m, WithWorkers(1))
+	var log lockedBuffer
+	s := guardedScheduler(t, m, WithWorkers(1), WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
 	stop := make(chan struct{})
 	defer close(stop)
 	tid := runningTask(t, s, stop)
@@ -135,6 +139,28 @@ func TestGuardKeepsThreadsNormalBesideBusyProcesses(t *testing.T) {
 	if st := s.Stats(); !st.Contended || st.Contentions != 1 {
 		t.Errorf("Stats: Contended %v, Contentions %d while the others stayed busy, want true, 1", st.Contended, st.Contentions)
 	}
+	// The log names the rule that turned it and the reading behind it.
+	if got := log.String(); !strings.Contains(got, "keep the CPUs busy") || !strings.Contains(got, "rule=") || !strings.Contains(got, "others_cpus=") {
+		t.Errorf("log %q: want the turn to contended with its rule and the others' CPUs", got)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that a logger writes while a test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestGuardRaisesAndLowersAgain: on a quiet machine a long task's thread is

@@ -116,8 +116,10 @@ func WithQueueLimit(n int) Option {
 // restored (Info); the fallback from IsolationOSPriority to
 // IsolationReserve, a cgroup limit that could not be read (Warn). While it
 // runs, in IsolationOSPriority: each switch into and out of the contended
-// state, when other processes keep the CPUs busy and when they have gone
-// quiet, with GOMAXPROCS raised or lowered for it (Info); a thread whose
+// state, when other processes keep the CPUs busy (with the rule that
+// decided and its reading: the others' CPUs, the windows a lowered thread
+// starved) and when they have gone quiet, with GOMAXPROCS raised or
+// lowered for it (Info); a thread whose
 // priority or CPU mask could not be changed (Warn). Tasks are never
 // logged. The default, and nil, is silence.
 func WithLogger(l *slog.Logger) Option {
