@@ -34,7 +34,8 @@
 // and Go + Wait about twice as much as the goroutine; with
 // IsolationOSPriority, about a microsecond (the task's thread is locked,
 // and lowered only if it runs for 250 us), or for the tasks of functions
-// that run long, and everywhere a lowered thread cannot be raised back, a
+// that run long, and everywhere a lowered thread cannot be raised back or
+// the process has one CPU, a
 // hand-off to a hand-off thread (microseconds: a few when tasks come back
 // to back, else a futex round trip each way); a queued task, a few hundred
 // bytes and no goroutine.

@@ -63,7 +63,11 @@ const (
 	// hand-off threads are then lowered to nice 10, not SCHED_IDLE, and
 	// while other processes keep the CPUs busy a task leaves its thread at
 	// its next Checkpoint and the thread is ended
-	// (docs/design.md#without-the-privilege-to-raise). Stats says which
+	// (docs/design.md#without-the-privilege-to-raise). So it is, with
+	// the privilege too, where the process has one CPU (a one-CPU cpuset
+	// or affinity mask, a cgroup limit of 1 CPU or less): its one slot cannot be lent,
+	// and a SCHED_IDLE thread holding it stalls each stop of the world
+	// beside a busy fast path (docs/design.md#one-cpu). Stats says which
 	// path is in effect (ThreadsRaisable). Either way a task on a lowered
 	// hand-off thread yields the thread to the kernel at a Checkpoint
 	// every 0.25 ms (a system call), so that a thread of the program that

@@ -110,7 +110,14 @@ package cpusched
 // The hand-off. Once a function's recent tasks have been long, its next
 // tasks go to hand-off threads (dispatch says why), and once they are short
 // again, back to their own goroutines. Where a thread cannot be raised
-// back, every task is handed off.
+// back, every task is handed off; so it is where the process has one CPU
+// (oneCPU: a one-CPU cpuset or affinity mask, a cgroup limit of 1 CPU or
+// less), privilege or not. There the mode has one slot, which
+// lending cannot free (lend.go keeps one running), so beside a fast path
+// that keeps the CPU busy a SCHED_IDLE thread holds its P while the
+// kernel hardly runs it, and every stop of the world waits for it; a
+// nice-10 hand-off thread that takes turns is run often enough to stop
+// at once (docs/measurements/ospriority-settings.md#one-cpu).
 //
 // The setting. Where a lowered thread can be raised back, it is
 // SCHED_IDLE (osprio.Lower): it gave the lowest tail under a CPU hog in
@@ -147,8 +154,9 @@ type osMode struct {
 	// Set in New and never changed. own: tasks may run on their own
 	// goroutines, whose threads are lowered once long (lowering.go);
 	// false where every task is handed off. raisable: a lowered thread
-	// can be raised back here (probeOSRestore); without it, a lowered
-	// thread is retired rather than raised (retired counts them).
+	// can be raised back here (probeOSRestore) and the process has more
+	// than one CPU; without it, a lowered thread is retired rather than
+	// raised (retired counts them).
 	// capacity is the CPU budget
 	// the guard compares the process's CPU time with. guard is the
 	// monitor's state for outside contention (contention.go) and lender
@@ -240,11 +248,27 @@ func (s *Scheduler) openOSMode(h testHooks) {
 		m.lowSlice = unraisableSlice(osprio.BaseSlice())
 		return
 	}
+	if oneCPU(m.capacity, runtime.NumCPU(), cfg.cpuLimit.cpus) {
+		// The file comment says why one CPU takes the path of threads
+		// that cannot be raised, though these could be.
+		s.log.Info("cpusched: one CPU; IsolationOSPriority hands every task to a hand-off thread at nice 10, as where threads cannot be raised", "cpu_budget", m.capacity)
+		m.lowSlice = unraisableSlice(osprio.BaseSlice())
+		return
+	}
 	m.raisable = true
 	if h.handoffAll || h.noMonitor {
 		return // no monitor to lower the threads: hand tasks off
 	}
 	m.own = true
+}
+
+// oneCPU reports whether a process with a CPU budget of capacity, numCPU
+// CPUs in its affinity mask and a cgroup CPU limit of limit (0: none
+// applied) has one CPU to run on: its mask or its limit says so. A
+// GOMAXPROCS of 1 that the operator set on more CPUs does not: the
+// kernel still runs a lowered thread on the CPUs the program leaves.
+func oneCPU(capacity float64, numCPU int, limit float64) bool {
+	return capacity <= 1 && (numCPU <= 1 || limit > 0 && limit <= 1)
 }
 
 // osStartLocked is the mode's part of startLocked, at now, t having just

@@ -234,3 +234,23 @@ func TestOSPriorityHandsOffWhereThreadsCannotBeRaised(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+func TestOneCPU(t *testing.T) {
+	for _, c := range []struct {
+		capacity float64
+		numCPU   int
+		limit    float64
+		want     bool
+	}{
+		{1, 1, 0, true},     // a one-CPU cpuset or mask
+		{1, 4, 1, true},     // a 1-CPU cgroup limit on 4 CPUs
+		{0.5, 4, 0.5, true}, // half a CPU
+		{1, 2, 0, false},    // GOMAXPROCS=1 set on 2 CPUs
+		{1.5, 2, 1.5, false},
+		{2, 2, 0, false},
+	} {
+		if got := oneCPU(c.capacity, c.numCPU, c.limit); got != c.want {
+			t.Errorf("oneCPU(%v, %d, %v) = %v, want %v", c.capacity, c.numCPU, c.limit, got, c.want)
+		}
+	}
+}

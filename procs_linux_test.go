@@ -14,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // budgetChildEnv marks the child process of TestOSPriorityBudgetFromEnv.
@@ -54,6 +57,11 @@ func checkBudgetInChild(t *testing.T) {
 	if got := runtime.GOMAXPROCS(0); got != 2 {
 		t.Errorf("GOMAXPROCS while open = %d, want 2 (1 worker + 1 spare)", got)
 	}
+	// GOMAXPROCS=1 on more CPUs is not one CPU: where threads can be
+	// raised, tasks still run on their own goroutines.
+	if probeOSRestore() == nil && runtime.NumCPU() > 1 && !s.Stats().ThreadsRaisable {
+		t.Errorf("GOMAXPROCS=1 on %d CPUs: ThreadsRaisable false, want true (the one-CPU path is for one CPU)", runtime.NumCPU())
+	}
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +69,76 @@ func checkBudgetInChild(t *testing.T) {
 		t.Errorf("GOMAXPROCS after Close = %d, want 1 again", got)
 	}
 	t.Log("budget checked")
+}
+
+const oneCPUChildEnv = "CPUSCHED_TEST_ONE_CPU_CHILD"
+
+// TestOSPriorityOneCPUHandsOff runs the test binary confined to one CPU
+// (its affinity mask, as a one-CPU cpuset gives it): there every task is
+// handed off, as where threads cannot be raised, though as root here
+// they could be (docs/design.md#one-cpu).
+func TestOSPriorityOneCPUHandsOff(t *testing.T) {
+	if os.Getenv(oneCPUChildEnv) != "" {
+		checkOneCPUInChild(t)
+		return
+	}
+	if err := probeOSPriority(); err != nil {
+		t.Skipf("thread priorities cannot be lowered here: %v", err)
+	}
+	var mask unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &mask); err != nil || mask.Count() < 2 {
+		t.Skipf("needs 2 CPUs to confine the child to one (mask %v, %v)", mask, err)
+	}
+	cpu := 0
+	for !mask.IsSet(cpu) {
+		cpu++
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOSPriorityOneCPUHandsOff$", "-test.v")
+	cmd.Env = append(os.Environ(), oneCPUChildEnv+"=1")
+	// The child inherits the mask of the thread that forks it.
+	runtime.LockOSThread()
+	var one unix.CPUSet
+	one.Set(cpu)
+	err := unix.SchedSetaffinity(0, &one)
+	var out []byte
+	if err == nil {
+		out, err = cmd.CombinedOutput()
+	}
+	if rerr := unix.SchedSetaffinity(0, &mask); rerr != nil {
+		t.Fatalf("restoring the thread's mask: %v", rerr) // the thread stays locked: the runtime ends it
+	}
+	runtime.UnlockOSThread()
+	if err != nil || !strings.Contains(string(out), "one CPU checked") {
+		t.Fatalf("child on CPU %d: %v\n%s", cpu, err, out)
+	}
+}
+
+func checkOneCPUInChild(t *testing.T) {
+	if n := runtime.NumCPU(); n != 1 {
+		t.Fatalf("NumCPU = %d, want 1 from the mask", n)
+	}
+	s, err := New(WithIsolation(IsolationOSPriority))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	if st := s.Stats(); st.ThreadsRaisable || s.osOwn() {
+		t.Errorf("one CPU: ThreadsRaisable %v, own goroutines %v; want every task handed off (false, false)", st.ThreadsRaisable, s.osOwn())
+	}
+	// A task runs, on a hand-off thread at nice 10.
+	var nice int
+	if err := s.Run(context.Background(), func(*Task) error {
+		time.Sleep(time.Millisecond) // past the hand-off thread's lowering
+		var err error
+		nice, err = unix.Getpriority(unix.PRIO_PROCESS, unix.Gettid())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if want := 20 - unraisableNice; nice != want && !s.Stats().Contended {
+		t.Errorf("the task's thread: getpriority %d, want %d (nice %d)", nice, want, unraisableNice)
+	}
+	t.Log("one CPU checked")
 }
 
 // TestOSPriorityRestoresProgramsGOMAXPROCS checks the restore when the

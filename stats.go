@@ -76,11 +76,12 @@ type Stats struct {
 	Contentions   uint64
 	ContendedTime time.Duration
 
-	// ThreadsRaisable is true where IsolationOSPriority can raise a
-	// lowered thread back to its setting (CAP_SYS_NICE, or an RLIMIT_NICE
-	// that allows it; New probes once). A container usually cannot
-	// (Docker's and Kubernetes' defaults): there a lowered thread is never
-	// raised; while contended, a task leaves its lowered thread at its
+	// ThreadsRaisable is true where IsolationOSPriority raises a lowered
+	// thread back to its setting: it can (CAP_SYS_NICE, or an RLIMIT_NICE
+	// that allows it; New probes once), and the process has more than one
+	// CPU (docs/design.md#one-cpu). A container usually cannot (Docker's
+	// and Kubernetes' defaults): there, and on one CPU, a lowered thread
+	// is never raised; while contended, a task leaves its lowered thread at its
 	// next Checkpoint and the thread is ended, and RetiredThreads counts
 	// the threads so ended. LooseThreads counts those that could not be
 	// ended and went back to the runtime's pool lowered (rare: see
