@@ -113,7 +113,8 @@ func WithQueueLimit(n int) Option {
 // WithLogger sets the logger of the scheduler's own events, which are few.
 // From New and Close: the mode in effect and its worker count and slice,
 // a cgroup CPU limit that sets the worker count, GOMAXPROCS raised and
-// restored (Info); the fallback from IsolationOSPriority to
+// restored, every task handed off where a thread cannot be raised or the
+// process has one CPU (Info); the fallback from IsolationOSPriority to
 // IsolationReserve, a cgroup limit that could not be read (Warn). While it
 // runs, in IsolationOSPriority: each switch into and out of the contended
 // state, when other processes keep the CPUs busy (with the rule that
