@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,73 +217,5 @@ func TestAutoRoutesOfScheduler(t *testing.T) {
 	runtime.KeepAlive(h2)
 	if _, ok := AutoRoutesOf(http.NotFoundHandler()); ok {
 		t.Error("AutoRoutesOf(NotFoundHandler): true")
-	}
-}
-
-// TestAutoReleasesSlotWhileHandlerSleeps: a heavy route's request that
-// sleeps mid-way, not knowing it runs as a task, gives its only slot to
-// the next request (AutoIdleRelease) in the default mode on Linux.
-func TestAutoReleasesSlotWhileHandlerSleeps(t *testing.T) {
-	if !autoroute.Measurable() || cpusched.DefaultIsolation() != cpusched.IsolationOSPriority {
-		t.Skip("needs the thread CPU clocks of IsolationOSPriority")
-	}
-	s := schedtest.NewScheduler(t, cpusched.WithIsolation(cpusched.IsolationOSPriority), cpusched.WithWorkers(1))
-	mux := http.NewServeMux()
-	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) {
-		spin(2 * time.Millisecond)
-		if r.URL.Query().Get("sleep") != "" {
-			time.Sleep(300 * time.Millisecond) // a database call
-			spin(2 * time.Millisecond)
-		}
-		io.WriteString(w, time.Now().Format(time.RFC3339Nano))
-	})
-	h := Auto(s, mux)
-	for range 2 { // the second request decides: heavy from then on
-		serve(h, httptest.NewRequest("GET", "/work", nil))
-	}
-	for try := 0; ; try++ {
-		sleeperDone := make(chan time.Time, 1)
-		go func() {
-			serve(h, httptest.NewRequest("GET", "/work?sleep=1", nil))
-			sleeperDone <- time.Now()
-		}()
-		time.Sleep(50 * time.Millisecond) // the sleeper is in its sleep
-		serve(h, httptest.NewRequest("GET", "/work", nil))
-		otherDone := time.Now()
-		sleeperEnd := <-sleeperDone
-		if otherDone.Before(sleeperEnd) && s.Stats().IdleReleases > 0 {
-			return
-		}
-		if try == 2 {
-			t.Fatalf("the second request ended %v after the sleeper's (it waited for its slot); IdleReleases %d", otherDone.Sub(sleeperEnd), s.Stats().IdleReleases)
-		}
-	}
-}
-
-// TestAutoRouteTurnsHeavy: a route light for its first requests (a cheap
-// one, sampled one in 256) that grows heavy is moved within a few hundred
-// requests.
-func TestAutoRouteTurnsHeavy(t *testing.T) {
-	if !autoroute.Measurable() {
-		t.Skip("no thread CPU clocks")
-	}
-	s := schedtest.NewScheduler(t)
-	var cost atomic.Int64
-	mux := http.NewServeMux()
-	mux.HandleFunc("/work", func(w http.ResponseWriter, r *http.Request) { spin(time.Duration(cost.Load())) })
-	h := Auto(s, mux, WithHeavyThreshold(200*time.Microsecond))
-	for range 300 {
-		serve(h, httptest.NewRequest("GET", "/work", nil))
-	}
-	if r := autoRoute(t, h, "/work"); r.Heavy {
-		t.Fatalf("/work at no cost: %+v, want light", r)
-	}
-	cost.Store(int64(time.Millisecond))
-	n := 0
-	for ; n < 600 && !autoRoute(t, h, "/work").Heavy; n++ {
-		serve(h, httptest.NewRequest("GET", "/work", nil))
-	}
-	if r := autoRoute(t, h, "/work"); !r.Heavy || r.Moves != 1 {
-		t.Errorf("/work after its requests grew to 1 ms: %+v after %d requests, want heavy", r, n)
 	}
 }
