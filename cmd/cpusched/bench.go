@@ -106,6 +106,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Validate(); err != nil {
 		return cli.Usagef("%s", strings.TrimPrefix(err.Error(), "bench: "))
 	}
+	if err := checkOutputs(*jsonPath, *outDir); err != nil {
+		return err
+	}
 	cfg.Progress = report.NewProgress(stderr)
 
 	rep, runErr := benchRun(ctx, cfg)
@@ -212,6 +215,15 @@ func writeBenchOutputs(rep *bench.Report, jsonPath, outDir string, stdout io.Wri
 		}
 	}
 	return nil
+}
+
+// checkOutputs checks the -json file and the -out directory before a run
+// that writes them only at its end.
+func checkOutputs(jsonPath, outDir string) error {
+	if err := cli.CheckOutputFile("json", jsonPath); err != nil {
+		return err
+	}
+	return cli.CheckOutputDir("out", outDir)
 }
 
 // writeFile creates path and fills it with write.

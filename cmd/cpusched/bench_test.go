@@ -58,6 +58,10 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"tenant weights too few", []string{"-tenant-weights", "300:100"}, "-tenant-weights: want 4 weights joined by ':' (one per group: 300:100:100:25), got 2"},
 		{"tenant weight out of range", []string{"-tenant-weights", "300:100:100:0"}, `-tenant-weights: weight "0" of group t4: want an integer in 1..10000`},
 		{"floor's step without the floor", []string{"-modes", "reserve", "-steps", "neighbor-alone"}, "Steps (-steps) neighbor-alone: no mode of -modes (reserve) has any of them"},
+		// Found before the run, which writes them only at its end.
+		{"json in no directory", []string{"-json", "no-such-dir/r.json"}, "-json no-such-dir/r.json: cannot be written, so the results would be lost at the end of the run: no such file or directory"},
+		{"json a directory", []string{"-json", "."}, "-json .: is a directory"},
+		{"out under a file", []string{"-out", "bench_test.go/out"}, "-out bench_test.go/out: cannot be made"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

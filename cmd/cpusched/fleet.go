@@ -81,6 +81,9 @@ func runFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cfg.Validate(); err != nil {
 		return cli.Usagef("%s", strings.TrimPrefix(err.Error(), "fleet: "))
 	}
+	if err := checkOutputs(cfg.JSONPath, cfg.OutDir); err != nil {
+		return err
+	}
 	cfg.Stdout, cfg.Progress = stdout, report.NewProgress(stderr)
 
 	runErr := fleetRun(ctx, cfg)

@@ -50,6 +50,8 @@ func TestFleetUsageErrors(t *testing.T) {
 		{"not a duration", []string{"-duration", "soon"}, `invalid value "soon" for flag -duration`},
 		{"medians of one run", []string{"-medians", "run1.json"}, "-medians: medians take 2..20 runs, got 1"},
 		{"medians of no file", []string{"-medians", "no-run1.json,no-run2.json"}, "-medians: open no-run1.json: no such file or directory"},
+		{"json in no directory", []string{"-quick", "-json", "no-such-dir/r.json"}, "-json no-such-dir/r.json: cannot be written"},
+		{"out under a file", []string{"-quick", "-out", "fleet_test.go/out"}, "-out fleet_test.go/out: cannot be made"},
 		{"medians with a run's flag", []string{"-quick", "-medians", "a.json,b.json"}, "-medians reads earlier runs and takes no flag of a run but -json; got -quick"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,9 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := cfg.Validate(); err != nil {
 		return cli.Usagef("%s", strings.TrimPrefix(err.Error(), "soak: "))
 	}
+	if err := cli.CheckOutputFile("json", *jsonPath); err != nil {
+		return err
+	}
 	cfg.Progress = report.NewProgress(stderr)
 
 	rep, runErr := soak.Run(ctx, cfg)

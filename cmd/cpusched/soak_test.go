@@ -26,6 +26,7 @@ func TestSoakUsageErrors(t *testing.T) {
 		{"zero", []string{"-duration", "0s"}, "Duration (-d) must be in 10s..24h, got 0s"},
 		{"negative", []string{"-d", "-1m"}, "Duration (-d) must be in 10s..24h, got -1m0s"},
 		{"not a duration", []string{"-d", "ten"}, `invalid value "ten" for flag -d`},
+		{"json in no directory", []string{"-json", "no-such-dir/r.json"}, "-json no-such-dir/r.json: cannot be written"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

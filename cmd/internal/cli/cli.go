@@ -1,7 +1,7 @@
 // Package cli is the command-line plumbing that cmd/cpusched and the lab
 // experiments share: flag sets that return errors instead of exiting, the
 // usage error that main turns into exit status 2, which flags were given,
-// and comma-separated list values.
+// comma-separated list values, and output paths checked before a long run.
 package cli
 
 import (
@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 )
@@ -84,4 +85,58 @@ func CheckChoices(flag, noun string, items, valid []string) error {
 		}
 	}
 	return nil
+}
+
+// CheckOutputFile checks, before a run that may take minutes, that the file
+// a flag names (-json FILE) can be written at its end, so that a typo in
+// the path does not lose the run's results: "" and "-" (stdout) need no
+// check. It leaves an existing file as it is and removes one it had to
+// create. The error is a *UsageError naming the flag and the path.
+func CheckOutputFile(flag, path string) error {
+	if path == "" || path == "-" {
+		return nil
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return Usagef("-%s %s: is a directory; want a file to write the results to", flag, path)
+	}
+	_, statErr := os.Lstat(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return Usagef("-%s %s: cannot be written, so the results would be lost at the end of the run: %v", flag, path, unwrapPath(err))
+	}
+	f.Close()
+	if os.IsNotExist(statErr) {
+		os.Remove(path)
+	}
+	return nil
+}
+
+// CheckOutputDir is CheckOutputFile for a directory a flag names (-out
+// DIR): it makes the directory, as the run would at its end, and checks
+// that a file can be made in it.
+func CheckOutputDir(flag, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return Usagef("-%s %s: cannot be made, so the results would be lost at the end of the run: %v", flag, dir, unwrapPath(err))
+	}
+	f, err := os.CreateTemp(dir, ".cpusched-check-*")
+	if err != nil {
+		return Usagef("-%s %s: cannot be written, so the results would be lost at the end of the run: %v", flag, dir, unwrapPath(err))
+	}
+	f.Close()
+	os.Remove(f.Name())
+	return nil
+}
+
+// unwrapPath drops the operation and path that an *os.PathError repeats
+// ("open x.json: no such file or directory"), since the message names the
+// path already.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

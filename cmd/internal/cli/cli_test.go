@@ -5,7 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +77,84 @@ func TestCheckChoices(t *testing.T) {
 		if got := fmt.Sprint(err); (tt.want == "" && err != nil) || (tt.want != "" && got != tt.want) {
 			t.Errorf("CheckChoices(%q): got %v, want %q", tt.items, err, tt.want)
 		}
+	}
+}
+
+func TestCheckOutputFile(t *testing.T) {
+	dir := t.TempDir()
+	kept := filepath.Join(dir, "kept.json")
+	if err := os.WriteFile(kept, []byte("earlier run"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(dir, "fresh.json")
+	tests := []struct {
+		path    string
+		wantErr string // "" for none
+	}{
+		{"", ""},
+		{"-", ""},
+		{fresh, ""},
+		{kept, ""},
+		{filepath.Join(dir, "no", "such", "dir", "r.json"), "-json " + filepath.Join(dir, "no", "such", "dir", "r.json") + ": cannot be written, so the results would be lost at the end of the run: no such file or directory"},
+		{filepath.Join(notDir, "r.json"), "cannot be written"},
+		{dir, "is a directory"},
+	}
+	for _, tt := range tests {
+		err := CheckOutputFile("json", tt.path)
+		checkUsageErr(t, fmt.Sprintf("CheckOutputFile(%q)", tt.path), err, tt.wantErr)
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Errorf("CheckOutputFile left %s behind (stat: %v)", fresh, err)
+	}
+	if b, err := os.ReadFile(kept); err != nil || string(b) != "earlier run" {
+		t.Errorf("CheckOutputFile changed an existing file: %q, %v", b, err)
+	}
+}
+
+func TestCheckOutputDir(t *testing.T) {
+	dir := t.TempDir()
+	notDir := filepath.Join(dir, "file")
+	if err := os.WriteFile(notDir, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	made := filepath.Join(dir, "a", "b")
+	tests := []struct {
+		dir     string
+		wantErr string
+	}{
+		{"", ""},
+		{made, ""},
+		{dir, ""},
+		{notDir, "-out " + notDir + ": cannot be made"},
+		{filepath.Join(notDir, "sub"), "cannot be made"},
+	}
+	for _, tt := range tests {
+		err := CheckOutputDir("out", tt.dir)
+		checkUsageErr(t, fmt.Sprintf("CheckOutputDir(%q)", tt.dir), err, tt.wantErr)
+	}
+	entries, err := os.ReadDir(made)
+	if err != nil || len(entries) != 0 {
+		t.Errorf("CheckOutputDir(%q): want an empty directory made, got %v, %v", made, entries, err)
+	}
+}
+
+// checkUsageErr fails t unless err is nil where want is "", or a
+// *UsageError whose message contains want.
+func checkUsageErr(t *testing.T, call string, err error, want string) {
+	t.Helper()
+	var ue *UsageError
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("%s: got %v, want no error", call, err)
+	case want != "" && err == nil:
+		t.Errorf("%s: got no error, want one containing %q", call, want)
+	case want != "" && !errors.As(err, &ue):
+		t.Errorf("%s: got %T %v, want a *UsageError", call, err, err)
+	case want != "" && !strings.Contains(err.Error(), want):
+		t.Errorf("%s: got %q, want it to contain %q", call, err, want)
 	}
 }

@@ -139,6 +139,12 @@ func Main(ctx context.Context, table []Experiment, args []string, stdout, stderr
 	if err != nil {
 		return fmt.Errorf("lab %s: %w", e.Name, err)
 	}
+	if err := cli.CheckOutputFile("json", *jsonPath); err != nil {
+		return err
+	}
+	if err := cli.CheckOutputDir("out", *outDir); err != nil {
+		return err
+	}
 	setup := Setup{Quick: *quick, Given: func(name string) bool { return cli.Given(fs, name) }, Child: child, Stderr: stderr}
 	if err := run.Setup(setup); err != nil {
 		var ue *cli.UsageError

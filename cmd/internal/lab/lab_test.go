@@ -95,6 +95,8 @@ func TestMainCommandLine(t *testing.T) {
 		{[]string{"fake", "-quick", "-json", "-"}, "", false, `"quick": true`, ""},
 		{[]string{"fake", "-n", "3", "-json", "-"}, "", false, `"n_given": true`, ""},
 		{[]string{"fake", "-out", out}, "", false, "wrote " + filepath.Join(out, "fake.json") + " and " + filepath.Join(out, "fake.png"), ""},
+		{[]string{"fake", "-json", filepath.Join(out, "no", "r.json")}, "-json " + filepath.Join(out, "no", "r.json") + ": cannot be written, so the results would be lost at the end of the run: no such file or directory", true, "", ""},
+		{[]string{"fake", "-out", filepath.Join(out, "fake.json", "sub")}, "-out " + filepath.Join(out, "fake.json", "sub") + ": cannot be made, so the results would be lost at the end of the run: not a directory", true, "", ""},
 		{[]string{"fake", "-n", "0", "-fail", "child died"}, "child died", false, "", ""},
 		{[]string{"fake", "-fail", "child died"}, "child died", false, "table: 1 rows", "lab fake: stopped early (child died)"},
 	}
