@@ -376,7 +376,7 @@ func (ms modeServer) measure(ctx context.Context, args, steps []string, first in
 	banner = srv.banner
 
 	m := newMeter(ms.cfg, srv.url, ms.quota, srv.cmd.Process.Pid)
-	m.spec = spec
+	m.spec, m.log = spec, srv.log
 	setup(m)
 	defer m.close()
 	for i, step := range steps {

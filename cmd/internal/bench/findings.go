@@ -99,6 +99,9 @@ func (r *Report) modeFindings(mode string) []string {
 	if l := r.contendedFindings(mode); l != "" {
 		lines = append(lines, l)
 	}
+	if l := r.contentionCauses(mode); l != "" {
+		lines = append(lines, l)
+	}
 	return lines
 }
 

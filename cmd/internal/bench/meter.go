@@ -69,6 +69,10 @@ type meter struct {
 	tenantClient *http.Client
 	launcher     *launcher
 	tenantRun    *tenantRun
+	// log is the server's turns to contended (nil: not read), and
+	// lastEnd the end of the last step's window (zero before the first).
+	log     *logWatch
+	lastEnd time.Time
 }
 
 // newMeter returns the meter of the server at base, running as serverPID
@@ -342,6 +346,8 @@ func (m *meter) record(res *Result, step string, loads stepLoads, w window) {
 	res.GC = gcWindow(w.before.stats, w.after.stats)
 	res.Lends, res.LentSlots = lending(w.before.stats, w.after.stats)
 	res.ContendedPct = contention(w.before.stats, w.after.stats)
+	res.Contentions = m.log.between(m.lastEnd, w.after.when, w.before.when)
+	m.lastEnd = w.after.when
 	res.ThreadsRaisable, res.RetiredThreads, res.LooseThreads = retirement(w.before.stats, w.after.stats)
 	if m.cgroup != nil {
 		res.CgroupCPU = w.after.cgroup.since(w.before.cgroup, w.after.when.Sub(w.before.when))

@@ -149,6 +149,10 @@ type Result struct {
 	// its task threads at normal priority because other processes kept
 	// the CPUs busy (Stats.ContendedTime); nil in the other modes.
 	ContendedPct *float64 `json:"contended_pct,omitempty"`
+	// Contentions are the server's turns to contended that its log gave
+	// from the end of the step before (or the server's start) to the end
+	// of this step's window, with the rule and reading that decided each.
+	Contentions []ContentionSwitch `json:"contentions,omitempty"`
 	// ThreadsRaisable is whether the ospriority server's scheduler can
 	// raise a lowered thread back (Stats.ThreadsRaisable: false without
 	// CAP_SYS_NICE and with RLIMIT_NICE 0, ReportConfig.Server);

@@ -36,6 +36,7 @@ type child struct {
 	cmd      *exec.Cmd
 	stdout   io.ReadCloser
 	stderr   *tailBuffer
+	log      *logWatch     // the turns to contended that stderr logged
 	exited   chan struct{} // closed when Wait has returned
 	waitErr  error         // set before exited closes
 	stopOnce sync.Once
@@ -53,8 +54,8 @@ func startChild(name string, args ...string) (*child, error) {
 func startCmd(cmd *exec.Cmd) (*child, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	childproc.DieWithParent(cmd)
-	c := &child{cmd: cmd, stderr: &tailBuffer{max: maxStderr}, exited: make(chan struct{})}
-	cmd.Stderr = c.stderr
+	c := &child{cmd: cmd, stderr: &tailBuffer{max: maxStderr}, log: &logWatch{}, exited: make(chan struct{})}
+	cmd.Stderr = io.MultiWriter(c.stderr, c.log)
 	var err error
 	if c.stdout, err = cmd.StdoutPipe(); err != nil {
 		return nil, err

@@ -293,6 +293,34 @@ func (r *Report) shapeLine() string {
 	return s.Name + ": " + strings.Join(parts, "; ")
 }
 
+// contentionCauses returns a mode's line of its scheduler's turns to
+// contended (Result.Contentions) in the steps where no neighbour shared
+// the server's CPUs (every step but neighbor on the whole machine, every
+// step in the other shapes), each with the guard's rule and the reading
+// that decided it; "" where there were none.
+func (r *Report) contentionCauses(mode string) string {
+	shared := r.Config.Shape.Name == "" || r.Config.Shape.Name == ShapeMachine
+	var parts []string
+	for _, row := range r.Results {
+		if row.Mode != mode || len(row.Contentions) == 0 || shared && row.Step == StepNeighbor {
+			continue
+		}
+		var turns []string
+		for _, c := range row.Contentions {
+			turn := fmt.Sprintf("%q at %+.1f s, the others on %s of %s CPUs", c.Rule, c.AtS, report.Ms(c.OthersCPUs), report.Num(c.CPUs))
+			if c.StarvedWindows > 0 {
+				turn += fmt.Sprintf(", a thread starved %d windows", c.StarvedWindows)
+			}
+			turns = append(turns, turn)
+		}
+		parts = append(parts, row.Step+": "+strings.Join(turns, "; "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "turned contended with no neighbour on its CPUs (the guard's rule, when from the window's start, its reading): " + strings.Join(parts, "; ")
+}
+
 // contendedFindings returns a mode's line of the share of each step its
 // scheduler was contended (Result.ContendedPct), in a shape other than
 // the whole machine, where the neighbour is not meant to contend with the
