@@ -210,7 +210,8 @@ type window struct {
 
 // measure runs the measured window of step: it samples the server, runs
 // the probe and the small loads over the window, traced where
-// Config.TraceDir asks for it, and samples the server again.
+// Config.TraceDir asks for it, samples the server again as the window
+// ends, and then attributes the traced requests.
 func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase func(string)) (window, error) {
 	w := window{waited: newWaitedRecorder()}
 	var err error
@@ -255,6 +256,16 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 	if loads.smallDirect != nil {
 		w.smallDirect = small[0]
 	}
+	if end == nil {
+		// The window ends here: sample before the attribution, whose
+		// seconds of CPU would otherwise count in the window (the
+		// server's CPU-heavy load runs on meanwhile, and the guard reads
+		// the attribution as another busy process). The neighbour's end
+		// samples at the window's end itself.
+		if w.after, err = m.sample(ctx); err != nil {
+			return w, err
+		}
+	}
 	if tr != nil {
 		phase("attributing the slow requests")
 		threshold, why := m.threshold(step, latencyResult(w.probe).P99Ms)
@@ -273,8 +284,7 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 		w.afterPause, w.tailAfterPause = end.late(p99s...)
 		return w, err
 	}
-	w.after, err = m.sample(ctx)
-	return w, err
+	return w, nil
 }
 
 // tracedStep reports whether Config.TraceDir traces step: those with the
