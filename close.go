@@ -87,6 +87,7 @@ func (s *Scheduler) release() {
 			close(s.monitorStop)
 			<-s.monitorDone
 		}
+		s.os.dropSlices()
 		s.os.close()
 		s.procs.release()
 	})

@@ -66,7 +66,8 @@ package cpusched
 // back to the setting it had (enterContendedLocked), counts a task that
 // has computed for osLowerAfter long as before but leaves its thread as it
 // is (osTask.raised), hands no task off, gives the rest of the program
-// contendedSpareProcs Ps, and lends it no slot (lend.go). The tasks then
+// contendedSpareProcs Ps, lends it no slot (lend.go), and asks the kernel
+// for short slices on the process's threads (kslice.go). The tasks then
 // take their share of the machine beside the other processes, as the
 // rest of the program does, and the kernel runs every thread that holds
 // a P within a few of its slices.

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cpusched/cpusched/internal/cpuscope"
+	"github.com/cpusched/cpusched/internal/osprio"
 )
 
 // fakeMachine is a guard source the test turns busy (other processes
@@ -281,4 +283,64 @@ func TestNoLendWhileContended(t *testing.T) {
 	}
 	stopOnce.Do(func() { close(stop) })
 	wg.Wait()
+}
+
+// TestGuardShortSlicesWhileContended: while the scheduler is contended,
+// the process's threads at the kernel's own slice (here one that runs no
+// task) take contendedKernelSlice, and get the kernel's back when it
+// turns quiet, and when it closes while contended.
+func TestGuardShortSlicesWhileContended(t *testing.T) {
+	base := osprio.BaseSlice()
+	if base <= 0 {
+		t.Skip("this kernel reports no time slice (before Linux 6.12)")
+	}
+	tids := make(chan int)
+	release := make(chan struct{})
+	var bystander sync.WaitGroup
+	bystander.Add(1)
+	go func() {
+		defer bystander.Done()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+		<-release
+	}()
+	tid := <-tids
+	defer func() { close(release); bystander.Wait() }()
+	sliceIs := func(want time.Duration) func() bool {
+		return func() bool {
+			attr, err := unix.SchedGetAttr(tid, 0)
+			return err == nil && time.Duration(attr.Runtime) == want
+		}
+	}
+
+	m := newFakeMachine(false)
+	s := guardedScheduler(t, m, WithWorkers(1))
+	stop := make(chan struct{})
+	var stopOnce sync.Once
+	end := func() { stopOnce.Do(func() { close(stop) }) }
+	t.Cleanup(end) // before guardedScheduler's Close, should the test stop early
+	runningTask(t, s, stop)
+	if !sliceIs(base)() {
+		t.Fatalf("quiet: the thread's slice is not the kernel's %v", base)
+	}
+	m.busy.Store(true)
+	if !within(5*time.Second, sliceIs(contendedKernelSlice)) {
+		t.Fatalf("contended: the thread's slice did not become %v", contendedKernelSlice)
+	}
+	m.busy.Store(false)
+	if !within(5*time.Second, sliceIs(base)) {
+		t.Fatalf("quiet again: the thread's slice did not go back to %v", base)
+	}
+	m.busy.Store(true)
+	if !within(5*time.Second, sliceIs(contendedKernelSlice)) {
+		t.Fatalf("contended again: the thread's slice did not become %v", contendedKernelSlice)
+	}
+	end()
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !sliceIs(base)() {
+		t.Errorf("closed while contended: the thread's slice is not the kernel's %v", base)
+	}
 }

@@ -73,6 +73,15 @@ const (
 	// every 0.25 ms (a system call), so that a thread of the program that
 	// waits for the CPU gets it; work without Checkpoints cannot.
 	//
+	// While other processes keep the CPUs the process may use busy
+	// (Stats.Contended), every thread of the process that has the kernel's
+	// own time slice gets its shortest, 0.1 ms (sched_attr's runtime:
+	// Linux 6.12 and later; no privilege needed), until no Scheduler reads
+	// them busy or the Scheduler closes: a stop of the world then waits
+	// less for the process's threads to get the CPU back from the others'
+	// (docs/design.md#a-busy-machine). A thread given a slice of its own
+	// is left as it is.
+	//
 	// With every slot taken the rest of the program has one P. While it
 	// keeps that P busy with goroutines waiting for more, the scheduler
 	// lends it a slot: it runs one task fewer at once (the first task to

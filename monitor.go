@@ -42,7 +42,8 @@ func (s *Scheduler) kickMonitor() {
 // wakes every lendTick while tasks run or wait, to sample for lending
 // (lendLocked), runs the guard, which closes a window every guardWindow
 // (guardLocked), and starts the tasks a slot given back lets run: the
-// mode's part of each pass is osMode.monitorLocked.
+// mode's part of each pass is osMode.monitorLocked; after it, outside
+// s.mu, the short kernel slices while contended (osMode.tendSlices).
 func (s *Scheduler) monitor() {
 	defer close(s.monitorDone)
 	timer := time.NewTimer(time.Hour)
@@ -66,12 +67,14 @@ func (s *Scheduler) monitor() {
 			if !slices && !look {
 				s.watching = false
 				s.mu.Unlock()
+				s.os.tendSlices(now) // the guard may have turned quiet in this pass
 				break
 			}
 			s.mu.Unlock()
 			for _, st := range started {
 				s.resume(st.t, st.first, wakeAny)
 			}
+			s.os.tendSlices(now)
 			timer.Reset(time.Duration(next))
 			select {
 			case <-s.monitorStop:

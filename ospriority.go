@@ -175,6 +175,9 @@ type osMode struct {
 	pins     *cpuTable
 	lender   *lender
 	procs    *procsHold
+	// slices is this Scheduler's hold on the short kernel slices while
+	// contended (kslice.go): the monitor's, then release's.
+	slices sliceHold
 
 	// Atomics, read without s.mu. keepNormal: no task thread is lowered,
 	// as other processes keep the CPUs busy (contention.go; written under

@@ -71,7 +71,9 @@ type Stats struct {
 	// at normal priority because other processes keep the CPUs busy;
 	// Contentions counts the times it began, and ContendedTime is its
 	// length so far (its growth over an interval, over the interval, is
-	// the share of it spent contended). See docs/design.md#a-busy-machine.
+	// the share of it spent contended). While it is, the process's threads
+	// also run with the kernel's shortest time slice (see
+	// IsolationOSPriority). See docs/design.md#a-busy-machine.
 	Contended     bool
 	Contentions   uint64
 	ContendedTime time.Duration

@@ -27,6 +27,18 @@ func LowerNice(tid, n int, slice time.Duration) error { return lowerNice(tid, n,
 // off Linux).
 func BaseSlice() time.Duration { return baseSlice() }
 
+// SetProcessSlice sets the kernel time slice of every thread of this
+// process at SCHED_OTHER or SCHED_BATCH whose slice is from now to to (0:
+// the kernel's own again), keeping its policy and nice value, and returns
+// how many it set. A thread with another slice (one of its own, as a
+// hand-off thread's) is left as it is, and so is one that exits
+// meanwhile. With a slice it also sets SCHED_FLAG_RESET_ON_FORK, so that
+// a process or thread forked from the thread starts at the kernel's own
+// slice (without it a child keeps the slice, across exec too), and with
+// 0 it clears it. It needs no privilege; off Linux, and where from is 0,
+// it does nothing.
+func SetProcessSlice(from, to time.Duration) int { return setProcessSlice(from, to) }
+
 // Idle reports whether a is SCHED_IDLE, at any nice value (a thread lowered
 // to a nice value and then to SCHED_IDLE keeps the nice value).
 func (a Attr) Idle() bool { return a.policy == schedIdle }

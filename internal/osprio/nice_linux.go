@@ -2,6 +2,8 @@ package osprio
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -42,6 +44,39 @@ func baseSlice() time.Duration {
 		return time.Duration(attr.Runtime)
 	}
 	return 0
+}
+
+func setProcessSlice(from, to time.Duration) int {
+	if from <= 0 {
+		return 0
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range tasks {
+		tid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		attr, err := getAttr(tid)
+		if err != nil || attr.Policy != unix.SCHED_NORMAL && attr.Policy != unix.SCHED_BATCH || time.Duration(attr.Runtime) != from {
+			continue
+		}
+		// A child process forked from a thread with a slice of its own
+		// keeps it, across exec too; with the flag it starts at the
+		// kernel's.
+		flags := attr.Flags &^ unix.SCHED_FLAG_RESET_ON_FORK
+		if to > 0 {
+			flags |= unix.SCHED_FLAG_RESET_ON_FORK
+		}
+		set := unix.SchedAttr{Policy: attr.Policy, Flags: flags & unix.SCHED_FLAG_RESET_ON_FORK, Nice: attr.Nice, Runtime: uint64(to)}
+		if unix.SchedSetAttr(tid, &set, 0) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // getAttr reads thread tid's sched_attr (0: the calling thread's).

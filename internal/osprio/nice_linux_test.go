@@ -178,3 +178,76 @@ func TestBaseSliceOnALongSliceThread(t *testing.T) {
 		t.Errorf("BaseSlice on a thread at nice 10 with a %v slice: %v, want the kernel's %v or 0", 4*base, d, base)
 	}
 }
+
+// TestSetProcessSlice: the process's threads at the kernel's slice take
+// the new one and go back; a thread with a slice of its own keeps it.
+func TestSetProcessSlice(t *testing.T) {
+	base := BaseSlice()
+	if base <= 0 {
+		t.Skip("this kernel reports no time slice (before Linux 6.12)")
+	}
+	const short = 100 * time.Microsecond
+	// A plain thread, held by a locked goroutine until the test ends.
+	tids := make(chan int, 2)
+	release := make(chan struct{})
+	var done sync.WaitGroup
+	done.Add(2)
+	go func() {
+		defer done.Done()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		tids <- unix.Gettid()
+		<-release
+	}()
+	// A thread with a slice of its own (lowered: the runtime discards it).
+	go func() {
+		defer done.Done()
+		runtime.LockOSThread()
+		if err := LowerNice(0, 5, 4*base); err != nil {
+			t.Error(err)
+		}
+		tids <- unix.Gettid()
+		<-release
+	}()
+	plain, own := <-tids, <-tids
+	if plain == 0 || own == 0 {
+		t.Fatal("no thread ids")
+	}
+	defer func() { close(release); done.Wait() }()
+	slice := func(tid int) time.Duration {
+		t.Helper()
+		attr, err := getAttr(tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(attr.Runtime)
+	}
+	if own != plain && slice(own) == base {
+		own, plain = plain, own // the channel's order is the goroutines'
+	}
+	if n := SetProcessSlice(base, short); n < 1 {
+		t.Fatalf("SetProcessSlice(%v, %v) set %d threads, want at least the plain one", base, short, n)
+	}
+	if got := slice(plain); got != short {
+		t.Errorf("the plain thread's slice: got %v, want %v", got, short)
+	}
+	if attr, _ := getAttr(plain); attr.Flags&unix.SCHED_FLAG_RESET_ON_FORK == 0 {
+		t.Errorf("the plain thread's flags %#x: want SCHED_FLAG_RESET_ON_FORK, so that a child does not keep the slice", attr.Flags)
+	}
+	if got := slice(own); got != 4*base {
+		t.Errorf("the thread with its own slice: got %v, want %v kept", got, 4*base)
+	}
+	SetProcessSlice(short, 0)
+	if got := slice(plain); got != base {
+		t.Errorf("after SetProcessSlice(%v, 0): got %v, want the kernel's %v back", short, got, base)
+	}
+	if attr, _ := getAttr(plain); attr.Flags&unix.SCHED_FLAG_RESET_ON_FORK != 0 {
+		t.Errorf("after SetProcessSlice(%v, 0): flags %#x, want SCHED_FLAG_RESET_ON_FORK cleared", short, attr.Flags)
+	}
+	if got := slice(own); got != 4*base {
+		t.Errorf("after SetProcessSlice(%v, 0), the thread with its own slice: got %v, want %v", short, got, 4*base)
+	}
+	if n := SetProcessSlice(0, short); n != 0 {
+		t.Errorf("SetProcessSlice(0, %v) set %d threads, want none", short, n)
+	}
+}
