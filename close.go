@@ -87,7 +87,6 @@ func (s *Scheduler) release() {
 			close(s.monitorStop)
 			<-s.monitorDone
 		}
-		s.os.dropSlices()
 		s.os.close()
 		s.procs.release()
 	})

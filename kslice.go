@@ -81,10 +81,10 @@ func (m *osMode) tendSlices(now int64) {
 	}
 }
 
-// dropSlices is release's step once the monitor has stopped: a Scheduler
-// closed while contended lets its hold go.
+// dropSlices is close's step, the monitor stopped: a Scheduler closed
+// while contended lets its hold go.
 func (m *osMode) dropSlices() {
-	if m != nil && m.slices.held {
+	if m.slices.held {
 		m.slices.held = false
 		releaseSlices()
 	}

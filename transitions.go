@@ -482,10 +482,12 @@ func (m *osMode) statsLocked(st *Stats, now int64) {
 	}
 }
 
-// close is release's step, once every task has ended: the hand-off threads
-// exit, and GOMAXPROCS is put back (stopThreads).
+// close is release's step, once every task has ended and the monitor
+// has stopped: a hold on the short kernel slices is let go (kslice.go),
+// the hand-off threads exit, and GOMAXPROCS is put back (stopThreads).
 func (m *osMode) close() {
 	if m != nil {
+		m.dropSlices()
 		m.s.stopThreads()
 	}
 }
