@@ -294,19 +294,10 @@ func TestGuardShortSlicesWhileContended(t *testing.T) {
 	if base <= 0 {
 		t.Skip("this kernel reports no time slice (before Linux 6.12)")
 	}
-	tids := make(chan int)
-	release := make(chan struct{})
-	var bystander sync.WaitGroup
-	bystander.Add(1)
-	go func() {
-		defer bystander.Done()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		tids <- unix.Gettid()
-		<-release
-	}()
-	tid := <-tids
-	defer func() { close(release); bystander.Wait() }()
+	// The test's own thread runs no task.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
 	sliceIs := func(want time.Duration) func() bool {
 		return func() bool {
 			attr, err := unix.SchedGetAttr(tid, 0)

@@ -187,33 +187,23 @@ func TestSetProcessSlice(t *testing.T) {
 		t.Skip("this kernel reports no time slice (before Linux 6.12)")
 	}
 	const short = 100 * time.Microsecond
-	// A plain thread, held by a locked goroutine until the test ends.
-	tids := make(chan int, 2)
-	release := make(chan struct{})
-	var done sync.WaitGroup
-	done.Add(2)
-	go func() {
-		defer done.Done()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		tids <- unix.Gettid()
-		<-release
-	}()
+	// A plain thread: the test's own.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	plain := unix.Gettid()
 	// A thread with a slice of its own (lowered: the runtime discards it).
+	owns := make(chan int, 1)
+	release := make(chan struct{})
+	defer close(release)
 	go func() {
-		defer done.Done()
 		runtime.LockOSThread()
 		if err := LowerNice(0, 5, 4*base); err != nil {
 			t.Error(err)
 		}
-		tids <- unix.Gettid()
+		owns <- unix.Gettid()
 		<-release
 	}()
-	plain, own := <-tids, <-tids
-	if plain == 0 || own == 0 {
-		t.Fatal("no thread ids")
-	}
-	defer func() { close(release); done.Wait() }()
+	own := <-owns
 	slice := func(tid int) time.Duration {
 		t.Helper()
 		attr, err := getAttr(tid)
@@ -221,9 +211,6 @@ func TestSetProcessSlice(t *testing.T) {
 			t.Fatal(err)
 		}
 		return time.Duration(attr.Runtime)
-	}
-	if own != plain && slice(own) == base {
-		own, plain = plain, own // the channel's order is the goroutines'
 	}
 	if n := SetProcessSlice(base, short); n < 1 {
 		t.Fatalf("SetProcessSlice(%v, %v) set %d threads, want at least the plain one", base, short, n)
