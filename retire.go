@@ -201,10 +201,24 @@ const (
 // is still on it; retirers is how many goroutines each try starts, so
 // that another P stealing some of them from the thread's P leaves it
 // others (measured, a program allocating and sleeping on 2 CPUs, 2,000
-// retirements: 1 goroutine left 2-4% of the threads loose, 8 left 0.5-0.9%).
+// retirements: 1 goroutine left 2-4% of the threads loose, 8 left
+// 0.5-0.9%). A retirer that ran on another thread naps retireNap and
+// tries again, for up to retireWait, the caller's wait.
+//
+// Why they come back. Starting a goroutine wakes an idle thread to steal
+// it, and beside a busy process the woken thread, at normal priority,
+// likely takes the CPU from the lowered one before its goroutine waits:
+// the retirers all run elsewhere, and the thread, when the kernel runs it
+// again, finds no work and goes idle in the pool. A retirer readied again
+// by its timer wakes an idle thread, and the runtime wakes the one idled
+// last first: often the lowered thread, which then finds the retirer. Yielding instead of napping kept
+// the retirers running on the other threads and left more threads loose,
+// not fewer (docs/measurements/unprivileged.md#retiring-a-thread).
 const (
 	retireTries = 3
 	retirers    = 8
+	retireWait  = 20 * time.Millisecond
+	retireNap   = 50 * time.Microsecond
 )
 
 // retireThread unlocks the calling goroutine, locked to its thread, and
@@ -216,24 +230,38 @@ const (
 func retireThread() int {
 	tid := osprio.ThreadID()
 	for range retireTries {
+		// taken: a retirer has the thread, or the caller gave up; the
+		// retirers stop at it.
 		var taken atomic.Bool
-		ended := make(chan bool, retirers)
+		ended := make(chan struct{})
+		deadline := time.Now().Add(retireWait)
 		for range retirers {
 			go func() {
-				runtime.LockOSThread()
-				if osprio.ThreadID() == tid && taken.CompareAndSwap(false, true) {
-					ended <- true
-					return // exit locked: the runtime ends the thread
+				for {
+					runtime.LockOSThread()
+					if osprio.ThreadID() == tid && taken.CompareAndSwap(false, true) {
+						close(ended)
+						return // exit locked: the runtime ends the thread
+					}
+					runtime.UnlockOSThread()
+					if taken.Load() || time.Now().After(deadline) {
+						return
+					}
+					time.Sleep(retireNap)
 				}
-				runtime.UnlockOSThread()
-				ended <- false
 			}()
 		}
 		runtime.UnlockOSThread()
-		for range retirers {
-			if <-ended {
-				return retireEnded
-			}
+		wait := time.NewTimer(retireWait)
+		select {
+		case <-ended:
+			wait.Stop()
+			return retireEnded
+		case <-wait.C:
+		}
+		if !taken.CompareAndSwap(false, true) {
+			<-ended // a retirer took the thread as the wait ended
+			return retireEnded
 		}
 		if osprio.ThreadID() != tid {
 			return retireLoose
