@@ -170,6 +170,10 @@ type osMode struct {
 	// unraisableNice where threads cannot be raised (retire.go), 0 for
 	// the kernel's own.
 	lowSlice time.Duration
+	// baseNice is the nice value of the thread that called New, where
+	// threads cannot be raised: a thread above it is lowered
+	// (onNormalThread).
+	baseNice int
 	capacity float64
 	guard    *guard
 	pins     *cpuTable
@@ -246,16 +250,22 @@ func (s *Scheduler) openOSMode(h testHooks) {
 	if h.lendTick > 0 {
 		m.lender.tick = int64(h.lendTick)
 	}
+	unraisable := func() {
+		m.lowSlice = unraisableSlice(osprio.BaseSlice())
+		if cur, err := osprio.Current(); err == nil {
+			m.baseNice = cur.Nice()
+		}
+	}
 	if err := h.osAccess().probeRestore(); err != nil {
 		s.log.Info("cpusched: a lowered thread cannot be raised back here; IsolationOSPriority hands every task to a hand-off thread", "err", err)
-		m.lowSlice = unraisableSlice(osprio.BaseSlice())
+		unraisable()
 		return
 	}
 	if oneCPU(m.capacity, runtime.NumCPU(), cfg.cpuLimit.cpus) {
 		// The file comment says why one CPU takes the path of threads
 		// that cannot be raised, though these could be.
 		s.log.Info("cpusched: one CPU; IsolationOSPriority hands every task to a hand-off thread at nice 10, as where threads cannot be raised", "cpu_budget", m.capacity)
-		m.lowSlice = unraisableSlice(osprio.BaseSlice())
+		unraisable()
 		return
 	}
 	m.raisable = true

@@ -42,11 +42,13 @@ package cpusched
 //
 // Not certain: in the moment between the unlock and the first of them,
 // the thread may run a goroutine a timer or the collector readied first,
-// while other Ps steal the retiring goroutines. If none ran on the
-// thread, and the task's goroutine is still on it, it locks it again and
-// tries again (after retireTries it stays); if the task's goroutine has
-// moved, the thread went back to the pool lowered ("loose"): logged, and
-// counted in Stats.LooseThreads.
+// while other Ps steal the retiring goroutines, which come back for a
+// while (retireWait). If none ran on the thread, and the task's goroutine
+// is still on it, it locks it again and tries again (after retireTries it
+// stays); if the task's goroutine has moved, the thread went back to the
+// pool lowered ("loose"): logged, and counted in Stats.LooseThreads. The
+// next task that locks such a thread while contended ends it
+// (onNormalThread).
 //
 // When. A task leaves at its next Checkpoint once the guard turned
 // contended (preemptLeave, set by the guard), before it parks for its
@@ -117,7 +119,7 @@ func (s *Scheduler) leaveThread(t *Task) {
 		s.os.retired.Add(1)
 	case retireLoose:
 		s.os.loose.Add(1)
-		s.log.Warn("cpusched: a lowered thread could not be ended and went back to the runtime's pool; it runs other goroutines at low priority until the process exits")
+		s.log.Warn("cpusched: a lowered thread could not be ended and went back to the runtime's pool; it runs other goroutines at low priority until a task that lands on it while contended ends it")
 	case retireStayed:
 		s.mu.Lock()
 		t.os.markTid = 0
@@ -154,6 +156,7 @@ func (s *Scheduler) lockLanded(t *Task, cpu int64) {
 		return // no clock to read: it runs unlocked, charged slot time
 	}
 	runtime.LockOSThread()
+	s.onNormalThread()
 	clock := osprio.ThreadCPU()
 	s.mu.Lock()
 	if cpu >= 0 {
@@ -182,12 +185,36 @@ func (s *Scheduler) lockLanded(t *Task, cpu int64) {
 // tasks that start while the scheduler is contended.
 func (s *Scheduler) lockContended(t *Task) {
 	runtime.LockOSThread()
+	s.onNormalThread()
 	tid := int32(osprio.ThreadID())
 	clock := osprio.ThreadCPU()
 	s.mu.Lock()
 	t.os.tid.Store(tid)
 	t.markStretchLocked(tid, clock)
 	s.mu.Unlock()
+}
+
+// onNormalThread ends the thread the calling goroutine has just locked
+// (lockLanded, lockContended) if it is lowered, and locks the one it
+// lands on, up to retireTries times: a thread an earlier retirement left
+// loose in the runtime's pool (retireLoose) is still at unraisableNice,
+// and a task that runs on one while contended is the stall that leaving
+// avoids. So loose threads do not stay for the life of the process: the
+// next task that lands on one while contended ends it. It costs a system
+// call (sched_getattr) on paths that already make two. A thread whose
+// nice value is no higher than that of New's caller is not lowered, so a
+// process started at a nice value does not end its every thread.
+func (s *Scheduler) onNormalThread() {
+	for range retireTries {
+		cur, err := osprio.Current()
+		if err != nil || !cur.Idle() && cur.Nice() <= s.os.baseNice {
+			return
+		}
+		if retireThread() == retireStayed {
+			return
+		}
+		runtime.LockOSThread()
+	}
 }
 
 // What retireThread did.

@@ -234,6 +234,59 @@ func TestRetireThread(t *testing.T) {
 	}
 }
 
+// TestOnNormalThread: a goroutine that locks a lowered thread (one left
+// loose in the pool) while contended ends it and goes on locked to a
+// thread at normal priority; on a thread at normal priority it stays.
+func TestOnNormalThread(t *testing.T) {
+	s := unraisableScheduler(t, newFakeMachine(false))
+	type result struct {
+		before, after, nice int
+		err                 error
+	}
+	run := func(lower bool) result {
+		done := make(chan result)
+		go func() {
+			var r result
+			defer func() { done <- r }()
+			runtime.LockOSThread()
+			r.before = unix.Gettid()
+			if r.before == unix.Getpid() {
+				r.err = errors.New("the main thread") // parked, not ended: not a case here
+				return
+			}
+			if lower {
+				if r.err = osprio.LowerNice(0, unraisableNice, 0); r.err != nil {
+					return
+				}
+			}
+			s.onNormalThread()
+			r.after = unix.Gettid()
+			attr, err := unix.SchedGetAttr(0, 0)
+			r.err, r.nice = err, int(attr.Nice)
+			if err == nil && r.nice == 0 {
+				runtime.UnlockOSThread()
+			} // else exit locked: the runtime ends the lowered thread
+		}()
+		return <-done
+	}
+	for range 20 {
+		r := run(true)
+		if r.err != nil {
+			continue
+		}
+		if r.after == r.before || r.nice != 0 {
+			t.Fatalf("lowered thread %d: on thread %d at nice %d after, want another at 0", r.before, r.after, r.nice)
+		}
+		if !within(5*time.Second, func() bool { return !threadAlive(r.before) }) {
+			t.Errorf("the lowered thread %d still exists", r.before)
+		}
+		r = run(false)
+		if r.err == nil && r.after != r.before {
+			t.Errorf("a thread at normal priority was left: %d, then %d", r.before, r.after)
+		}
+	}
+}
+
 // TestUnraisableThreadsAtNice: where a lowered thread cannot be raised, a
 // hand-off thread goes to unraisableNice before its task, never to
 // SCHED_IDLE, with unraisableSlice's kernel slice, whether its task

@@ -86,7 +86,8 @@ type Stats struct {
 	// is never raised; while contended, a task leaves its lowered thread at its
 	// next Checkpoint and the thread is ended, and RetiredThreads counts
 	// the threads so ended. LooseThreads counts those that could not be
-	// ended and went back to the runtime's pool lowered (rare: see
+	// ended and went back to the runtime's pool lowered (rare, and a task
+	// that lands on one while contended ends it: see
 	// docs/design.md#without-the-privilege-to-raise).
 	ThreadsRaisable bool
 	RetiredThreads  uint64
