@@ -152,6 +152,7 @@ func (s *Scheduler) leaveThread(t *Task) {
 // between threads each; such tasks are few, those running while the
 // scheduler is contended where threads cannot be raised.
 func (s *Scheduler) lockLanded(t *Task, cpu int64) {
+	t.beginTurns(s.clock.Now()) // while contended (turns.go)
 	if !s.rq.cpuClock {
 		return // no clock to read: it runs unlocked, charged slot time
 	}
@@ -192,6 +193,7 @@ func (s *Scheduler) lockContended(t *Task) {
 	t.os.tid.Store(tid)
 	t.markStretchLocked(tid, clock)
 	s.mu.Unlock()
+	t.beginTurns(s.clock.Now()) // while contended (turns.go)
 }
 
 // onNormalThread ends the thread the calling goroutine has just locked

@@ -271,13 +271,22 @@ func (m *osMode) end(t *Task, r *osRun) {
 
 // countdown is Checkpoint's step where no preempt bit is set but the
 // task's countdown (Task.lowerCheck, which only this mode sets) is, at
-// its end (checkpointSlow counts the rest down): the end of a hand-off
-// task's turn (turns.go), or the check whether to lower the task's
-// thread (lowerSelf).
+// its end (checkpointSlow counts the rest down): the end of a task's turn
+// (turns.go), or the check whether to lower the task's thread
+// (lowerSelf).
 func (m *osMode) countdown(t *Task) {
 	switch {
 	case t.os.handoff:
 		m.s.turn(t) // a hand-off task counts down to its turns (turns.go)
+	case !m.own:
+		// A task on its own goroutine where threads cannot be raised,
+		// dispatched while contended (lockContended): turns while
+		// contended, nothing after.
+		if m.keepNormal.Load() {
+			m.s.turn(t)
+		} else {
+			t.setLowerCheck(0)
+		}
 	case t.lowerCheck == lowerCheckMark:
 		m.s.lowerSelf(t, true)
 	default:

@@ -3,7 +3,8 @@ package cpusched
 // Turns: a task on a lowered hand-off thread (SCHED_IDLE, or nice 10
 // where a lowered thread cannot be raised back: retire.go) gives its CPU
 // back to the kernel (sched_yield) at a Checkpoint every handoffTurn of
-// wall time.
+// wall time; while the scheduler is contended, so does a task at normal
+// priority (below).
 //
 // Why. The kernel's EEVDF gives a lowered thread its share in turns,
 // however small the share (weight 110 at nice 10, 3 for SCHED_IDLE,
@@ -23,13 +24,26 @@ package cpusched
 // passes. A task that never calls Checkpoint (a bcrypt or gzip call)
 // takes no turns: it runs out the kernel's turns as before. A yield is
 // one system call per turn when nothing else waits, and each Checkpoint
-// of such a task counts down (BenchmarkCheckpointTurns). A thread raised
-// while the scheduler is contended does not yield: beside a busy
-// neighbour that would hand the neighbour the task's CPU. Nor does a task
-// while a slot is lent (lend.go): the rest of the program then has a P of
-// its own and keeps it busy, the kernel's weights already give its
-// threads most of the CPU, and turns only took passes from the task
-// left running, for no lower tail (the record above).
+// of such a task counts down (BenchmarkCheckpointTurns). No task on a
+// lowered thread yields while a slot is lent (lend.go): the rest of the
+// program then has a P of its own and keeps it busy, the kernel's weights
+// already give its threads most of the CPU, and turns only took passes
+// from the task left running, for no lower tail (the record above).
+//
+// While contended (contention.go) every task takes turns, at normal
+// priority too: hand-off tasks, tasks that left their threads (retire.go)
+// and tasks dispatched on their own goroutines where threads cannot be
+// raised (lockContended); with the privilege, a task on its own goroutine
+// does not (its countdown paces lowering: lowering.go). Such a turn
+// yields in a system call the runtime knows of (osprio.YieldReleasing).
+// Why: beside a busy neighbour the kernel runs the neighbour's threads
+// in turns with the task's, and a task thread that lost the CPU in the
+// middle of its work holds its P until it runs again, so a stop of the
+// world waited for it, 2-3 ms each in a trace of the bench's neighbor
+// step. A thread that yields in a system call waits for the CPU inside
+// it, its P in a system call, which a stop of the world takes at once.
+// The price is some of the tasks' CPU, which goes to the neighbour
+// (docs/measurements/busy-machine.md#turns-while-contended).
 //
 // How. Checkpoint's countdown (Task.lowerCheck, which only
 // IsolationOSPriority uses and, on a hand-off thread, only for turns)
@@ -65,28 +79,36 @@ func (t *Task) beginTurns(now int64) {
 // minutes apart is right.
 func turnClock(now int64) int32 { return int32(uint32(now / int64(time.Microsecond))) }
 
-// turn is Checkpoint's countdown step on a hand-off task
-// (osMode.countdown): once handoffTurn has passed since the turn began,
-// t yields its thread to the kernel if the thread is lowered and no slot
-// is lent, and a new turn begins; the next check is set by the rate of
-// t's Checkpoints. A task that left its thread (retire.go) runs at normal
-// priority to its end: its countdown stops. On t's goroutine.
+// turn is Checkpoint's countdown step on a hand-off task, or on a task
+// dispatched on its own goroutine while contended where threads cannot be
+// raised (osMode.countdown): once handoffTurn has passed since the turn
+// began, t yields its thread to the kernel, while contended always (in a
+// system call the runtime knows of), else if the thread is lowered and no
+// slot is lent, and a new turn begins; the next check is set by the rate
+// of t's Checkpoints. A task that left its thread (retire.go) runs at
+// normal priority to its end: its countdown stops once the scheduler is
+// quiet. On t's goroutine.
 func (s *Scheduler) turn(t *Task) {
 	now := s.clock.Now()
 	elapsed := int64(uint32(turnClock(now)-t.os.computed)) * int64(time.Microsecond)
 	seen := int64(t.os.lowerSeen)
 	left := int64(handoffTurn) - elapsed
 	if left <= 0 {
-		s.mu.Lock()
-		lowered, gone, lent := !t.os.raised, t.os.left(), s.os.lentLocked() > 0
-		s.mu.Unlock()
-		if gone {
-			t.setLowerCheck(0)
-			return
-		}
-		if lowered && !lent { // not raised while contended, nor with a slot lent (above)
+		if s.os.keepNormal.Load() { // contended: every task takes its turns (above)
 			s.cfg.hooks.turnTaken()
-			osprio.Yield()
+			osprio.YieldReleasing()
+		} else {
+			s.mu.Lock()
+			lowered, gone, lent := !t.os.raised, t.os.left(), s.os.lentLocked() > 0
+			s.mu.Unlock()
+			if gone {
+				t.setLowerCheck(0)
+				return
+			}
+			if lowered && !lent { // not with a slot lent (above)
+				s.cfg.hooks.turnTaken()
+				osprio.Yield()
+			}
 		}
 		t.os.computed = turnClock(now)
 		t.os.lowerSeen = 0

@@ -5,6 +5,7 @@ package cpusched
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,8 +113,9 @@ func raisableHandoffScheduler(t *testing.T, opts ...Option) *Scheduler {
 }
 
 // TestTurnsStopWhenLeft: a task that leaves its lowered thread once the
-// scheduler turns contended (retire.go) takes no turn after it: it runs
-// at normal priority to its end.
+// scheduler turns contended (retire.go) takes its turns while contended,
+// as every task then does, and none once the scheduler is quiet again:
+// it runs at normal priority to its end.
 func TestTurnsStopWhenLeft(t *testing.T) {
 	retryLoose(t, func() uint64 {
 		var turns atomic.Int64
@@ -132,16 +134,72 @@ func TestTurnsStopWhenLeft(t *testing.T) {
 		if landedLowered(w) {
 			return 1
 		}
+		if after := turns.Load(); !within(5*time.Second, func() bool { return turns.Load() > after }) {
+			t.Errorf("no turn while contended after the task left its thread")
+		}
+		m.busy.Store(false)
+		if !within(10*time.Second, func() bool { return !s.Stats().Contended }) {
+			t.Fatal("the guard never turned quiet")
+		}
 		after := turns.Load()
 		time.Sleep(20 * handoffTurn)
 		if n := turns.Load() - after; n != 0 {
-			t.Errorf("%d turns at normal priority after the task left its thread; want none", n)
+			t.Errorf("%d turns at normal priority, quiet, after the task left its thread; want none", n)
 		}
 		if err := w.end(); err != nil {
 			t.Fatal(err)
 		}
 		return s.Stats().LooseThreads
 	})
+}
+
+// TestTurnsWhileContended: where threads cannot be raised, a task
+// dispatched on its own goroutine while contended (lockContended) runs at
+// normal priority and takes its turns (yields in a system call, so that
+// its P is free while the kernel runs others) while contended, and none
+// once the scheduler is quiet again.
+func TestTurnsWhileContended(t *testing.T) {
+	var turns atomic.Int64
+	m := newFakeMachine(false)
+	s := unraisableScheduler(t, m, WithWorkers(1), withTurn(func() { turns.Add(1) }))
+	m.busy.Store(true)
+	err := s.Run(context.Background(), func(tk *Task) error {
+		for deadline := time.Now().Add(10 * time.Second); !s.Stats().Contended; {
+			if time.Now().After(deadline) {
+				return errors.New("the scheduler never turned contended")
+			}
+			if err := tk.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startWatched(t, s, false)
+	defer w.end()
+	if !within(5*time.Second, func() bool { return w.tid.Load() != 0 }) {
+		t.Fatal("the task never ran")
+	}
+	if w.nice.Load() != 0 || w.policy.Load() != unix.SCHED_NORMAL {
+		t.Fatalf("the task ran at policy %d nice %d; want normal priority", w.policy.Load(), w.nice.Load())
+	}
+	if after := turns.Load(); !within(5*time.Second, func() bool { return turns.Load() >= after+10 }) {
+		t.Errorf("%d turns while contended; want 10 at least", turns.Load()-after)
+	}
+	m.busy.Store(false)
+	if !within(10*time.Second, func() bool { return !s.Stats().Contended }) {
+		t.Fatal("the guard never turned quiet")
+	}
+	after := turns.Load()
+	time.Sleep(20 * handoffTurn)
+	if n := turns.Load() - after; n != 0 {
+		t.Errorf("%d turns quiet; want none", n)
+	}
+	if err := w.end(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // BenchmarkCheckpointTurns is Checkpoint in a task on a hand-off thread at

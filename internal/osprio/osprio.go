@@ -49,6 +49,12 @@ func Lower() error { return lower(0) }
 // the kernel preempts its thread.
 func Yield() { yield() }
 
+// YieldReleasing is Yield made as a system call the runtime knows of: while
+// the kernel runs other threads, the thread waits inside the call, and its
+// P is in a system call, which a stop-the-world takes without waiting for
+// the thread, and which the runtime may hand to another thread.
+func YieldReleasing() { yieldReleasing() }
+
 // ThreadID returns the calling thread's id (gettid), for LowerThread.
 func ThreadID() int { return threadID() }
 

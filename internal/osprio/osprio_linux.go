@@ -36,6 +36,8 @@ func threadID() int { return unix.Gettid() }
 // as it does not for a preemption by the kernel.
 func yield() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
+func yieldReleasing() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
 // lower makes thread tid (0: the calling thread) SCHED_IDLE.
 func lower(tid int) error {
 	attr := unix.SchedAttr{Policy: schedIdle, Nice: idleNice}

@@ -16,6 +16,8 @@ func threadID() int { return 0 }
 
 func yield() {}
 
+func yieldReleasing() {}
+
 func lower(int) error { return errUnsupported }
 
 func current(int) (Attr, error) { return Attr{}, errUnsupported }
