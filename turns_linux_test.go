@@ -137,13 +137,7 @@ func TestTurnsStopWhenLeft(t *testing.T) {
 		if after := turns.Load(); !within(5*time.Second, func() bool { return turns.Load() > after }) {
 			t.Errorf("no turn while contended after the task left its thread")
 		}
-		m.busy.Store(false)
-		if !within(10*time.Second, func() bool { return !s.Stats().Contended }) {
-			t.Fatal("the guard never turned quiet")
-		}
-		after := turns.Load()
-		time.Sleep(20 * handoffTurn)
-		if n := turns.Load() - after; n != 0 {
+		if n := turnsOnceQuiet(t, m, s, &turns); n != 0 {
 			t.Errorf("%d turns at normal priority, quiet, after the task left its thread; want none", n)
 		}
 		if err := w.end(); err != nil {
@@ -188,18 +182,25 @@ func TestTurnsWhileContended(t *testing.T) {
 	if after := turns.Load(); !within(5*time.Second, func() bool { return turns.Load() >= after+10 }) {
 		t.Errorf("%d turns while contended; want 10 at least", turns.Load()-after)
 	}
+	if n := turnsOnceQuiet(t, m, s, &turns); n != 0 {
+		t.Errorf("%d turns quiet; want none", n)
+	}
+	if err := w.end(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// turnsOnceQuiet turns m quiet, waits for s's guard to say so, and
+// returns the turns counted over the next 20 turns' length.
+func turnsOnceQuiet(t *testing.T, m *fakeMachine, s *Scheduler, turns *atomic.Int64) int64 {
+	t.Helper()
 	m.busy.Store(false)
 	if !within(10*time.Second, func() bool { return !s.Stats().Contended }) {
 		t.Fatal("the guard never turned quiet")
 	}
 	after := turns.Load()
 	time.Sleep(20 * handoffTurn)
-	if n := turns.Load() - after; n != 0 {
-		t.Errorf("%d turns quiet; want none", n)
-	}
-	if err := w.end(); err != nil {
-		t.Fatal(err)
-	}
+	return turns.Load() - after
 }
 
 // BenchmarkCheckpointTurns is Checkpoint in a task on a hand-off thread at
