@@ -240,9 +240,10 @@ const (
 // the retirers all run elsewhere, and the thread, when the kernel runs it
 // again, finds no work and goes idle in the pool. A retirer readied again
 // by its timer wakes an idle thread, and the runtime wakes the one idled
-// last first: often the lowered thread, which then finds the retirer. Yielding instead of napping kept
-// the retirers running on the other threads and left more threads loose,
-// not fewer (docs/measurements/unprivileged.md#retiring-a-thread).
+// last first: often the lowered thread, which then finds the retirer.
+// Yielding instead of napping kept the retirers running on the other
+// threads and left more threads loose, not fewer
+// (docs/measurements/unprivileged.md#retiring-a-thread).
 const (
 	retireTries = 3
 	retirers    = 8
