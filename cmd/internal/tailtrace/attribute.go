@@ -5,6 +5,7 @@ package tailtrace
 
 import (
 	"slices"
+	"sort"
 	"time"
 
 	xtrace "golang.org/x/exp/trace"
@@ -16,6 +17,9 @@ func (a *analysis) breakdown() *Breakdown {
 	b := &Breakdown{Config: a.cfg, TraceSpan: time.Duration(a.last - a.first), Workers: len(a.workers), STWs: len(a.stw), GCs: a.gcs}
 	for _, s := range a.stw {
 		b.STWMax = max(b.STWMax, time.Duration(s.end-s.start))
+		all, worker := stopWaits(a.procs, a.workers, s)
+		b.STWWaitMax = max(b.STWWaitMax, all)
+		b.STWWaitWorkerMax = max(b.STWWaitWorkerMax, worker)
 	}
 	for _, p := range a.probes {
 		if p.seq == 0 || p.end == 0 {
@@ -300,4 +304,28 @@ func overlap(spans []span, s, e xtrace.Time) time.Duration {
 		}
 	}
 	return d
+}
+
+// stopWaits returns the longest wait of stop-the-world s for a P to stop:
+// for each P that ran a goroutine as s began, until that goroutine left
+// it within s, over every such P (all) and over those whose goroutine was
+// a cpusched worker (worker). The P of the goroutine that stopped the
+// world keeps it to the end, and is not counted.
+func stopWaits(procs map[xtrace.ProcID]*procLine, workers map[xtrace.GoID]bool, s span) (all, worker time.Duration) {
+	for _, l := range procs {
+		g := l.running(s.start)
+		if g == xtrace.NoGoroutine {
+			continue
+		}
+		i := sort.Search(len(l.at), func(i int) bool { return l.at[i] > s.start })
+		if i == len(l.at) || l.at[i] > s.end {
+			continue
+		}
+		d := time.Duration(l.at[i] - s.start)
+		all = max(all, d)
+		if workers[g] {
+			worker = max(worker, d)
+		}
+	}
+	return all, worker
 }

@@ -41,8 +41,8 @@ func (b *Breakdown) WriteText(w io.Writer) error {
 	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	ew.Printf("trace: %.1f s, %d probe requests traced, %d matched to a client latency (%d followed), %d slower than %.2f ms (%d of them could not be followed)\n",
 		b.TraceSpan.Seconds(), b.Traced, b.Matched, b.Followed, b.Slow, ms(b.Config.Threshold), b.Incomplete)
-	ew.Printf("cpusched worker goroutines seen: %d; GC cycles begun: %d; stop-the-world pauses: %d (longest %.3f ms)\n",
-		b.Workers, b.GCs, b.STWs, ms(b.STWMax))
+	ew.Printf("cpusched worker goroutines seen: %d; GC cycles begun: %d; stop-the-world pauses: %d (longest %.3f ms; the longest wait for a P to stop %.3f ms, for a P a worker held %.3f ms)\n",
+		b.Workers, b.GCs, b.STWs, ms(b.STWMax), ms(b.STWWaitMax), ms(b.STWWaitWorkerMax))
 	if b.ReadyBeforeSend > 0 {
 		ew.Printf("%d followed requests found their handler ready before they were sent: their span starts at the send\n", b.ReadyBeforeSend)
 	}

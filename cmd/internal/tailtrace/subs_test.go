@@ -163,3 +163,30 @@ func TestIsGCWait(t *testing.T) {
 		t.Error("a wait with no stack taken for the collector's")
 	}
 }
+
+// TestStopWaits: a stop-the-world's waits are those of the Ps that ran a
+// goroutine as it began, until that goroutine left within the stop; the
+// P that keeps its goroutine (the stopper's) and idle Ps do not count.
+func TestStopWaits(t *testing.T) {
+	line := func(pairs ...int64) *procLine {
+		l := &procLine{}
+		for i := 0; i < len(pairs); i += 2 {
+			l.set(xtrace.Time(pairs[i]), xtrace.GoID(pairs[i+1]))
+		}
+		return l
+	}
+	none := int64(xtrace.NoGoroutine)
+	procs := map[xtrace.ProcID]*procLine{
+		0: line(0, 1, 1_000, none),        // g1, a worker, stops 900 ns in
+		1: line(0, 2, 1_300, none),        // g2 stops 1,200 ns in
+		2: line(0, 3),                     // g3 stopped the world: keeps its P
+		3: line(0, none),                  // idle
+		4: line(0, 4, 50, none, 2_000, 5), // g4 left before the stop
+		5: line(0, 6, 5_000, none),        // g6 leaves after the stop's end
+	}
+	workers := map[xtrace.GoID]bool{1: true, 6: true}
+	all, worker := stopWaits(procs, workers, span{start: 100, end: 3_000})
+	if all != 1_200 || worker != 900 {
+		t.Errorf("stopWaits: %v, %v; want 1.2us, 900ns", all, worker)
+	}
+}

@@ -202,17 +202,24 @@ type Request struct {
 
 // Breakdown is Analyze's result.
 type Breakdown struct {
-	Config     Config
-	Traced     int // probe tasks in the trace
-	Matched    int // of those, with a client latency
-	Slow       int // of those, slower than Threshold
-	Requests   []Request
-	TraceSpan  time.Duration
-	Workers    int // cpusched worker goroutines seen
-	STWs       int // stop-the-world pauses in the trace
-	STWMax     time.Duration
-	GCs        int // GC cycles (mark phases) begun in the trace
-	Incomplete int // slow requests whose span could not be followed (begun before the trace, ...)
+	Config    Config
+	Traced    int // probe tasks in the trace
+	Matched   int // of those, with a client latency
+	Slow      int // of those, slower than Threshold
+	Requests  []Request
+	TraceSpan time.Duration
+	Workers   int // cpusched worker goroutines seen
+	STWs      int // stop-the-world pauses in the trace
+	STWMax    time.Duration
+	// STWWaitMax is the longest a stop-the-world waited for one P to stop
+	// (the goroutine it ran as the stop began to leave it), and
+	// STWWaitWorkerMax the longest for a P a cpusched worker goroutine
+	// held: a worker whose thread the kernel has left waiting holds its P
+	// until it runs again (docs/measurements/busy-machine.md#turns-while-contended).
+	STWWaitMax       time.Duration
+	STWWaitWorkerMax time.Duration
+	GCs              int // GC cycles (mark phases) begun in the trace
+	Incomplete       int // slow requests whose span could not be followed (begun before the trace, ...)
 	// Followed is how many matched requests, slow or not, were followed,
 	// and AllParts the sum of their parts: the baseline for the slow ones.
 	Followed int
