@@ -67,11 +67,11 @@ func setProcessSlice(from, to time.Duration) int {
 		// A child process forked from a thread with a slice of its own
 		// keeps it, across exec too; with the flag it starts at the
 		// kernel's.
-		flags := attr.Flags &^ unix.SCHED_FLAG_RESET_ON_FORK
+		var flags uint64
 		if to > 0 {
-			flags |= unix.SCHED_FLAG_RESET_ON_FORK
+			flags = unix.SCHED_FLAG_RESET_ON_FORK
 		}
-		set := unix.SchedAttr{Policy: attr.Policy, Flags: flags & unix.SCHED_FLAG_RESET_ON_FORK, Nice: attr.Nice, Runtime: uint64(to)}
+		set := unix.SchedAttr{Policy: attr.Policy, Flags: flags, Nice: attr.Nice, Runtime: uint64(to)}
 		if unix.SchedSetAttr(tid, &set, 0) == nil {
 			n++
 		}
