@@ -94,10 +94,8 @@ func (s *Scheduler) turn(t *Task) {
 	seen := int64(t.os.lowerSeen)
 	left := int64(handoffTurn) - elapsed
 	if left <= 0 {
-		if s.os.keepNormal.Load() { // contended: every task takes its turns (above)
-			s.cfg.hooks.turnTaken()
-			osprio.YieldReleasing()
-		} else {
+		yield := osprio.YieldReleasing // contended: every task takes its turns (above)
+		if !s.os.keepNormal.Load() {
 			s.mu.Lock()
 			lowered, gone, lent := !t.os.raised, t.os.left(), s.os.lentLocked() > 0
 			s.mu.Unlock()
@@ -105,10 +103,14 @@ func (s *Scheduler) turn(t *Task) {
 				t.setLowerCheck(0)
 				return
 			}
+			yield = nil
 			if lowered && !lent { // not with a slot lent (above)
-				s.cfg.hooks.turnTaken()
-				osprio.Yield()
+				yield = osprio.Yield
 			}
+		}
+		if yield != nil {
+			s.cfg.hooks.turnTaken()
+			yield()
 		}
 		t.os.computed = turnClock(now)
 		t.os.lowerSeen = 0
