@@ -205,14 +205,20 @@ func (s *Scheduler) lockContended(t *Task) {
 // next task that lands on one while contended ends it. It costs a system
 // call (sched_getattr) on paths that already make two. A thread whose
 // nice value is no higher than that of New's caller is not lowered, so a
-// process started at a nice value does not end its every thread.
+// process started at a nice value does not end its every thread. Its
+// retirements count in Stats as a leaving task's do.
 func (s *Scheduler) onNormalThread() {
 	for range retireTries {
 		cur, err := osprio.Current()
 		if err != nil || !cur.Idle() && cur.Nice() <= s.os.baseNice {
 			return
 		}
-		if retireThread() == retireStayed {
+		switch retireThread() {
+		case retireEnded:
+			s.os.retired.Add(1)
+		case retireLoose:
+			s.os.loose.Add(1)
+		case retireStayed:
 			return
 		}
 		runtime.LockOSThread()

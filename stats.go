@@ -85,9 +85,9 @@ type Stats struct {
 	// and Kubernetes' defaults): there, and on one CPU, a lowered thread
 	// is never raised; while contended, a task leaves its lowered thread at its
 	// next Checkpoint and the thread is ended, and RetiredThreads counts
-	// the threads so ended. LooseThreads counts those that could not be
+	// the threads so ended. LooseThreads counts the times one could not be
 	// ended and went back to the runtime's pool lowered (rare, and a task
-	// that lands on one while contended ends it: see
+	// that lands on one while contended ends it, counted as retired: see
 	// docs/design.md#without-the-privilege-to-raise).
 	ThreadsRaisable bool
 	RetiredThreads  uint64
