@@ -80,10 +80,11 @@ const (
 	// them busy or the Scheduler closes: a stop of the world then waits
 	// less for the process's threads to get the CPU back from the others'
 	// (docs/design.md#a-busy-machine). A thread given a slice of its own
-	// is left as it is. Every task then takes turns too, at normal
-	// priority as well (but a task on its own goroutine where threads can
-	// be raised), in a system call the runtime knows of: a thread that
-	// waits for the CPU there leaves its P to a stop of the world.
+	// is left as it is. Every task that calls Checkpoint then takes turns
+	// too, at normal priority as well (a task on its own goroutine once it
+	// has computed 0.25 ms), in a system call the runtime knows of: a
+	// thread that waits for the CPU there leaves its P to a stop of the
+	// world.
 	//
 	// With every slot taken the rest of the program has one P. While it
 	// keeps that P busy with goroutines waiting for more, the scheduler

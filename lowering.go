@@ -235,6 +235,7 @@ func (s *Scheduler) lowerIfLongLocked(t *Task, now int64) (left int64) {
 		t.os.foundLowered = before.Lowered()
 		t.os.raised = !t.os.foundLowered
 		t.os.lowered.Store(true)
+		t.preempt.Or(preemptTurns) // at normal priority while contended (turns.go)
 		return 0
 	}
 	before, lowered, err := osprio.LowerThread(tid)

@@ -462,17 +462,19 @@ func (s *Scheduler) osOwn() bool { return s.os != nil && s.os.own }
 //     clock at lowerIfLongLocked's last reading, counted on when it
 //     moves to another thread; under s.mu. It matters only until the
 //     thread is lowered, at osLowerAfter, so 32 bits hold it. A hand-off
-//     task, which lowerIfLongLocked never measures, holds there the
-//     start of its turn (turnClock; turns.go), used only by its
-//     goroutine.
+//     task, which lowerIfLongLocked never measures, and a task on its own
+//     goroutine once it counts as lowered (it never measures it again),
+//     hold there the start of a turn (turnClock; turns.go), used only by
+//     the task's goroutine.
 //   - uncomputed: slot time in which the task did not compute (ns):
 //     Blocking calls that kept the slot, and the time its goroutine took
 //     to run once given the slot; added to by the task's goroutine.
 //     Lowering and the length table do not count it.
 //   - lowerSeen is how many Checkpoints the task will have made at the
 //     end of its Checkpoint countdown (Task.lowerCheck; lowerSelf paces
-//     its checks by it), for a hand-off task since its turn began (turn
-//     paces its checks so). Only the task's goroutine uses it.
+//     its checks by it), for a task that takes turns since its turn
+//     began (turn paces its checks so). Only the task's goroutine uses
+//     it.
 //   - waitTid: the id of the thread a parked task waits on, locked,
 //     negated by whoever pinned or placed it for the wake (pin.go); set
 //     and cleared by the task's goroutine.

@@ -90,6 +90,9 @@ func (s *Scheduler) raiseLocked(t *Task) {
 		return
 	}
 	t.os.raised = true
+	if !t.os.handoff {
+		t.preempt.Or(preemptTurns) // its countdown ended when lowered (turns.go)
+	}
 }
 
 // relowerLocked lowers the thread of t, raised while contended, again.

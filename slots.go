@@ -115,7 +115,7 @@ func (s *Scheduler) yield(t *Task) {
 		s.mu.Unlock()
 		return
 	}
-	asked := t.preempt.Load() &^ preemptCountdown
+	asked := t.preempt.Load() &^ (preemptCountdown | preemptTurns)
 	sliceOver := now >= t.sliceEnd
 	cpu := s.taskCPULocked(t, &read)
 	s.chargeLocked(t, now, cpu) // renews the deadline when the request is used up

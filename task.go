@@ -20,11 +20,13 @@ const (
 	preemptLeave                 // leave the lowered thread, which cannot be raised, while contended (retire.go)
 	preemptIdle                  // the idle watch gave the slot up while the task's thread slept: take one back (idle.go)
 	preemptCountdown             // the mode's Checkpoint countdown runs (Task.lowerCheck is not 0); only the task's goroutine sets and clears it (setLowerCheck)
+	preemptTurns                 // begin turns: the task's own thread runs at normal priority while contended (turns.go); the task's goroutine clears it (osMode.mayLeave)
 )
 
 // preemptKept are the bits that outlive the scheduler's answer to the
-// others: a cancellation, and the countdown, which is not a request.
-const preemptKept = preemptCancel | preemptCountdown
+// others: a cancellation, the countdown, which is not a request, and the
+// start of turns, which the task's goroutine takes.
+const preemptKept = preemptCancel | preemptCountdown | preemptTurns
 
 // taskState is where a task is in its lifecycle; the lifecycle comment at
 // the top of scheduler.go says who moves it between states, and which

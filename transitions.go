@@ -276,17 +276,13 @@ func (m *osMode) end(t *Task, r *osRun) {
 // (lowerSelf).
 func (m *osMode) countdown(t *Task) {
 	switch {
-	case t.os.handoff:
-		m.s.turn(t) // a hand-off task counts down to its turns (turns.go)
-	case !m.own:
-		// A task on its own goroutine where threads cannot be raised,
-		// dispatched while contended (lockContended): turns while
-		// contended, nothing after.
-		if m.keepNormal.Load() {
-			m.s.turn(t)
-		} else {
-			t.setLowerCheck(0)
-		}
+	case t.os.handoff || !m.own || t.os.lowered.Load():
+		// A hand-off task counts down to its turns (turns.go); a task on
+		// its own goroutine where threads cannot be raised, dispatched
+		// while contended (lockContended), or whose thread counts as
+		// lowered, raised while contended (preemptTurns), takes turns
+		// while contended, nothing after.
+		m.s.turn(t)
 	case t.lowerCheck == lowerCheckMark:
 		m.s.lowerSelf(t, true)
 	default:
@@ -297,10 +293,18 @@ func (m *osMode) countdown(t *Task) {
 // mayLeave is the step of t's goroutine at a Checkpoint that comes to the
 // scheduler (yield) and before a Blocking call waits: a handed-off task
 // whose lowered thread cannot be raised leaves it while contended
-// (mustLeave, leaveThread).
+// (mustLeave, leaveThread), and a task on its own goroutine whose thread
+// runs at normal priority while contended begins its turns (preemptTurns).
 func (m *osMode) mayLeave(t *Task) {
-	if m != nil {
-		m.s.leaveIfMust(t)
+	if m == nil {
+		return
+	}
+	m.s.leaveIfMust(t)
+	if t.preempt.Load()&preemptTurns != 0 {
+		t.preempt.And(^uint32(preemptTurns))
+		if m.keepNormal.Load() {
+			t.beginTurns(m.s.clock.Now())
+		}
 	}
 }
 

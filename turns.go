@@ -30,12 +30,15 @@ package cpusched
 // already give its threads most of the CPU, and turns only took passes
 // from the task left running, for no lower tail (the record above).
 //
-// While contended (contention.go) every task takes turns, at normal
-// priority too: hand-off tasks, tasks that left their threads (retire.go)
-// and tasks dispatched on their own goroutines where threads cannot be
-// raised (lockContended); with the privilege, a task on its own goroutine
-// does not (its countdown paces lowering: lowering.go). Such a turn
-// yields in a system call the runtime knows of (osprio.YieldReleasing).
+// While contended (contention.go) every task that calls Checkpoint takes
+// turns, at normal priority too: hand-off tasks, tasks that left their
+// threads (retire.go), tasks dispatched on their own goroutines where
+// threads cannot be raised (lockContended), and, with the privilege,
+// tasks on their own goroutines once they count as lowered, their threads
+// raised or never lowered while contended (preemptTurns: raiseLocked,
+// lowerIfLongLocked); before that, their first osLowerAfter, their
+// countdown paces the lowering check (lowering.go). Such a turn yields in
+// a system call the runtime knows of (osprio.YieldReleasing).
 // Why: beside a busy neighbour the kernel runs the neighbour's threads
 // in turns with the task's, and a task thread that lost the CPU in the
 // middle of its work holds its P until it runs again, so a stop of the
@@ -51,8 +54,9 @@ package cpusched
 // its Checkpoints so far, as lowerSelf paces its checks, so that a task
 // whose Checkpoints come every few nanoseconds reads the clock rarely; at
 // a turn's end it yields if its thread is lowered. The osTask fields
-// that pace lowering on a task's own goroutine, which a hand-off task
-// never uses, pace its turns (osTask's comment).
+// that pace lowering on a task's own goroutine pace its turns: a hand-off
+// task never uses them for lowering, and a task on its own goroutine no
+// longer does once it counts as lowered (osTask's comment).
 
 import (
 	"time"
@@ -80,14 +84,14 @@ func (t *Task) beginTurns(now int64) {
 func turnClock(now int64) int32 { return int32(uint32(now / int64(time.Microsecond))) }
 
 // turn is Checkpoint's countdown step on a hand-off task, or on a task
-// dispatched on its own goroutine while contended where threads cannot be
-// raised (osMode.countdown): once handoffTurn has passed since the turn
-// began, t yields its thread to the kernel, while contended always (in a
-// system call the runtime knows of), else if the thread is lowered and no
-// slot is lent, and a new turn begins; the next check is set by the rate
-// of t's Checkpoints. A task that left its thread (retire.go) runs at
-// normal priority to its end: its countdown stops once the scheduler is
-// quiet. On t's goroutine.
+// on its own goroutine that takes turns while contended
+// (osMode.countdown): once handoffTurn has passed since the turn began, t
+// yields its thread to the kernel, while contended always (in a system
+// call the runtime knows of), else if it is a hand-off task whose thread
+// is lowered and no slot is lent, and a new turn begins; the next check
+// is set by the rate of t's Checkpoints. A task on its own goroutine, or
+// one that left its thread (retire.go), stops its countdown once the
+// scheduler is quiet. On t's goroutine.
 func (s *Scheduler) turn(t *Task) {
 	now := s.clock.Now()
 	elapsed := int64(uint32(turnClock(now)-t.os.computed)) * int64(time.Microsecond)
@@ -96,6 +100,10 @@ func (s *Scheduler) turn(t *Task) {
 	if left <= 0 {
 		yield := osprio.YieldReleasing // contended: every task takes its turns (above)
 		if !s.os.keepNormal.Load() {
+			if !t.os.handoff {
+				t.setLowerCheck(0) // on its own goroutine: turns only while contended
+				return
+			}
 			s.mu.Lock()
 			lowered, gone, lent := !t.os.raised, t.os.left(), s.os.lentLocked() > 0
 			s.mu.Unlock()

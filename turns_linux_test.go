@@ -190,6 +190,81 @@ func TestTurnsWhileContended(t *testing.T) {
 	}
 }
 
+// TestOwnTurnsWhileContended: where threads can be raised, a task on its
+// own goroutine takes its turns while contended once it counts as lowered:
+// dispatched while contended (its thread never lowered), or lowered while
+// quiet and raised when the guard turned contended; none once quiet.
+func TestOwnTurnsWhileContended(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		busyBefore bool
+	}{{"dispatched-contended", true}, {"raised", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var turns atomic.Int64
+			m := newFakeMachine(tc.busyBefore)
+			s := guardedScheduler(t, m, WithWorkers(1), withTurn(func() { turns.Add(1) }))
+			if tc.busyBefore {
+				err := s.Run(context.Background(), func(tk *Task) error {
+					for deadline := time.Now().Add(10 * time.Second); !s.Stats().Contended; {
+						if time.Now().After(deadline) {
+							return errors.New("the scheduler never turned contended")
+						}
+						if err := tk.Checkpoint(); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				turns.Store(0)
+			}
+			stop := make(chan struct{})
+			done := make(chan error, 1)
+			var tid atomic.Int64
+			go func() {
+				done <- s.Run(context.Background(), func(tk *Task) error {
+					tid.Store(int64(unix.Gettid()))
+					for {
+						select {
+						case <-stop:
+							return nil
+						default:
+						}
+						spin(2 * time.Microsecond)
+						if err := tk.Checkpoint(); err != nil {
+							return err
+						}
+					}
+				})
+			}()
+			defer func() {
+				close(stop)
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			if !tc.busyBefore {
+				if !within(5*time.Second, func() bool { return tid.Load() != 0 && policyOf(t, int(tid.Load())) == unix.SCHED_IDLE }) {
+					t.Fatal("the task was never lowered, quiet")
+				}
+				time.Sleep(20 * handoffTurn)
+				if n := turns.Load(); n != 0 {
+					t.Fatalf("%d turns on its own goroutine, quiet; want none", n)
+				}
+				m.busy.Store(true)
+			}
+			if !within(10*time.Second, func() bool { return turns.Load() >= 10 }) {
+				t.Errorf("%d turns while contended (Contended %v); want 10 at least", turns.Load(), s.Stats().Contended)
+			}
+			if n := turnsOnceQuiet(t, m, s, &turns); n != 0 {
+				t.Errorf("%d turns quiet; want none", n)
+			}
+		})
+	}
+}
+
 // turnsOnceQuiet turns m quiet, waits for s's guard to say so, and
 // returns the turns counted over the next 20 turns' length.
 func turnsOnceQuiet(t *testing.T, m *fakeMachine, s *Scheduler, turns *atomic.Int64) int64 {
