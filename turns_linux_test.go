@@ -157,20 +157,7 @@ func TestTurnsWhileContended(t *testing.T) {
 	m := newFakeMachine(false)
 	s := unraisableScheduler(t, m, WithWorkers(1), withTurn(func() { turns.Add(1) }))
 	m.busy.Store(true)
-	err := s.Run(context.Background(), func(tk *Task) error {
-		for deadline := time.Now().Add(10 * time.Second); !s.Stats().Contended; {
-			if time.Now().After(deadline) {
-				return errors.New("the scheduler never turned contended")
-			}
-			if err := tk.Checkpoint(); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	untilContended(t, s)
 	w := startWatched(t, s, false)
 	defer w.end()
 	if !within(5*time.Second, func() bool { return w.tid.Load() != 0 }) {
@@ -204,20 +191,7 @@ func TestOwnTurnsWhileContended(t *testing.T) {
 			m := newFakeMachine(tc.busyBefore)
 			s := guardedScheduler(t, m, WithWorkers(1), withTurn(func() { turns.Add(1) }))
 			if tc.busyBefore {
-				err := s.Run(context.Background(), func(tk *Task) error {
-					for deadline := time.Now().Add(10 * time.Second); !s.Stats().Contended; {
-						if time.Now().After(deadline) {
-							return errors.New("the scheduler never turned contended")
-						}
-						if err := tk.Checkpoint(); err != nil {
-							return err
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					t.Fatal(err)
-				}
+				untilContended(t, s)
 				turns.Store(0)
 			}
 			stop := make(chan struct{})
@@ -262,6 +236,26 @@ func TestOwnTurnsWhileContended(t *testing.T) {
 				t.Errorf("%d turns quiet; want none", n)
 			}
 		})
+	}
+}
+
+// untilContended runs a task on s that makes Checkpoints until s's guard,
+// which reads a busy fake machine, says it is contended.
+func untilContended(t *testing.T, s *Scheduler) {
+	t.Helper()
+	err := s.Run(context.Background(), func(tk *Task) error {
+		for deadline := time.Now().Add(10 * time.Second); !s.Stats().Contended; {
+			if time.Now().After(deadline) {
+				return errors.New("the scheduler never turned contended")
+			}
+			if err := tk.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
