@@ -122,13 +122,13 @@ func (s *Scheduler) chargeLocked(t *Task, now, cpu int64) {
 	t.since = now
 	t.burst += slot
 	t.runTime += slot
-	service := slot
+	service, cpuUsed := slot, int64(-1)
 	if measured {
-		service = max(used, slot/minChargeDivisor)
+		service, cpuUsed = max(used, slot/minChargeDivisor), used
 	} else {
 		s.stats.cpuFallback += slot
 	}
-	if s.rq.charge(t, slot, service, now) {
+	if s.rq.charge(t, slot, service, cpuUsed, now) {
 		s.stats.laneRunTime += slot
 	}
 	s.stats.runTime += slot

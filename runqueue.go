@@ -357,11 +357,12 @@ func (q *runQueue) remove(t *Task) {
 // slot time, to the lane's budget if the lane gave t its slot (it reports
 // whether it did), to the bandwidth periods and the overrun estimate;
 // service, what the weights share (its CPU time where measured: charge.go),
-// to t's vruntime and its group's.
-func (q *runQueue) charge(t *Task, slot, service, now int64) (lane bool) {
+// to t's vruntime and its group's. used is the stretch's CPU time as its
+// thread's clock read it, or -1 where it was not measured.
+func (q *runQueue) charge(t *Task, slot, service, used, now int64) (lane bool) {
 	g := t.group
 	if q.nwaiting > 0 {
-		q.noteOverrun(t, slot, now)
+		q.noteOverrun(t, slot, used, now)
 	}
 	if g.tasks.account(&t.ent, service) {
 		// The request is used up, in one stretch or in pieces between
@@ -479,19 +480,38 @@ const overrunWindow = int64(100 * time.Millisecond)
 
 // noteOverrun folds into t's group's overrun estimate how far past its
 // slice t ran before it came to the scheduler now, having run delta
-// since it last did: at a Checkpoint, a Blocking call or its end. Only
-// the part of the stretch while others waited counts: a task that nobody
-// waits for is not asked to stop at its slice's end, so running on tells
-// nothing. A task was asked at its slice's end, or when others began to
-// wait if later; the estimate is a moving average weighted by that
-// contended run time, so that a 40 ms task that never yields weighs as
-// much as the forty 1 ms slices of the tasks that do.
-func (q *runQueue) noteOverrun(t *Task, delta, now int64) {
+// since it last did (used of it on the CPU, or -1 where not measured):
+// at a Checkpoint, a Blocking call or its end. Only the part of the
+// stretch while others waited counts: a task that nobody waits for is
+// not asked to stop at its slice's end, so running on tells nothing. A
+// task was asked at its slice's end, or when others began to wait if
+// later; the estimate is a moving average weighted by that contended run
+// time, so that a 40 ms task that never yields weighs as much as the
+// forty 1 ms slices of the tasks that do.
+//
+// Where its thread's CPU time is measured, the overrun is the CPU it
+// used past that point (at least: all the CPU of the stretch less the
+// stretch's time before it), not the wall time. Why: beside a busy
+// process the kernel runs the neighbour's threads in turns with a task's,
+// and a task that comes to a Checkpoint every few microseconds of its
+// own work often reached it milliseconds late in wall time. Counted so,
+// the bench's neighbor step put its one group's estimate at 0.3-2.2 ms,
+// around the lane's 1 ms slice: the small requests were placed as long
+// ones whenever it was above, and waited behind the CPU-heavy tasks for
+// up to seconds (docs/measurements/busy-machine.md#the-overrun-in-cpu-time).
+// A call that cannot yield runs on the CPU past its slice, and reads so.
+func (q *runQueue) noteOverrun(t *Task, delta, used, now int64) {
 	from := max(now-delta, q.waitingSince)
 	if from >= now {
 		return
 	}
-	over := min(max(now-max(t.sliceEnd, q.waitingSince), 0), maxGroupDebt)
+	asked := max(t.sliceEnd, q.waitingSince)
+	over := max(now-asked, 0)
+	if used >= 0 {
+		before := max(asked-(now-delta), 0) // the stretch's time before it was asked
+		over = min(over, max(used-before, 0))
+	}
+	over = min(over, maxGroupDebt)
 	g := t.group
 	g.overrun += (over - g.overrun) * min(now-from, overrunWindow) / overrunWindow
 }

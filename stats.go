@@ -138,8 +138,10 @@ type GroupStats struct {
 	// Checkpoint, a Blocking call or their end), over the group's last
 	// 100 ms of run time while other tasks waited: near 0 for work that
 	// yields, about a task's length for work that cannot (a bcrypt or
-	// gzip call). The policy places such a group's new tasks as long
-	// ones; 0 in Stats.OtherGroups.
+	// gzip call). Where a task's CPU time is measured (as CPUTime), it
+	// counts the CPU the task used past its slice, not the time its
+	// thread waited for the CPU. The policy places such a group's new
+	// tasks as long ones; 0 in Stats.OtherGroups.
 	Overrun time.Duration
 }
 

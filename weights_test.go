@@ -176,6 +176,46 @@ func TestGroupOverrunEstimate(t *testing.T) {
 	}
 }
 
+// TestOverrunCountsCPU: where a task's CPU time is measured, its
+// overrun is the CPU it used past the point it was asked to stop, not the
+// wall time: a thread the kernel left waiting (a busy neighbour) did not
+// run on; where not measured, the wall time.
+func TestOverrunCountsCPU(t *testing.T) {
+	s := newTestScheduler(t, WithWorkers(1), withClock(newFakeClock()), withoutMonitor())
+	if err := s.SetGroupWeight("g", DefaultGroupWeight); err != nil {
+		t.Fatal(err)
+	}
+	task, _, err := s.newTask(context.Background(), emptyTask, []TaskOption{WithGroup("g")}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := int64(time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rq.activate(task, true) // makes the group's node
+	defer s.rq.deactivate(task, true)
+	g := s.rq.queues[qFair].byName["g"]
+	for _, tc := range []struct {
+		name           string
+		sliceEnd, used int64 // the stretch runs from 0 to 130 ms, others waiting all along
+		want           int64
+	}{
+		{"ran on the CPU all along", 10 * ms, 130 * ms, 120 * ms},
+		{"the kernel ran others for 60 ms", 10 * ms, 70 * ms, 60 * ms},
+		{"waited for the CPU past its slice", 10 * ms, 8 * ms, 0},
+		{"not measured: wall time", 10 * ms, -1, 120 * ms},
+		{"asked before the stretch: at most its CPU", -5 * ms, 20 * ms, 20 * ms},
+	} {
+		g.overrun = 0
+		task.sliceEnd = tc.sliceEnd
+		s.rq.waitingSince = 0
+		s.rq.noteOverrun(task, 130*ms, tc.used, 130*ms) // over a whole overrunWindow: the estimate is this stretch's
+		if g.overrun != tc.want {
+			t.Errorf("%s: overrun %v, want %v", tc.name, time.Duration(g.overrun), time.Duration(tc.want))
+		}
+	}
+}
+
 // TestOverrunningGroupPlacedAsLong: a new task of a group whose tasks run
 // past their slices is not small (no head start in the lane) and asks for
 // its slice plus the group's overrun, so that its deadline is as far as
