@@ -106,6 +106,7 @@ type GroupStats struct {
 	Ended     uint64  `json:"ended"`
 	RunTimeMS float64 `json:"run_time_ms"`
 	CPUTimeMS float64 `json:"cpu_time_ms"` // as the kernel counts it: see cpusched.GroupStats.CPUTime
+	OverrunMS float64 `json:"overrun_ms"`  // how far past their slices its tasks run: see cpusched.GroupStats.Overrun
 }
 
 // GCStats are the collector's figures from runtime/metrics, over the
@@ -255,7 +256,7 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 }
 
 func groupStats(g cpusched.GroupStats) GroupStats {
-	return GroupStats{Weight: g.Weight, Submitted: g.Submitted, Ended: g.Ended, RunTimeMS: ms(g.RunTime), CPUTimeMS: ms(g.CPUTime)}
+	return GroupStats{Weight: g.Weight, Submitted: g.Submitted, Ended: g.Ended, RunTimeMS: ms(g.RunTime), CPUTimeMS: ms(g.CPUTime), OverrunMS: ms(g.Overrun)}
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
