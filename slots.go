@@ -15,6 +15,11 @@ func (s *Scheduler) startLocked(t *Task, now int64) (first bool) {
 // context's Err is an interface call that Run's fast path would pay twice.
 func (s *Scheduler) takeSlotLocked(t *Task, now int64, ended bool) (first bool) {
 	first = !t.started
+	// A goroutine that hands a slot on may have read now before it took
+	// the lock (finish, with a system call between), and t may have come
+	// to wait after that: its slot begins when it began to wait, not
+	// before, so that its wait is never below 0.
+	now = max(now, t.since)
 	w := now - t.since // since it was queued or parked: 0 if it never waited
 	t.waited += w
 	if first {

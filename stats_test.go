@@ -121,6 +121,30 @@ func TestStatsHistograms(t *testing.T) {
 	}
 }
 
+// TestWaitedNeverBelowZero: a slot handed on by a goroutine that read the
+// clock before the task it picks began to wait (finish reads it before
+// taking the lock) gives that task a wait of 0, not below, and a slot
+// that begins when its wait began.
+func TestWaitedNeverBelowZero(t *testing.T) {
+	s := newTestScheduler(t, WithWorkers(1), withClock(newFakeClock()), withoutMonitor())
+	task, _, err := s.newTask(context.Background(), emptyTask, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := int64(10 * time.Millisecond)
+	s.mu.Lock()
+	task.gstats = s.groupStatsLocked(task.groupName)
+	task.since = queued
+	s.takeSlotLocked(task, queued-int64(time.Millisecond), false)
+	waited, since := task.Waited(), task.since
+	s.releaseSlotLocked(task)
+	s.dropWatchLocked(task)
+	s.mu.Unlock()
+	if waited != 0 || since != queued {
+		t.Errorf("Waited %v, slot from %v; want 0, from %v", waited, time.Duration(since), time.Duration(queued))
+	}
+}
+
 // TestTaskWaited checks Waited on a fake clock: the first wait, then the
 // wait for the slot back after a Checkpoint gave it up.
 func TestTaskWaited(t *testing.T) {
