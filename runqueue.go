@@ -495,10 +495,10 @@ const overrunWindow = int64(100 * time.Millisecond)
 // process the kernel runs the neighbour's threads in turns with a task's,
 // and a task that comes to a Checkpoint every few microseconds of its
 // own work often reached it milliseconds late in wall time. Counted so,
-// the bench's neighbor step put its one group's estimate at 0.3-2.2 ms,
-// around the lane's 1 ms slice: the small requests were placed as long
-// ones whenever it was above, and waited behind the CPU-heavy tasks for
-// up to seconds (docs/measurements/busy-machine.md#the-overrun-in-cpu-time).
+// the bench's neighbor step put its one group's estimate around the
+// lane's slice: the small requests were placed as long ones whenever it
+// was above, and waited behind the CPU-heavy tasks for up to seconds
+// (docs/measurements/busy-machine.md#the-overrun-in-cpu-time).
 // A call that cannot yield runs on the CPU past its slice, and reads so.
 func (q *runQueue) noteOverrun(t *Task, delta, used, now int64) {
 	from := max(now-delta, q.waitingSince)
