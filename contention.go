@@ -38,6 +38,9 @@ package cpusched
 //     not starved. The run delay alone cannot tell: the kernel adds a wait
 //     when it ends, and a SCHED_IDLE thread beside a busy loop on its CPU
 //     showed none added over 20 windows of 5 ms, and state R at each.
+//   - Under a CPU quota below the process's CPUs, the quota's cgroup's
+//     CPU time (cgroupcpu.GroupCPU): its other processes take the
+//     budget without keeping the CPUs busy (othersLocked).
 //   - With a cgroup v2 of its own, its cpu.pressure "some" total: the time
 //     some runnable thread of the cgroup waited for a CPU. It cannot tell
 //     who took the CPUs (the program's busy threads leave its lowered ones
@@ -96,6 +99,7 @@ package cpusched
 import (
 	"time"
 
+	"github.com/cpusched/cpusched/internal/cgroupcpu"
 	"github.com/cpusched/cpusched/internal/cpuscope"
 	"github.com/cpusched/cpusched/internal/osprio"
 )
@@ -138,6 +142,12 @@ const (
 	// time would starve lowered threads.
 	machineEvery = 100 * time.Millisecond
 	busyMargin   = 0.25
+	// quotaGroupProcs bounds the processes of the quota's cgroup whose
+	// times the guard sums, each machineEvery, where the cgroup's own CPU
+	// time cannot be read (cgroup v1 without cpuacct beside cpu): a file
+	// per process each time. A container holds a few; past the bound the
+	// quota's cgroup is not read (othersLocked).
+	quotaGroupProcs = 32
 	// stallShare: while tasks run, busy others turn the scheduler
 	// contended only where the threads of the process's cgroup waited
 	// for a CPU for at least this share of the watch, where cpu.pressure
@@ -163,6 +173,10 @@ type guardSource struct {
 	threadCPU  func(tid int) int64
 	threadWait func(tid int) (delay int64, runnable, ok bool)
 	machine    func() (cpuscope.Sample, bool)
+	// quotaGroup, where not nil, reads the CPU time (ns) of every process
+	// of the cgroup whose CPU quota sets the process's budget (see
+	// othersLocked); ok false where it cannot.
+	quotaGroup func() (cpu int64, ok bool)
 	// window and calm, when non-zero, replace guardWindow and calmWindow
 	// (the machine's watch is then 20 windows, as machineEvery is).
 	window, calm time.Duration
@@ -172,12 +186,19 @@ type guardSource struct {
 // affinity, and /proc and the process's cgroup (cpuscope).
 func newRealGuardSource() guardSource {
 	scope := cpuscope.New("/")
-	return guardSource{
+	src := guardSource{
 		processCPU: osprio.ProcessCPU,
 		threadCPU:  osprio.ThreadCPUOf,
 		threadWait: scope.ThreadWait,
 		machine:    func() (cpuscope.Sample, bool) { return scope.Read(osprio.ProcessCPUs()) },
 	}
+	if stat, ok, err := cgroupcpu.StatFile(); ok && err == nil {
+		src.quotaGroup = func() (int64, bool) {
+			cpu, ok := cgroupcpu.GroupCPUUpTo(stat, quotaGroupProcs)
+			return int64(cpu), ok
+		}
+	}
+	return src
 }
 
 // guard is the monitor's state for outside contention (nil where
@@ -197,6 +218,10 @@ type guard struct {
 	calmStart, calmProc int64
 	calmScope           cpuscope.Sample
 	calmOK              bool
+	// calmGroup is the quota's cgroup's CPU time at calmStart, where
+	// calmGroupOK (guardSource.quotaGroup).
+	calmGroup   int64
+	calmGroupOK bool
 
 	// contended: other processes keep the CPUs busy, and every task
 	// thread runs at normal priority (s.os.keepNormal). starved counts the
@@ -404,10 +429,26 @@ func (s *Scheduler) busyOthersLocked(now int64) bool {
 // ok is false without two readings of the same CPUs. It notes how many
 // CPUs it read (g.cpus) and the share of the period in which the
 // cgroup's threads waited for a CPU (g.stalled).
+//
+// Under a CPU quota the others that count may also be the other
+// processes of the quota's cgroup: they take the process's budget B, not
+// its CPUs, and with N CPUs and a quota below N the CPUs' busy time
+// cannot show it (the quota leaves some idle). Where the cgroup's CPU
+// time can be read, the others are then at least N - B + M, M the CPUs
+// the cgroup's other processes used: the same lines then judge what they
+// leave the process of its budget, B - M. Without it a server under a
+// quota beside a busy process of its own cgroup never turned contended,
+// and its collections waited for its starved task threads
+// (docs/measurements/busy-machine.md#a-quota-shared-with-another-process).
 func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
 	g := s.os.guard
 	scope, read := g.src.machine()
 	proc := g.src.processCPU()
+	var group int64
+	groupOK := false
+	if g.src.quotaGroup != nil {
+		group, groupOK = g.src.quotaGroup()
+	}
 	g.stallOK = false
 	if read && g.calmOK && now > g.calmStart && scope.Set == g.calmScope.Set {
 		d := float64(now - g.calmStart)
@@ -416,11 +457,17 @@ func (s *Scheduler) othersLocked(now int64) (others float64, ok bool) {
 		if scope.StallOK && g.calmScope.StallOK {
 			g.stalled, g.stallOK = float64(scope.Stall-g.calmScope.Stall)/d, true
 		}
+		if groupOK && g.calmGroupOK {
+			cpus, budget := float64(scope.CPUs), min(s.os.capacity, float64(scope.CPUs))
+			mates := max(0, float64(group-g.calmGroup-(proc-g.calmProc))/d)
+			others = max(others, cpus-budget+mates)
+		}
 	}
 	if read {
 		g.cpus = float64(scope.CPUs)
 	}
 	g.calmStart, g.calmScope, g.calmProc, g.calmOK = now, scope, proc, read
+	g.calmGroup, g.calmGroupOK = group, groupOK
 	return others, ok
 }
 

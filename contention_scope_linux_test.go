@@ -31,6 +31,8 @@ type fakeNode struct {
 	delay    int64     // its run delay
 	runnable bool      // its state now
 	stall    int64     // the time a thread of the process's cgroup waited (ns)
+	mates    int64     // the CPU time of the other processes of its quota's cgroup (ns)
+	quota    bool      // the guard reads the quota's cgroup (guardSource.quotaGroup)
 	tid      int       // the task thread, once known
 }
 
@@ -105,7 +107,7 @@ func (n *fakeNode) writeThread() {
 // source reads n: the files through cpuscope, written as they are read.
 func (n *fakeNode) source() guardSource {
 	scope := cpuscope.New(n.root)
-	return guardSource{
+	src := guardSource{
 		processCPU: func() int64 { return n.proc },
 		threadCPU:  func(int) int64 { return n.thread },
 		threadWait: func(tid int) (int64, bool, bool) {
@@ -117,6 +119,10 @@ func (n *fakeNode) source() guardSource {
 			return scope.Read(n.allowed)
 		},
 	}
+	if n.quota {
+		src.quotaGroup = func() (int64, bool) { return n.proc + n.mates, true }
+	}
+	return src
 }
 
 // scheduler returns an IsolationOSPriority Scheduler with one worker and
@@ -168,6 +174,7 @@ func (n *fakeNode) run(s *Scheduler, load nodeLoad, d time.Duration) {
 		n.thread += int64(load.thread * w)
 		n.delay += int64(load.delay * w)
 		n.stall += int64(load.stall * w)
+		n.mates += int64(load.mates * w)
 		n.runnable = load.runnable
 		s.mu.Lock()
 		s.guardLocked(n.clk.Now())
@@ -183,6 +190,7 @@ type nodeLoad struct {
 	runnable bool            // the thread is runnable at each window's end
 	delay    float64         // the share added to its run delay
 	stall    float64         // the share in which a thread of the cgroup waited
+	mates    float64         // CPUs the other processes of the quota's cgroup used (also in others)
 }
 
 // cpuRange is the CPUs from lo to hi, for a nodeLoad's others or an
@@ -231,6 +239,7 @@ func TestGuardReadsTheProcessCPUs(t *testing.T) {
 		cpus     int
 		allowed  []int
 		capacity float64
+		quota    bool // the guard reads the quota's cgroup
 		phases   []guardPhase
 	}{
 		{
@@ -304,6 +313,18 @@ func TestGuardReadsTheProcessCPUs(t *testing.T) {
 			},
 		},
 		{
+			// A quota of 1 CPU on 2, shared with another process of the
+			// cgroup: it takes the budget, not the CPUs (the quota leaves
+			// one idle), so only the cgroup's CPU time shows it.
+			name: "a 1-CPU quota on 2, shared", layout: cgroupV1, cpus: 2, allowed: cpuRange(0, 1), capacity: 1, quota: true,
+			phases: []guardPhase{
+				{"alone under its quota", alone(1), time.Second, false},
+				{"another process of the cgroup takes most of the quota", nodeLoad{others: busyOn(0.45, 0, 1), mates: 0.9, own: 0.1, runnable: true}, 200 * time.Millisecond, true},
+				{"it has gone", alone(1), 2100 * time.Millisecond, false},
+				{"it takes a fifth of the quota", nodeLoad{others: busyOn(0.1, 0, 1), mates: 0.2, own: 0.8, thread: 0.3, runnable: true}, 2 * time.Second, false},
+			},
+		},
+		{
 			// Nothing to read: the starved thread alone turns it
 			// contended, after longStarvedWindows, and it turns quiet
 			// after each calm window, to try.
@@ -318,6 +339,7 @@ func TestGuardReadsTheProcessCPUs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newFakeNode(t, tt.cpus, tt.allowed, tt.layout)
+			n.quota = tt.quota
 			s := n.scheduler(tt.capacity)
 			for _, p := range tt.phases {
 				n.run(s, p.load, p.d)

@@ -296,6 +296,14 @@ func readInt(name string) (int64, error) {
 // out the processes that have exited. ok is false where none of these can
 // be read.
 func GroupCPU(statPath string) (cpu time.Duration, ok bool) {
+	return GroupCPUUpTo(statPath, -1)
+}
+
+// GroupCPUUpTo is GroupCPU, but where it would sum the processes' times
+// and the cgroup has more than maxProcs processes (maxProcs >= 0), it
+// reports ok false rather than read a file per process: for a caller
+// that reads it often.
+func GroupCPUUpTo(statPath string, maxProcs int) (cpu time.Duration, ok bool) {
 	if b, err := os.ReadFile(statPath); err == nil {
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {
@@ -314,7 +322,11 @@ func GroupCPU(statPath string) (cpu time.Duration, ok bool) {
 	if err != nil {
 		return 0, false
 	}
-	for _, pid := range strings.Fields(string(procs)) {
+	pids := strings.Fields(string(procs))
+	if maxProcs >= 0 && len(pids) > maxProcs {
+		return 0, false
+	}
+	for _, pid := range pids {
 		if ticks, ok := processTicks(pid); ok {
 			cpu += time.Duration(ticks) * time.Second / userHZ
 		}

@@ -236,6 +236,17 @@ func TestGroupCPU(t *testing.T) {
 	if cpu, ok := GroupCPU(filepath.Join(procs, "g/cpu.stat")); !ok || cpu <= 0 {
 		t.Errorf("v1 from /proc: got %v, %v; want this process's CPU, true", cpu, ok)
 	}
+	// GroupCPUUpTo sums at most so many processes; the cgroup's own
+	// figure it reads whatever their number.
+	if _, ok := GroupCPUUpTo(filepath.Join(procs, "g/cpu.stat"), 1); ok {
+		t.Error("v1 from /proc, two processes, at most one: got ok, want false")
+	}
+	if cpu, ok := GroupCPUUpTo(filepath.Join(procs, "g/cpu.stat"), 2); !ok || cpu <= 0 {
+		t.Errorf("v1 from /proc, two processes, at most two: got %v, %v; want this process's CPU, true", cpu, ok)
+	}
+	if cpu, ok := GroupCPUUpTo(filepath.Join(v1, "g/cpu.stat"), 0); !ok || cpu != 2500*time.Millisecond {
+		t.Errorf("v1 with cpuacct, at most 0 processes: got %v, %v; want 2.5s, true", cpu, ok)
+	}
 	// Nothing to read.
 	if _, ok := GroupCPU(filepath.Join(t.TempDir(), "cpu.stat")); ok {
 		t.Error("no files: got ok, want false")
