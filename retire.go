@@ -114,11 +114,8 @@ func (s *Scheduler) leaveThread(t *Task) {
 	t.os.markTid = threadLeft
 	t.os.tid.Store(0) // nobody reads its thread until it has another
 	s.mu.Unlock()
-	switch retireThread() {
-	case retireEnded:
-		s.os.retired.Add(1)
+	switch s.retire() {
 	case retireLoose:
-		s.os.loose.Add(1)
 		s.log.Warn("cpusched: a lowered thread could not be ended and went back to the runtime's pool; it runs other goroutines at low priority until a task that lands on it while contended ends it")
 	case retireStayed:
 		s.mu.Lock()
@@ -206,19 +203,14 @@ func (s *Scheduler) lockContended(t *Task) {
 // call (sched_getattr) on paths that already make two. A thread whose
 // nice value is no higher than that of New's caller is not lowered, so a
 // process started at a nice value does not end its every thread. Its
-// retirements count in Stats as a leaving task's do.
+// retirements count in Stats as a leaving task's do (retire).
 func (s *Scheduler) onNormalThread() {
 	for range retireTries {
 		cur, err := osprio.Current()
 		if err != nil || !cur.Idle() && cur.Nice() <= s.os.baseNice {
 			return
 		}
-		switch retireThread() {
-		case retireEnded:
-			s.os.retired.Add(1)
-		case retireLoose:
-			s.os.loose.Add(1)
-		case retireStayed:
+		if s.retire() == retireStayed {
 			return
 		}
 		runtime.LockOSThread()
@@ -256,6 +248,19 @@ const (
 	retireWait  = 20 * time.Millisecond
 	retireNap   = 50 * time.Microsecond
 )
+
+// retire is retireThread with its outcome counted in Stats
+// (RetiredThreads, LooseThreads).
+func (s *Scheduler) retire() int {
+	how := retireThread()
+	switch how {
+	case retireEnded:
+		s.os.retired.Add(1)
+	case retireLoose:
+		s.os.loose.Add(1)
+	}
+	return how
+}
 
 // retireThread unlocks the calling goroutine, locked to its thread, and
 // ends that thread (retireEnded). Where the goroutines meant to end it all
