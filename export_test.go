@@ -49,9 +49,10 @@ func withoutSlicePins() Option {
 	return testHook(func(h *testHooks) { h.noSlicePins = true })
 }
 
-// withYieldWoken has f called by each lowered thread as it yields its CPU
-// on waking (yieldWoken), on that thread.
-func withYieldWoken(f func()) Option {
+// withYieldWoken has f called by each task's thread as it yields its CPU
+// on waking (yieldWoken), on that thread, with whether the yield releases
+// its P (made in a system call the runtime knows of).
+func withYieldWoken(f func(releasing bool)) Option {
 	return testHook(func(h *testHooks) { h.onYieldWoken = f })
 }
 

@@ -358,8 +358,19 @@ func (s *Scheduler) osEndLocked(t *Task, cpu int64) {
 // slices, and not where they ran through; yielding once on waking removed
 // most of it (docs/measurements/ospriority-settings.md#yield-on-wake). With
 // nothing else runnable on the CPU the system call returns at once.
+//
+// While contended the yield is made in a system call the runtime knows of,
+// as a turn's is (turns.go): beside a busy process the yield gives the CPU
+// to that process's thread for its kernel slice, and a thread that waited
+// it out in a bare system call held its P meanwhile, so a stop of the
+// world waited for it (docs/measurements/busy-machine.md#the-yield-on-waking-while-contended).
 func (s *Scheduler) yieldWoken() {
-	s.cfg.hooks.yieldWoken()
+	releasing := s.os.keepNormal.Load()
+	s.cfg.hooks.yieldWoken(releasing)
+	if releasing {
+		osprio.YieldReleasing()
+		return
+	}
 	osprio.Yield()
 }
 

@@ -257,7 +257,7 @@ func spinUntil(cond func() bool) bool {
 func TestLoweredThreadsYieldOnWake(t *testing.T) {
 	needOSPriority(t)
 	var yields, unlowered atomic.Int64
-	onYield := func() {
+	onYield := func(bool) {
 		attr, err := unix.SchedGetAttr(0, 0)
 		if err != nil || attr.Policy != unix.SCHED_IDLE {
 			unlowered.Add(1)

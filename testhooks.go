@@ -20,7 +20,7 @@ type testHooks struct {
 	lendTick       time.Duration // the lender's sampling period; 0: lendTick
 	noSlicePins    bool          // no slice pins (pin.go)
 	onPinnedWake   func()        // called by a pinned thread as it wakes, before it restores its mask (pin.go)
-	onYieldWoken   func()        // called by a lowered thread as it yields on waking (yieldWoken)
+	onYieldWoken   func(bool)    // called by a task's thread as it yields on waking (yieldWoken), with whether the yield releases its P
 	onPark         func(*Task)   // called by a task's goroutine once it has given its slot up at a Checkpoint, before it waits (parking)
 	onBeginFn      func(*Task)   // called by a task's goroutine in IsolationOSPriority just before fn begins (osMode.begin)
 	onTurn         func()        // called by a task's goroutine on a lowered hand-off thread as it yields to the kernel (turns.go)
@@ -69,10 +69,10 @@ func (h *testHooks) pinnedWake() {
 	}
 }
 
-// yieldWoken calls h.onYieldWoken, if set.
-func (h *testHooks) yieldWoken() {
+// yieldWoken calls h.onYieldWoken(releasing), if set.
+func (h *testHooks) yieldWoken(releasing bool) {
 	if h != nil && h.onYieldWoken != nil {
-		h.onYieldWoken()
+		h.onYieldWoken(releasing)
 	}
 }
 

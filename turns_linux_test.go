@@ -337,3 +337,63 @@ func TestNoTurnsWhileLent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWakeYieldReleasesWhileContended: while contended, a task's thread
+// that yields on waking (yieldWoken) does it in a system call the runtime
+// knows of, as a turn does: beside a busy process a bare yield waits out
+// that process's kernel slice with the P held, and a stop of the world
+// waits for it. Quiet, the yield stays the bare one.
+func TestWakeYieldReleasesWhileContended(t *testing.T) {
+	var bare, releasing atomic.Int64
+	onYield := func(r bool) {
+		if r {
+			releasing.Add(1)
+		} else {
+			bare.Add(1)
+		}
+	}
+	needOSPriority(t)
+	m := newFakeMachine(false)
+	s, err := New(WithIsolation(IsolationOSPriority), withGuardSource(m.source()), withOSHandoff(),
+		WithWorkers(1), WithSlice(minSlice), withYieldWoken(onYield))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+
+	// Two hand-off tasks take turns on the one slot, each wake of a parked
+	// one a yield on waking, until 4 yields have been counted.
+	takeTurns := func() func(*Task) error {
+		return func(tk *Task) error {
+			for deadline := time.Now().Add(10 * time.Second); bare.Load()+releasing.Load() < 4 && time.Now().Before(deadline); {
+				spin(20 * time.Microsecond)
+				if err := tk.Checkpoint(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	runConcurrently(t, s, 2, takeTurns())
+	if n := releasing.Load(); n != 0 {
+		t.Errorf("quiet: %d yields on waking released the P; want none", n)
+	}
+	if bare.Load() == 0 {
+		t.Fatal("quiet: no yield on waking")
+	}
+
+	m.busy.Store(true)
+	untilContended(t, s)
+	bare.Store(0)
+	releasing.Store(0)
+	runConcurrently(t, s, 2, takeTurns())
+	if !s.Stats().Contended {
+		t.Skip("the scheduler turned quiet meanwhile")
+	}
+	if n := bare.Load(); n != 0 {
+		t.Errorf("contended: %d yields on waking held the P (a bare sched_yield); want none", n)
+	}
+	if releasing.Load() == 0 {
+		t.Error("contended: no yield on waking")
+	}
+}
