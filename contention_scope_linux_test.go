@@ -257,6 +257,17 @@ func TestGuardReadsTheProcessCPUs(t *testing.T) {
 			},
 		},
 		{
+			// The last watch of the machine read it quiet: the starved
+			// thread alone turns the guard contended, long before the
+			// next watch (machineEvery), in which every stop-the-world
+			// would wait for that thread.
+			name: "a process that begins between two watches", layout: cgroupV1, cpus: 2, allowed: cpuRange(0, 1), capacity: 2,
+			phases: []guardPhase{
+				{"alone", alone(2), time.Second, false},
+				{"another process takes both CPUs", starvedBy(busyOn(1, 0, 1)), time.Duration(longStarvedWindows+1) * guardWindow, true},
+			},
+		},
+		{
 			name: "cgroup v2, two CPUs", layout: cgroupV2, cpus: 2, allowed: cpuRange(0, 1), capacity: 2,
 			phases: []guardPhase{
 				// Others use 1.6 CPUs, over busyLine (1.25), but the

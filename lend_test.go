@@ -101,13 +101,16 @@ func within(d time.Duration, cond func() bool) bool {
 }
 
 // newLending returns a two-worker IsolationOSPriority Scheduler whose
-// lender samples load, busy to begin with, every 200 us.
+// lender samples load, busy to begin with, every 200 us. It has no guard:
+// contended, the scheduler lends no slot, and a busy test machine (other
+// packages' tests beside) can starve a lowered thread long enough to turn
+// it so.
 func newLending(t *testing.T) (*Scheduler, *fakeLoad) {
 	t.Helper()
 	needOSPriority(t)
 	load := &fakeLoad{}
 	load.busy.Store(true)
-	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(2), withLendSample(200*time.Microsecond, load.sample))
+	s, err := New(WithIsolation(IsolationOSPriority), WithWorkers(2), withLendSample(200*time.Microsecond, load.sample), withoutGuard())
 	if err != nil {
 		t.Fatal(err)
 	}
