@@ -130,3 +130,34 @@ func (s *Scheduler) turn(t *Task) {
 	}
 	t.countDown(n)
 }
+
+// yieldWoken is what a lowered thread does first when it runs again after
+// sleeping (a hand-off thread given a task, a parked task given its slot
+// back): it offers its CPU once to the normal threads waiting there.
+//
+// Linux's EEVDF scheduler (measured on 6.18) does not keep SCHED_IDLE strict
+// at a wake-up. A normal thread woken on a CPU where a lowered one runs
+// preempts it at once; but where both are queued when the CPU picks its next
+// thread (a hand-off wakes the next task's thread onto the CPU its yielder
+// leaves, and a server thread wakes there too), the kernel may pick the
+// lowered one, which then keeps the CPU until the scheduler's next tick (4
+// ms at HZ=250) while the normal thread waits. perf sched found that only
+// where tasks handed their slots on at Checkpoints, more with shorter
+// slices, and not where they ran through; yielding once on waking removed
+// most of it (docs/measurements/ospriority-settings.md#yield-on-wake). With
+// nothing else runnable on the CPU the system call returns at once.
+//
+// While contended the yield is made in a system call the runtime knows of,
+// as a turn's is (above): beside a busy process the yield gives the CPU
+// to that process's thread for its kernel slice, and a thread that waited
+// it out in a bare system call held its P meanwhile, so a stop of the
+// world waited for it (docs/measurements/busy-machine.md#the-yield-on-waking-while-contended).
+func (s *Scheduler) yieldWoken() {
+	releasing := s.os.keepNormal.Load()
+	s.cfg.hooks.yieldWoken(releasing)
+	if releasing {
+		osprio.YieldReleasing()
+		return
+	}
+	osprio.Yield()
+}
