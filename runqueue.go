@@ -500,7 +500,22 @@ const overrunWindow = int64(100 * time.Millisecond)
 // was above, and waited behind the CPU-heavy tasks for up to seconds
 // (docs/measurements/busy-machine.md#the-overrun-in-cpu-time).
 // A call that cannot yield runs on the CPU past its slice, and reads so.
+//
+// Where threads' CPU clocks are read (cpuClock) but this stretch's was
+// not, the stretch does not count. Such a stretch ended before its
+// task's thread had a mark, which the monitor takes within its first
+// look once the goroutine runs fn: its wall time is mostly the wait for
+// the goroutine to run at all, which is the runtime's and the kernel's,
+// not the task's. One such stretch, of a task given its slot while the
+// program stood still, set the estimate to its whole length at once;
+// each new task of the group then asked for its slice plus that, and
+// small requests waited behind every CPU-heavy task for as long as the
+// estimate took to decay
+// (docs/measurements/busy-machine.md#a-stretch-that-was-not-measured).
 func (q *runQueue) noteOverrun(t *Task, delta, used, now int64) {
+	if used < 0 && q.cpuClock {
+		return
+	}
 	from := max(now-delta, q.waitingSince)
 	if from >= now {
 		return

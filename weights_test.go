@@ -179,7 +179,9 @@ func TestGroupOverrunEstimate(t *testing.T) {
 // TestOverrunCountsCPU: where a task's CPU time is measured, its
 // overrun is the CPU it used past the point it was asked to stop, not the
 // wall time: a thread the kernel left waiting (a busy neighbour) did not
-// run on; where not measured, the wall time.
+// run on; where no thread's CPU is read, the wall time; where threads'
+// CPU is read but this stretch's was not (its goroutine had not reached
+// fn), nothing.
 func TestOverrunCountsCPU(t *testing.T) {
 	s := newTestScheduler(t, WithWorkers(1), withClock(newFakeClock()), withoutMonitor())
 	if err := s.SetGroupWeight("g", DefaultGroupWeight); err != nil {
@@ -198,18 +200,23 @@ func TestOverrunCountsCPU(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		sliceEnd, used int64 // the stretch runs from 0 to 130 ms, others waiting all along
+		clock          bool  // threads' CPU clocks are read (IsolationOSPriority)
 		want           int64
 	}{
-		{"ran on the CPU all along", 10 * ms, 130 * ms, 120 * ms},
-		{"the kernel ran others for 60 ms", 10 * ms, 70 * ms, 60 * ms},
-		{"waited for the CPU past its slice", 10 * ms, 8 * ms, 0},
-		{"not measured: wall time", 10 * ms, -1, 120 * ms},
-		{"asked before the stretch: at most its CPU", -5 * ms, 20 * ms, 20 * ms},
+		{"ran on the CPU all along", 10 * ms, 130 * ms, true, 120 * ms},
+		{"the kernel ran others for 60 ms", 10 * ms, 70 * ms, true, 60 * ms},
+		{"waited for the CPU past its slice", 10 * ms, 8 * ms, true, 0},
+		{"no clock: wall time", 10 * ms, -1, false, 120 * ms},
+		{"not measured where clocks are read: not counted", 10 * ms, -1, true, 0},
+		{"asked before the stretch: at most its CPU", -5 * ms, 20 * ms, true, 20 * ms},
 	} {
 		g.overrun = 0
 		task.sliceEnd = tc.sliceEnd
 		s.rq.waitingSince = 0
+		clock := s.rq.cpuClock
+		s.rq.cpuClock = tc.clock
 		s.rq.noteOverrun(task, 130*ms, tc.used, 130*ms) // over a whole overrunWindow: the estimate is this stretch's
+		s.rq.cpuClock = clock
 		if g.overrun != tc.want {
 			t.Errorf("%s: overrun %v, want %v", tc.name, time.Duration(g.overrun), time.Duration(tc.want))
 		}
