@@ -63,12 +63,12 @@ package cpusched
 //     machine read. That watch is up to machineEvery old, and a process
 //     that began since cannot show in it; meanwhile each stop-the-world
 //     waits for the starved thread, which the kernel runs a few
-//     milliseconds a second. As root, beside a busy process that began
-//     with the tasks, the program stopped for 0.3-2.5 s at its first
-//     collection in about one run of four
+//     milliseconds a second: as root, beside a busy process that began
+//     with the tasks, the whole program stood still at its first
+//     collection, for seconds, in most runs
 //     (docs/measurements/busy-machine.md#a-neighbour-that-begins-with-the-tasks).
 //     A load generator on the same machine (the bench's own) starves a
-//     lowered thread for a window at a time, two at most where measured.
+//     lowered thread for shorter streaks (the same record).
 //
 // Contended, the scheduler raises every running task's lowered thread
 // back to the setting it had (enterContendedLocked), counts a task that
