@@ -140,8 +140,11 @@ type GroupStats struct {
 	// yields, about a task's length for work that cannot (a bcrypt or
 	// gzip call). Where a task's CPU time is measured (as CPUTime), it
 	// counts the CPU the task used past its slice, not the time its
-	// thread waited for the CPU. The policy places such a group's new
-	// tasks as long ones; 0 in Stats.OtherGroups.
+	// thread waited for the CPU; where the scheduler reads threads' CPU
+	// but could not read a stretch's (its task had not yet begun to run
+	// on a thread it knows), that stretch does not count. The policy
+	// places such a group's new tasks as long ones; 0 in
+	// Stats.OtherGroups.
 	Overrun time.Duration
 }
 
