@@ -67,8 +67,10 @@ package cpusched
 //     with the tasks, the whole program stood still at its first
 //     collection, for seconds, in most runs
 //     (docs/measurements/busy-machine.md#a-neighbour-that-begins-with-the-tasks).
-//     A load generator on the same machine (the bench's own) starves a
-//     lowered thread for shorter streaks (the same record).
+//     A load generator on the same machine (the bench's own) mostly
+//     starves a lowered thread for shorter streaks; as root, beside a
+//     busy fast path, it sometimes reaches this rule, and the scheduler
+//     is contended for a calm window (the same record).
 //
 // Contended, the scheduler raises every running task's lowered thread
 // back to the setting it had (enterContendedLocked), counts a task that
