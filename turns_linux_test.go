@@ -363,18 +363,16 @@ func TestWakeYieldReleasesWhileContended(t *testing.T) {
 
 	// Two hand-off tasks take turns on the one slot, each wake of a parked
 	// one a yield on waking, until 4 yields have been counted.
-	takeTurns := func() func(*Task) error {
-		return func(tk *Task) error {
-			for deadline := time.Now().Add(10 * time.Second); bare.Load()+releasing.Load() < 4 && time.Now().Before(deadline); {
-				spin(20 * time.Microsecond)
-				if err := tk.Checkpoint(); err != nil {
-					return err
-				}
+	takeTurns := func(tk *Task) error {
+		for deadline := time.Now().Add(10 * time.Second); bare.Load()+releasing.Load() < 4 && time.Now().Before(deadline); {
+			spin(20 * time.Microsecond)
+			if err := tk.Checkpoint(); err != nil {
+				return err
 			}
-			return nil
 		}
+		return nil
 	}
-	runConcurrently(t, s, 2, takeTurns())
+	runConcurrently(t, s, 2, takeTurns)
 	if n := releasing.Load(); n != 0 {
 		t.Errorf("quiet: %d yields on waking released the P; want none", n)
 	}
@@ -386,7 +384,7 @@ func TestWakeYieldReleasesWhileContended(t *testing.T) {
 	untilContended(t, s)
 	bare.Store(0)
 	releasing.Store(0)
-	runConcurrently(t, s, 2, takeTurns())
+	runConcurrently(t, s, 2, takeTurns)
 	if !s.Stats().Contended {
 		t.Skip("the scheduler turned quiet meanwhile")
 	}
