@@ -53,7 +53,7 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"cpuset is a switch", []string{"-cpuset=0,1"}, `invalid boolean value "0,1" for -cpuset`},
 		{"neighbor-c zero", []string{"-neighbor-c", "0"}, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 0"},
 		{"neighbor-c too many", []string{"-neighbor-c", "1000"}, "NeighborConcurrency (-neighbor-c) must be in 1..256 threads, got 1000"},
-		{"unknown step", []string{"-steps", "neighbor,hog"}, `Steps (-steps): unknown step "hog" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor, tenants, auto)`},
+		{"unknown step", []string{"-steps", "neighbor,hog"}, `Steps (-steps): unknown step "hog" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor, neighbor-nockpt, tenants, auto)`},
 		{"step twice", []string{"-steps", "idle,idle"}, `Steps (-steps): step "idle" given twice`},
 		{"tenant weights too few", []string{"-tenant-weights", "300:100"}, "-tenant-weights: want 4 weights joined by ':' (one per group: 300:100:100:25), got 2"},
 		{"tenant weight out of range", []string{"-tenant-weights", "300:100:100:0"}, `-tenant-weights: weight "0" of group t4: want an integer in 1..10000`},

@@ -167,7 +167,7 @@ func checkRow(t *testing.T, row Result) {
 	if a := row.Auto; (a != nil) != (row.Step == StepAuto) || a != nil && (!a.Heavy || a.Route != autoRoute || a.PrimeRequests < 1) {
 		t.Errorf("%s: got auto %+v, want %s heavy over the window, only in %s", name, a, autoRoute, StepAuto)
 	}
-	withSmall := row.Step == StepHogSchedSm || row.Step == StepNeighbor
+	withSmall := row.Step == StepHogSchedSm || row.Step == StepNeighbor || row.Step == StepNeighborNoCkpt
 	if (row.Small != nil) != (withSmall && row.Mode != ModeFloor) {
 		t.Errorf("%s: got small %+v, want present only in %s and %s, not in the floor", name, row.Small, StepHogSchedSm, StepNeighbor)
 	}

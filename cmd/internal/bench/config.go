@@ -76,6 +76,13 @@ const (
 	// (docs/bench.md#the-neighbour).
 	StepNeighborAlone = "neighbor-alone"
 	StepNeighbor      = "neighbor"
+	// StepNeighborNoCkpt is neighbor with hog-nockpt's CPU-heavy load,
+	// tasks that never call Checkpoint: the case the default mode cannot
+	// move off a lowered thread where it cannot raise one
+	// (docs/bench.md#the-neighbour). Every isolation mode has it, but Run
+	// measures it only where Config.Steps names it (OptInSteps); its
+	// floor is the floor's neighbor step.
+	StepNeighborNoCkpt = "neighbor-nockpt"
 	// StepTenants runs groups of tasks with weights beside the probe
 	// (tenants.go, docs/bench.md#tenants). Every mode has it, but Run
 	// measures it only where Config.Steps names it (OptInSteps).
@@ -99,16 +106,17 @@ func Steps() []string {
 // measures them: the names Config.Steps takes. auto comes last, on its
 // own server, after those of the mode's server.
 func StepNames() []string {
-	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighborAlone, StepNeighbor, StepTenants, StepAuto}
+	return []string{StepIdle, StepHogDirect, StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighborAlone, StepNeighbor, StepNeighborNoCkpt, StepTenants, StepAuto}
 }
 
 // OptInSteps returns the steps Run measures only where Config.Steps names
 // them, after the others: tenants, in every mode, whose 8 s or so in each
-// would add more than 30 s to a default run (docs/bench.md#tenants); auto,
-// in the isolation modes but the default one, which measures it by
-// default (StepsOf): a server of its own and a step in each would add
-// about as much.
-func OptInSteps() []string { return []string{StepTenants, StepAuto} }
+// would add more than 30 s to a default run (docs/bench.md#tenants);
+// neighbor-nockpt, in the isolation modes, a step more in each; auto, in
+// the isolation modes but the default one, which measures it by default
+// (StepsOf): a server of its own and a step in each would add about as
+// much.
+func OptInSteps() []string { return []string{StepNeighborNoCkpt, StepTenants, StepAuto} }
 
 // StepsOf returns the steps Run measures in mode (a Config.Modes item)
 // when Config.Steps is empty: the floor has no direct or scheduled load
@@ -133,20 +141,23 @@ func hasStep(mode, step string) bool {
 		return true
 	}
 	name, _, _ := strings.Cut(mode, ":")
-	return step == StepAuto && name != ModeFloor
+	return (step == StepAuto || step == StepNeighborNoCkpt) && name != ModeFloor
 }
 
 // floorStepOf returns the floor's step that step is compared with, or ""
 // for none: hog-nockpt's and auto's is hog-sched, the same CPU work beside
 // the probe (the floor's hog never calls Checkpoint, like hog-nockpt's
-// tasks); hog-direct and hog-sched+small have none, nor has
-// neighbor-alone, which is the floor's alone.
+// tasks), and neighbor-nockpt's neighbor, for the same reason;
+// hog-direct and hog-sched+small have none, nor has neighbor-alone, which
+// is the floor's alone.
 func floorStepOf(step string) string {
 	switch step {
 	case StepIdle, StepHogSched, StepIOHeavy, StepNeighbor, StepTenants:
 		return step
 	case StepHogNoCkpt, StepAuto:
 		return StepHogSched
+	case StepNeighborNoCkpt:
+		return StepNeighbor
 	}
 	return ""
 }
@@ -412,8 +423,8 @@ func (c Config) validateSteps() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("bench: Steps (-steps) %s: no mode of -modes (%s) has any of them (the floor has %s and %s; the isolation modes %s, %s and %s)",
-		strings.Join(c.Steps, ","), strings.Join(c.modes(), ","), strings.Join(StepsOf(ModeFloor), ", "), StepTenants, strings.Join(Steps(), ", "), StepTenants, StepAuto)
+	return fmt.Errorf("bench: Steps (-steps) %s: no mode of -modes (%s) has any of them (the floor has %s and %s; the isolation modes %s, %s, %s and %s)",
+		strings.Join(c.Steps, ","), strings.Join(c.modes(), ","), strings.Join(StepsOf(ModeFloor), ", "), StepTenants, strings.Join(Steps(), ", "), StepNeighborNoCkpt, StepTenants, StepAuto)
 }
 
 // stepsOf returns the steps Run measures in mode, in StepNames' order:

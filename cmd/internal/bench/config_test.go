@@ -60,10 +60,10 @@ func TestValidate(t *testing.T) {
 		{"trace above negative", func(c *Config) { c.TraceDir, c.TraceAbove = "t", -time.Millisecond }, "TraceAbove (-trace-above) must be 0 (the default: twice the idle p99, for io-heavy twice the floor's) or in 1µs..1m0s, got -1ms"},
 		{"trace above too long", func(c *Config) { c.TraceDir, c.TraceAbove = "t", time.Hour }, "in 1µs..1m0s, got 1h0m0s"},
 		{"steps", func(c *Config) { c.Steps = []string{StepNeighbor, StepIdle} }, ""},
-		{"steps unknown", func(c *Config) { c.Steps = []string{"neighbour"} }, `Steps (-steps): unknown step "neighbour" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor, tenants, auto)`},
+		{"steps unknown", func(c *Config) { c.Steps = []string{"neighbour"} }, `Steps (-steps): unknown step "neighbour" (valid: idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor-alone, neighbor, neighbor-nockpt, tenants, auto)`},
 		{"steps twice", func(c *Config) { c.Steps = []string{StepIdle, StepIdle} }, `Steps (-steps): step "idle" given twice`},
 		{"steps of no mode", func(c *Config) { c.Modes, c.Steps = []string{"none", "reserve"}, []string{StepNeighborAlone} },
-			"Steps (-steps) neighbor-alone: no mode of -modes (none,reserve) has any of them (the floor has idle, hog-sched, io-heavy, neighbor-alone, neighbor and tenants; the isolation modes idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor, tenants and auto)"},
+			"Steps (-steps) neighbor-alone: no mode of -modes (none,reserve) has any of them (the floor has idle, hog-sched, io-heavy, neighbor-alone, neighbor and tenants; the isolation modes idle, hog-direct, hog-sched, hog-nockpt, hog-sched+small, io-heavy, neighbor, neighbor-nockpt, tenants and auto)"},
 		{"steps auto", func(c *Config) { c.Modes, c.Steps = []string{"none"}, []string{StepAuto} }, ""},
 		{"steps auto of the floor alone", func(c *Config) { c.Modes, c.Steps = []string{"floor"}, []string{StepAuto} }, ""}, // its hog-sched
 		{"steps the floor's alone", func(c *Config) { c.Modes, c.Steps = []string{"floor", "none"}, []string{StepNeighborAlone} }, ""},
@@ -155,7 +155,7 @@ func TestStepsOf(t *testing.T) {
 	// ones it has a counterpart for.
 	for step, want := range map[string]string{StepIdle: StepIdle, StepHogDirect: "", StepHogSched: StepHogSched,
 		StepHogNoCkpt: StepHogSched, StepHogSchedSm: "", StepIOHeavy: StepIOHeavy, StepNeighbor: StepNeighbor, StepNeighborAlone: "",
-		StepAuto: StepHogSched} {
+		StepAuto: StepHogSched, StepNeighborNoCkpt: StepNeighbor} {
 		if got := floorStepOf(step); got != want {
 			t.Errorf("floorStepOf(%s): got %q, want %q", step, got, want)
 		}
@@ -198,6 +198,11 @@ func TestConfigStepsOf(t *testing.T) {
 		{[]string{StepAuto, StepTenants, StepIdle}, "none", []string{StepIdle, StepTenants, StepAuto}},
 		{[]string{StepAuto}, "reserve:1", []string{StepAuto}},
 		{[]string{StepAuto}, ModeFloor, []string{StepHogSched}},
+		// neighbor-nockpt: every isolation mode has it, after neighbor;
+		// the floor measures its neighbor instead.
+		{[]string{StepNeighborNoCkpt, StepNeighbor}, "ospriority", []string{StepNeighbor, StepNeighborNoCkpt}},
+		{[]string{StepNeighborNoCkpt}, "reserve:1", []string{StepNeighborNoCkpt}},
+		{[]string{StepNeighborNoCkpt}, ModeFloor, []string{StepNeighbor}},
 		{[]string{StepAuto, StepTenants}, ModeFloor, []string{StepHogSched, StepTenants}},
 	}
 	for _, tt := range tests {

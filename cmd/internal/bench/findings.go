@@ -93,8 +93,10 @@ func (r *Report) modeFindings(mode string) []string {
 		}
 		lines = append(lines, s+", beside the load through cpusched"+throughput(io)+ofFloor(io))
 	}
-	if l := r.neighborFindings(mode); l != "" {
-		lines = append(lines, l)
+	for _, step := range []string{StepNeighbor, StepNeighborNoCkpt} {
+		if l := r.neighborFindings(mode, step); l != "" {
+			lines = append(lines, l)
+		}
 	}
 	if l := r.contendedFindings(mode); l != "" {
 		lines = append(lines, l)

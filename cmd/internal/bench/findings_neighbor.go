@@ -28,20 +28,25 @@ func (r *Report) floorNeighborFindings() []string {
 	return []string{s + gcAndNeighbor(nb)}
 }
 
-// neighborFindings returns an isolation mode's neighbour line, or "": the
-// probe's p99 against the floor's, the hog's passes against the floor's
-// and reserve's, the small requests' p99 against reserve's, the GC's
-// longest pause against the floor's.
-func (r *Report) neighborFindings(mode string) string {
-	nb := r.find(mode, StepNeighbor)
+// neighborFindings returns an isolation mode's line for step (neighbor or
+// neighbor-nockpt), or "": the probe's p99 against the floor's, the hog's
+// passes against the floor's and reserve's in the same step, the small
+// requests' p99 against reserve's, the GC's longest pause against the
+// floor's.
+func (r *Report) neighborFindings(mode, step string) string {
+	nb := r.find(mode, step)
 	if nb == nil || nb.Probe == nil {
 		return ""
 	}
-	reserve := r.find(cpusched.IsolationReserve.String(), StepNeighbor)
+	reserve := r.find(cpusched.IsolationReserve.String(), step)
 	if mode == cpusched.IsolationReserve.String() {
 		reserve = nil // itself
 	}
-	s := fmt.Sprintf("beside the neighbour: probe p99 %s ms%s", report.Ms(nb.Probe.P99Ms), inParens(vsFloor(nb)))
+	what := "beside the neighbour"
+	if step == StepNeighborNoCkpt {
+		what += ", the tasks without a Checkpoint"
+	}
+	s := fmt.Sprintf("%s: probe p99 %s ms%s", what, report.Ms(nb.Probe.P99Ms), inParens(vsFloor(nb)))
 	if h := nb.Hog; h != nil {
 		s += fmt.Sprintf(", the hog at %s passes/s%s", report.Num(h.PassesPerS), ofFloor(nb))
 		if reserve != nil && reserve.Hog != nil && reserve.Hog.PassesPerS > 0 {

@@ -60,7 +60,7 @@ func (m *meter) loadsOf(step string) stepLoads {
 		l.hogPath = pathHogDirect
 	case StepHogSched, StepHogSchedSm, StepIOHeavy, StepNeighbor:
 		l.hogPath = pathHogSched
-	case StepHogNoCkpt:
+	case StepHogNoCkpt, StepNeighborNoCkpt:
 		l.hogPath = pathHogNoCkpt
 	case StepAuto:
 		l.hogPath = pathHogAuto
@@ -74,7 +74,7 @@ func (m *meter) loadsOf(step string) stepLoads {
 	if step == StepTenants {
 		l.tenants, l.tenantClients = true, m.spec != ModeFloor
 	}
-	if step == StepHogSchedSm || step == StepNeighbor {
+	if step == StepHogSchedSm || step == StepNeighbor || step == StepNeighborNoCkpt {
 		small := load.Config{
 			URL: m.base + pathSmall, Concurrency: probeConcurrency(cfg.SmallRate), Rate: cfg.SmallRate,
 			Timeout: hogTimeout, Client: m.smallClient,

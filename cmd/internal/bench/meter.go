@@ -292,7 +292,7 @@ func (m *meter) measure(ctx context.Context, step string, loads stepLoads, phase
 // Auto), io-heavy, the steps beside the neighbour, and tenants.
 func tracedStep(step string) bool {
 	switch step {
-	case StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighbor, StepNeighborAlone, StepTenants, StepAuto:
+	case StepHogSched, StepHogNoCkpt, StepHogSchedSm, StepIOHeavy, StepNeighbor, StepNeighborAlone, StepNeighborNoCkpt, StepTenants, StepAuto:
 		return true
 	}
 	return false

@@ -19,7 +19,9 @@ import (
 )
 
 // withNeighbor reports whether step runs beside the neighbour.
-func withNeighbor(step string) bool { return step == StepNeighbor || step == StepNeighborAlone }
+func withNeighbor(step string) bool {
+	return step == StepNeighbor || step == StepNeighborAlone || step == StepNeighborNoCkpt
+}
 
 // startNeighbor starts the neighbour, `ServerCmd[0] neighbor -c
 // NeighborConcurrency`, paused, as l starts the servers, in cgroup cg

@@ -144,6 +144,7 @@ func TestLoadsOf(t *testing.T) {
 		{false, StepHogSchedSm, want{hogPath: pathHogSched, small: true, direct: true}},
 		{false, StepIOHeavy, want{hogPath: pathHogSched, closed: true}},
 		{false, StepNeighbor, want{hogPath: pathHogSched, nb: true, small: true, direct: true}},
+		{false, StepNeighborNoCkpt, want{hogPath: pathHogNoCkpt, nb: true, small: true, direct: true}},
 		{true, StepIdle, want{}},
 		{true, StepHogSched, want{floorHog: true}},
 		{true, StepIOHeavy, want{floorHog: true, closed: true}},

@@ -352,8 +352,12 @@ func (r *Report) writeHeader(ew *report.ErrWriter) {
 	}
 	ew.Printf("latencies in ms, open loop from each request's due time, closed loop (io-heavy) from its send; small: scheduled, direct (sched=0, their reference), and the scheduler's own wait (Task.Waited); nbr: the neighbour's own passes; gc p99, gc max: the server's GC pauses in the window, stop max: the longest time to stop the world in it, ms; lent: the slots ospriority lent to the rest of the server, on average over the step; retired: the lowered threads ospriority ended in the step, where it cannot raise them back (raisable=false)\n")
 	if r.hasFloor() {
-		ew.Printf("%s: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor and %% of floor: the p99 and the hog's passes/s over the floor's same step (hog-nockpt, auto: its hog-sched)%s\n",
-			ModeFloor, r.floorDirectNote())
+		others := "hog-nockpt, auto: its hog-sched"
+		if slices.ContainsFunc(r.Results, func(row Result) bool { return row.Step == StepNeighborNoCkpt }) {
+			others += "; neighbor-nockpt: its neighbor"
+		}
+		ew.Printf("%s: no task in the server, the same CPU work in a separate SCHED_IDLE process; p99 x floor and %% of floor: the p99 and the hog's passes/s over the floor's same step (%s)%s\n",
+			ModeFloor, others, r.floorDirectNote())
 	}
 	ew.Printf("\n")
 }
@@ -533,18 +537,23 @@ func (r *Report) WritePlot(path string) error {
 // (StepNames), each step's group led by the floor's row it compares with
 // (floorStepOf; the floor's hog-sched leads hog-nockpt's group too, and
 // neighbor-alone, the floor's alone, is a group of its own), then the
-// other modes' rows of that step in the run's order.
+// other modes' rows of that step in the run's order. A floor's row that
+// leads another step's group (hog-sched for hog-nockpt) leads it only
+// where that step has rows.
 func (r *Report) plotRows() []Result {
 	var rows []Result
 	for _, step := range StepNames() {
-		if f := r.find(ModeFloor, cmp.Or(floorStepOf(step), step)); f != nil {
-			rows = append(rows, *f)
-		}
+		var others []Result
 		for _, row := range r.Results {
 			if row.Step == step && row.Mode != ModeFloor {
-				rows = append(rows, row)
+				others = append(others, row)
 			}
 		}
+		ref := cmp.Or(floorStepOf(step), step)
+		if f := r.find(ModeFloor, ref); f != nil && (ref == step || len(others) > 0) {
+			rows = append(rows, *f)
+		}
+		rows = append(rows, others...)
 	}
 	return rows
 }

@@ -152,7 +152,7 @@ func TestWriteJSONShape(t *testing.T) {
 			check("probe", row["probe"].(map[string]any))
 		}
 		wantHog := step != StepIdle && step != StepNeighborAlone
-		wantSmall := step == StepHogSchedSm || step == StepNeighbor
+		wantSmall := step == StepHogSchedSm || step == StepNeighbor || step == StepNeighborNoCkpt
 		wantFloor := mode != ModeFloor && floorStepOf(step) != ""
 		check("gc", row["gc"].(map[string]any))
 		if hog, ok := row["hog"].(map[string]any); ok != wantHog {
@@ -441,6 +441,40 @@ func TestAutoFindings(t *testing.T) {
 	} {
 		if got := autoFindings(tt.row); got != tt.want {
 			t.Errorf("%s: got %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestNeighborNoCkptFindings: neighbor-nockpt gets a summary line of its
+// own, against the floor's neighbor step and reserve's neighbor-nockpt,
+// and leaves the neighbor line as it was.
+func TestNeighborNoCkptFindings(t *testing.T) {
+	rep := handMadeReport()
+	nb := func(passes float64) *NeighborResult { return &NeighborResult{PassesPerS: passes, Threads: 2} }
+	small := &SmallResult{ProbeResult: ProbeResult{RPS: 200, P50Ms: 2, P99Ms: 40, P999Ms: 41, MaxMs: 42},
+		WaitedP50Ms: ptr(1.0), WaitedP99Ms: ptr(30.0), WaitedMaxMs: ptr(31.0)}
+	rep.Results = append(rep.Results,
+		Result{Mode: "none", Step: StepNeighborNoCkpt, Probe: &ProbeResult{RPS: 200, P50Ms: 2, P99Ms: 15, P999Ms: 16, MaxMs: 17},
+			Hog: &HogResult{PassesPerS: 60000}, Small: small, SmallDirect: small, Neighbor: nb(140000), CPUBusyPct: ptr(100), GC: gc(2, 8, 1)},
+		Result{Mode: "reserve", Step: StepNeighborNoCkpt, Probe: &ProbeResult{RPS: 200, P50Ms: 2, P99Ms: 20, P999Ms: 21, MaxMs: 22},
+			Hog: &HogResult{PassesPerS: 30000}, Small: small, SmallDirect: small, Neighbor: nb(150000), CPUBusyPct: ptr(100), GC: gc(2, 3, 0.5)})
+	rep.fill()
+	if v := rep.find("none", StepNeighborNoCkpt).VsFloor; v == nil || v.Step != StepNeighbor || v.P99X != 3 {
+		t.Fatalf("none/%s: got vs_floor %+v, want against the floor's %s (3x)", StepNeighborNoCkpt, v, StepNeighbor)
+	}
+	var buf bytes.Buffer
+	if err := rep.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"none: beside the neighbour, the tasks without a Checkpoint: probe p99 15.0 ms (3.00x the floor's neighbor), the hog at 60,000 passes/s (6000% of the floor's), 200% of reserve's; " +
+			"small requests p99 40.0 ms (about the same as reserve's 40.0 ms); the neighbour 140,000 passes/s; GC pauses up to 8.00 ms (4.00x higher than the floor's 2.00 ms)\n",
+		"none: beside the neighbour: probe p99 10.0 ms (2.00x the floor), the hog at 50,000 passes/s (5000% of the floor's), 125% of reserve's;",
+		"over the floor's same step (hog-nockpt, auto: its hog-sched; neighbor-nockpt: its neighbor)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table output lacks %q; got:\n%s", want, out)
 		}
 	}
 }

@@ -295,14 +295,14 @@ func (r *Report) shapeLine() string {
 
 // contentionCauses returns a mode's line of its scheduler's turns to
 // contended (Result.Contentions) in the steps where no neighbour shared
-// the server's CPUs (every step but neighbor on the whole machine, every
+// the server's CPUs (every step but the neighbor ones on the whole machine, every
 // step in the other shapes), each with the guard's rule and the reading
 // that decided it; "" where there were none.
 func (r *Report) contentionCauses(mode string) string {
 	shared := r.Config.Shape.Name == "" || r.Config.Shape.Name == ShapeMachine
 	var parts []string
 	for _, row := range r.Results {
-		if row.Mode != mode || len(row.Contentions) == 0 || shared && row.Step == StepNeighbor {
+		if row.Mode != mode || len(row.Contentions) == 0 || shared && (row.Step == StepNeighbor || row.Step == StepNeighborNoCkpt) {
 			continue
 		}
 		var turns []string
