@@ -6,7 +6,7 @@
 # and prints the probe's p50/p99/p99.9/max and req/s, loaded against idle,
 # and the /hash throughput. See docs/measurements/httpserver-check.md.
 #
-# usage: [FLOOR=1] [NEIGHBOR=1] [GARBAGE=BYTES] [PROBE_CONNS=N] [PROBE=wrk|load] examples/httpserver/bench.sh [SECONDS [HASH_CONNS [HASH_ROUNDS]]]
+# usage: [FLOOR=1] [NEIGHBOR=1] [UNPRIV=1] [CPUSET=1] [GARBAGE=BYTES] [PROBE_CONNS=N] [PROBE=wrk|load] examples/httpserver/bench.sh [SECONDS [HASH_CONNS [HASH_ROUNDS]]]
 #   SECONDS     length of each measured step (default 10)
 #   HASH_CONNS  connections of the /hash load (default: the number of CPUs,
 #               cpusched's worker count; the example sheds /hash beyond an
@@ -25,6 +25,13 @@
 #               process at normal priority, `cpusched neighbor -c NCPU`
 #               (one CPU-bound thread per CPU); the idle step is then the
 #               neighbour alone
+#   UNPRIV=1    run the servers and the neighbour as a container runs a
+#               service: uid 65534, no capabilities (so no CAP_SYS_NICE)
+#               and RLIMIT_NICE 0, through setpriv and prlimit; needs root
+#   CPUSET=1    the servers on CPU 0, the clients and the neighbour on the
+#               other CPUs (taskset): the server's CPUs are its own, and
+#               a neighbour busy on the others must not disturb it; needs
+#               2 CPUs or more
 #   GARBAGE     bytes of response buffer each fast request builds, with
 #               /hash allocating 8 KiB every 4096 rounds (the server's
 #               -garbage; default 32768: a server that allocates; 0: none)
@@ -49,6 +56,36 @@ floor=${FLOOR:-0}
 case "$floor" in 0 | 1) ;; *) echo "bench.sh: FLOOR must be 0 or 1, got \"$floor\"" >&2; exit 2 ;; esac
 neighbor=${NEIGHBOR:-0}
 case "$neighbor" in 0 | 1) ;; *) echo "bench.sh: NEIGHBOR must be 0 or 1, got \"$neighbor\"" >&2; exit 2 ;; esac
+unpriv=${UNPRIV:-0}
+case "$unpriv" in 0 | 1) ;; *) echo "bench.sh: UNPRIV must be 0 or 1, got \"$unpriv\"" >&2; exit 2 ;; esac
+cpuset=${CPUSET:-0}
+case "$cpuset" in 0 | 1) ;; *) echo "bench.sh: CPUSET must be 0 or 1, got \"$cpuset\"" >&2; exit 2 ;; esac
+# as: the prefix that runs the servers and the neighbour (UNPRIV); srv and
+# cli: the CPUs of the servers and of the clients and the neighbour (CPUSET).
+as=()
+if [ "$unpriv" = 1 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "bench.sh: UNPRIV=1 drops root's privileges for the servers (uid 65534, no capabilities, RLIMIT_NICE 0), so it needs root; run it as root, or without UNPRIV (the servers then run as you)" >&2
+		exit 2
+	fi
+	for tool in setpriv prlimit; do
+		command -v "$tool" >/dev/null || { echo "bench.sh: UNPRIV=1 needs $tool (util-linux), which is not on PATH" >&2; exit 2; }
+	done
+	as=(prlimit --nice=0:0 -- setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --)
+fi
+srv=()
+cli=()
+others=$(nproc)
+if [ "$cpuset" = 1 ]; then
+	if [ "$(nproc)" -lt 2 ]; then
+		echo "bench.sh: CPUSET=1 puts the servers on CPU 0 and the rest on the others, so it needs 2 CPUs or more; this process may use $(nproc)" >&2
+		exit 2
+	fi
+	command -v taskset >/dev/null || { echo "bench.sh: CPUSET=1 needs taskset (util-linux), which is not on PATH" >&2; exit 2; }
+	others=$(($(nproc) - 1))
+	srv=(taskset -c 0)
+	cli=(taskset -c "1-$others")
+fi
 garbage=${GARBAGE:-32768}
 case "$garbage" in *[!0-9]* | "") echo "bench.sh: GARBAGE must be a number of bytes in 0..4194304, got \"$garbage\"" >&2; exit 2 ;; esac
 if [ "$floor" = 1 ]; then probe_conns=${PROBE_CONNS:-8}; else probe_conns=${PROBE_CONNS:-0}; fi
@@ -86,6 +123,7 @@ fi
 
 cd "$(dirname "$0")/../.."
 tmp=$(mktemp -d)
+chmod 755 "$tmp" # UNPRIV's uid 65534 runs the binaries built here
 pids=()
 cleanup() {
 	local pid
@@ -119,11 +157,11 @@ start_server() {
 	exit 1
 }
 
-start_server probed
+start_server probed "${srv[@]}" "${as[@]}"
 base=$server_base
 floor_base=
 if [ "$floor" = 1 ]; then
-	start_server floor chrt -i 0
+	start_server floor "${srv[@]}" "${as[@]}" chrt -i 0
 	floor_pid=$server_pid
 	floor_base=$server_base
 fi
@@ -166,11 +204,11 @@ fi
 # of the probe on the probed server.
 run_probe() {
 	if [ "$probe" = wrk ]; then
-		wrk -t1 -c"$((probe_conns > 0 ? probe_conns : 1))" -d"${1}s" -s "$tmp/probe.lua" "$base$probe_path" | sed -n 's/^PROBE //p'
+		"${cli[@]}" wrk -t1 -c"$((probe_conns > 0 ? probe_conns : 1))" -d"${1}s" -s "$tmp/probe.lua" "$base$probe_path" | sed -n 's/^PROBE //p'
 	else
 		local shape=(-rate 200 -c 8)
 		[ "$probe_conns" -gt 0 ] && shape=(-c "$probe_conns")
-		"$tmp/cpusched" load "${shape[@]}" -d "${1}s" -json "$base$probe_path" |
+		"${cli[@]}" "$tmp/cpusched" load "${shape[@]}" -d "${1}s" -json "$base$probe_path" |
 			python3 -c 'import json,sys; r=json.load(sys.stdin); print("%.3f %.3f %.3f %.3f %d %d %.1f" % (r["p50_ms"], r["p99_ms"], r["p999_ms"], r["max_ms"], r["completed"], r["failed"]+r["non_2xx"], r["rps"]))'
 	fi
 }
@@ -179,9 +217,9 @@ run_probe() {
 # background, its summary in $tmp/hash.out and its pid in hash_pid.
 start_hash() {
 	if [ "$probe" = wrk ]; then
-		wrk -t1 -c"$conns" -d"$((secs + 2))s" --timeout 10s "$1/hash?n=$rounds" >"$tmp/hash.out" &
+		"${cli[@]}" wrk -t1 -c"$conns" -d"$((secs + 2))s" --timeout 10s "$1/hash?n=$rounds" >"$tmp/hash.out" &
 	else
-		"$tmp/cpusched" load -c "$conns" -d "$((secs + 2))s" -timeout 10s -json "$1/hash?n=$rounds" >"$tmp/hash.out" &
+		"${cli[@]}" "$tmp/cpusched" load -c "$conns" -d "$((secs + 2))s" -timeout 10s -json "$1/hash?n=$rounds" >"$tmp/hash.out" &
 	fi
 	hash_pid=$!
 	pids+=("$hash_pid")
@@ -213,17 +251,24 @@ loaded_step() {
 idle=idle
 nbdesc=
 if [ "$neighbor" = 1 ]; then
-	nbdesc="a neighbour of $(nproc) busy threads; "
+	nbdesc="a neighbour of $others busy thread(s); "
 	# The neighbour runs until the script ends: cleanup kills it, and it
 	# exits when its stdin, a FIFO only this shell holds open, closes.
 	mkfifo "$tmp/neighbor.in"
-	"$tmp/cpusched" neighbor -c "$(nproc)" <"$tmp/neighbor.in" >/dev/null &
+	"${cli[@]}" "${as[@]}" "$tmp/cpusched" neighbor -c "$others" <"$tmp/neighbor.in" >/dev/null &
 	pids+=("$!")
 	exec 3>"$tmp/neighbor.in"
 	echo run >&3
 	idle=neighbor
 fi
-echo "examples/httpserver at $base${floor_base:+, floor server (SCHED_IDLE) at $floor_base}; probe: $probe, $probe_desc; garbage $garbage bytes per fast request; $nbdesc$(nproc) CPUs; $(uptime | sed 's/.*load average/load average/')"
+shape=
+[ "$unpriv" = 1 ] && shape="servers as uid 65534 without capabilities, RLIMIT_NICE 0; "
+if [ "$cpuset" = 1 ]; then
+	clients=clients
+	[ "$neighbor" = 1 ] && clients="clients and the neighbour"
+	shape="${shape}servers on CPU 0, $clients on 1-$others; "
+fi
+echo "examples/httpserver at $base${floor_base:+, floor server (SCHED_IDLE) at $floor_base}; probe: $probe, $probe_desc; garbage $garbage bytes per fast request; $nbdesc$shape$(nproc) CPUs; $(uptime | sed 's/.*load average/load average/')"
 run_probe 2 >/dev/null 2>&1 || true # warm-up: connections, page faults
 steps=("$idle $(run_probe "$secs") nan 0")
 if [ "$floor" = 1 ]; then
