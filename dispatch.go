@@ -3,12 +3,11 @@ package cpusched
 // The dispatch: which tasks of IsolationOSPriority run on their own
 // goroutines and which are handed off, by the table of task lengths.
 
-import "reflect"
-
-// dispatch returns whether a task running fn is handed off to a hand-off
+// dispatch returns whether t, a new task, is handed off to a hand-off
 // thread (admit): always where tasks cannot run on their own goroutines,
-// never while contended, and otherwise when the recent tasks that ran fn (or
-// a function sharing its slot in the table) were long.
+// never while contended, and otherwise when the recent tasks of its kind
+// (kind.go: its function's, or WithKind's; or a kind sharing its slot)
+// were long.
 //
 // Why long tasks are handed off. A task on its own goroutine starts on
 // whatever runtime thread ran its caller, often the one that just took a
@@ -19,9 +18,9 @@ import "reflect"
 // its task began, or with each task on a new goroutine
 // (docs/measurements/ospriority-settings.md#own-goroutines). For a long task
 // the hand-off costs a negligible part of its length; for short ones it is
-// the whole cost. So a function's tasks run on their own goroutines until
+// the whole cost. So a kind's tasks run on their own goroutines until
 // they turn out long, and go back to them once they are short again.
-func (m *osMode) dispatch(fn func(*Task) error) (handoff bool) {
+func (m *osMode) dispatch(t *Task) (handoff bool) {
 	if m.keepNormal.Load() {
 		// No task goes to a lowered thread while other processes keep the
 		// CPUs busy (contention.go).
@@ -30,26 +29,15 @@ func (m *osMode) dispatch(fn func(*Task) error) (handoff bool) {
 	if !m.own {
 		return true
 	}
-	return m.lengths[fnSlot(fn)].Load() >= longScore
+	return m.lengths[t.ent.kind].Load() >= longScore
 }
 
-// The table of task lengths: a moving score per slot, 0 (short) to
+// The table of task lengths: a moving score per kind slot, 0 (short) to
 // 1024 (long), that each ended task moves a quarter of the way toward its
-// own length; a function whose score is at least longScore is handed off.
+// own length; a kind whose score is at least longScore is handed off.
 // From either end, three tasks of the other length flip it. Updates are
 // not atomic as a whole: a lost one costs one dispatch choice.
-const (
-	lengthSlots = 64
-	longScore   = 512
-)
-
-// fnSlot is fn's slot in the table of task lengths.
-func fnSlot(fn func(*Task) error) uint8 { return lengthSlot(reflect.ValueOf(fn).Pointer()) }
-
-// lengthSlot is the table slot of a function's code pointer.
-func lengthSlot(key uintptr) uint8 {
-	return uint8(uint64(key>>3) * 0x9E3779B97F4A7C15 >> 58) // Fibonacci hashing to 6 bits
-}
+const longScore = 512
 
 // noteLength adds t, which is ending, to the table of task lengths. A task
 // on its own goroutine was long if the monitor lowered its thread (it had
@@ -72,7 +60,7 @@ func (m *osMode) noteLength(t *Task, cpu int64) {
 	if isLong {
 		long = 1024
 	}
-	slot := &m.lengths[fnSlot(t.fn)] // finish clears t.fn after this
+	slot := &m.lengths[t.ent.kind]
 	old := slot.Load()
 	if n := old - old/4 + long/4; n != old {
 		slot.Store(n) // only on change: a settled slot's cache line stays shared

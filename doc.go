@@ -94,8 +94,13 @@
 // others catch up: the weights hold over spans long against the longest
 // call, not within it (docs/design.md#task-scheduling-eevdf-scaled-down
 // says what they promise). GroupStats.Overrun estimates how far a
-// group's tasks run past their slices, and a new task of a group that
-// overruns is placed as long as it is.
+// group's tasks run past their slices. The scheduler keeps that estimate
+// per kind of task within the group (a task's function, or WithKind's
+// name; httpsched's is the route), and places a new task of a kind that
+// overruns as long as it is, so that the group's short tasks of other
+// kinds are not taken for it. Where one function runs both (a handler
+// whose short lookups and bcrypt calls differ by a parameter), give each
+// its WithKind.
 //
 // Code that reads an io.Reader or writes an io.Writer can still yield:
 // wrap the stream so that each call checkpoints first.

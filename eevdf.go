@@ -131,9 +131,12 @@ type entity struct {
 	lag      int64 // kept while inactive
 	heapIdx  int32 // index in ready, later or delayed; -1 when in none
 	inReady  bool
-	delayed  bool       // in V with nothing to run, until its debt is paid (leave)
-	task     *Task      // the owner, when a task
-	group    *groupNode // the owner, when a group
+	delayed  bool // in V with nothing to run, until its debt is paid (leave)
+	// kind is the owner task's kind slot (kind.go): the Task's, kept here
+	// in what would be padding, so that a Task stays in its size class.
+	kind  uint8
+	task  *Task      // the owner, when a task
+	group *groupNode // the owner, when a group
 }
 
 // departure is what a task that departed left in its queue (depart)

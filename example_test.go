@@ -66,6 +66,31 @@ func ExampleTask_Blocking() {
 	// <nil>
 }
 
+// ExampleWithKind runs one function literal, so one kind unless named,
+// for two kinds of work: a short lookup, and a hash that cannot yield (it
+// stands for bcrypt). Named apart, the scheduler learns that the hashes run past their slices
+// without a Checkpoint and places new ones as the long tasks they are,
+// while the lookups of the same group keep the small-task lane.
+func ExampleWithKind() {
+	s, _ := cpusched.New(cpusched.WithWorkers(1))
+	defer s.Close(context.Background())
+	serve := func(password []byte) func(*cpusched.Task) error {
+		return func(*cpusched.Task) error {
+			if password == nil {
+				return nil // a lookup
+			}
+			crc32.ChecksumIEEE(password) // a call with no Checkpoint inside
+			return nil
+		}
+	}
+	login, lookup := cpusched.WithKind("login"), cpusched.WithKind("lookup")
+	fmt.Println(s.Run(context.Background(), serve([]byte("secret")), login))
+	fmt.Println(s.Run(context.Background(), serve(nil), lookup))
+	// Output:
+	// <nil>
+	// <nil>
+}
+
 // checkpointReader and checkpointWriter let code that cannot call
 // Checkpoint itself (a codec, a compressor) yield at each Read or Write.
 type checkpointReader struct {

@@ -36,12 +36,14 @@ package cpusched
 //     the EEVDF heaps. It stays active, so its vruntime counts in V as any
 //     other's. The fair class keeps the groups with a non-empty lane in a
 //     list. The lane is two FIFOs: tasks that have had a slot (back from
-//     Blocking or a Checkpoint), then new ones. Not the tasks of a group
-//     whose tasks run past their slices (overruns, the group's estimate
-//     in runqueue.go): a task that does not come to a Checkpoint holds
-//     the slot the lane gave it for all its length, not the first slice
-//     the lane serves, and spends the lane's budget, so those wait in
-//     the heaps from the start, as the long tasks they likely are.
+//     Blocking or a Checkpoint), then new ones. Not the tasks of a kind
+//     whose tasks run past their slices in their group (overruns, the
+//     kind's estimate: runqueue.go, kind.go): a task that does not come
+//     to a Checkpoint holds the slot the lane gave it for all its length,
+//     not the first slice the lane serves, and spends the lane's budget,
+//     so those wait in the heaps from the start, as the long tasks they
+//     likely are; one that joined before its kind was known leaves the
+//     lane at its head (demote).
 //  2. When a fair task is to be picked and the lane is open, the lane task
 //     that has waited longest, among the heads of the lanes of the groups
 //     eligible at group level (vruntime <= the class's V), runs: the
@@ -109,8 +111,8 @@ func taskLaneLink(t *Task) *link[Task]            { return &t.laneLink }
 func groupLaneLink(g *groupNode) *link[groupNode] { return &g.laneLink }
 
 // small reports whether t may use the lane: a Normal task in the fair
-// queue that has used less than its lane slice, of a group whose tasks
-// come to the scheduler near their slices' ends (not overruns). Batch is
+// queue that has used less than its lane slice, of a kind whose tasks in
+// its group come to the scheduler near their slices' ends (not overruns). Batch is
 // left out: it is throughput work that nobody waits on.
 func (q *runQueue) small(t *Task) bool {
 	return t.qidx == qFair && t.class() == ClassNormal && q.used(t) < q.laneSlice(t) && !q.overruns(t)
@@ -210,7 +212,8 @@ func (q *runQueue) laneOpen(now int64) bool {
 // the lane task that has waited longest among the heads of the lanes of
 // the groups eligible at group level (their vruntime <= V), the tasks
 // that have had a slot first. It costs one step per group with lane
-// tasks.
+// tasks. A new task at the head of its group's lane whose kind has since
+// turned out to run past its slices goes to the heaps first (demote).
 func (q *runQueue) lanePeek(now int64) *Task {
 	cq := &q.queues[qFair]
 	if cq.laneGroups.head == nil || !q.laneOpen(now) {
@@ -218,7 +221,11 @@ func (q *runQueue) lanePeek(now int64) *Task {
 	}
 	v := cq.groups.V()
 	var oldest, oldestNew *Task
-	for g := cq.laneGroups.head; g != nil; g = g.laneLink.next {
+	for g, next := cq.laneGroups.head, (*groupNode)(nil); g != nil; g = next {
+		next = g.laneLink.next
+		for h := g.lane.head; h != nil && q.overruns(h); h = g.lane.head {
+			q.demote(h)
+		}
 		if g.vruntime > v {
 			continue // the group has had its share
 		}
@@ -233,4 +240,25 @@ func (q *runQueue) lanePeek(now int64) *Task {
 		return oldestNew
 	}
 	return oldest
+}
+
+// demote moves t, a new task at the head of its group's lane, to its
+// group's heaps, placed as activate places a new task of a kind that runs
+// past its slices: with a request of its slice plus its kind's overrun.
+// The lane took it for small when it arrived, before the estimate of its
+// kind said otherwise: a kind is learned as its tasks come to the
+// scheduler, and a call that cannot yield comes once, at its end. Tasks of
+// such a kind that arrived before the first one ended (a service's first
+// requests; a route whose requests changed) would otherwise wait in the
+// lane, first come first served, ahead of the small tasks that came after
+// them, and each would hold the slot the lane gave it, and the lane's
+// budget, for the whole call: in the bench's neighbor-nockpt step the
+// small requests waited seconds behind them
+// (docs/measurements/work-that-cannot-yield.md#kinds-of-work).
+func (q *runQueue) demote(t *Task) {
+	laneLeave(t)
+	g := t.group
+	g.tasks.renew(&t.ent, scaleVirtual(int64(t.slice)+taskOverrun(t), t.ent.weight))
+	g.tasks.push(&t.ent)
+	g.inHeaps++
 }

@@ -137,7 +137,7 @@ func TestDispatchFollowsTaskLength(t *testing.T) {
 		otherOff = otherOff || tk.os.handoff
 		return nil
 	}
-	if lengthSlot(reflect.ValueOf(work).Pointer()) == lengthSlot(reflect.ValueOf(other).Pointer()) {
+	if kindSlotOf(reflect.ValueOf(work).Pointer()) == kindSlotOf(reflect.ValueOf(other).Pointer()) {
 		t.Skip("the two functions share a slot of the length table in this build")
 	}
 	for i := range 9 {

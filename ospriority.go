@@ -192,7 +192,7 @@ type osMode struct {
 	keepNormal atomic.Bool
 	retired    atomic.Uint64
 	loose      atomic.Uint64
-	lengths    [lengthSlots]atomic.Int32
+	lengths    [kindSlots]atomic.Int32
 	blockAvg   atomic.Int64
 
 	// Under s.mu. lastStart is when a task on its own goroutine last got

@@ -224,7 +224,7 @@ func TestOSPriorityHandsOffWhereThreadsCannotBeRaised(t *testing.T) {
 	if s.osOwn() {
 		t.Errorf("tasks may run on their own goroutines; want every task handed off")
 	}
-	if !s.os.dispatch(emptyTask) {
+	if !s.os.dispatch(&Task{}) {
 		t.Errorf("dispatch did not hand a task off")
 	}
 	if want := "cannot be raised back"; !strings.Contains(buf.String(), want) {

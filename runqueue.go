@@ -48,10 +48,10 @@ package cpusched
 //     lag, as the kernel's, and ask for a quarter slice first; tasks whose
 //     bursts are short against their Blocking waits ask for
 //     proportionally shorter slices; Batch asks for four slices. A new
-//     task of a group whose tasks run past their slices before they come
-//     to the scheduler (the group's overrun estimate, noteOverrun) asks
-//     for its slice plus that overrun, as long as it likely runs, and is
-//     not small.
+//     task of a kind whose tasks run past their slices in its group
+//     before they come to the scheduler (the overrun estimate of its
+//     kind in its group, noteOverrun, kind.go) asks for its slice plus
+//     that overrun, as long as it likely runs, and is not small.
 //  5. Before EEVDF picks in the fair class, small tasks (Normal tasks that
 //     have used less than one slice, at most 1 ms) are served first come,
 //     first served from a lane, within a budget (lane.go).
@@ -123,8 +123,14 @@ type groupNode struct {
 	laneLink      link[groupNode]
 	// overrun is the policy's estimate of how far past the end of its
 	// slice a task of the group runs before it comes to the scheduler
-	// (noteOverrun).
+	// (noteOverrun), and kinds the same per kind of task (kind.go), which
+	// place the group's new tasks (overruns).
 	overrun int64
+	kinds   [groupKinds]kindOverrun
+	// kindsMax is the largest of kinds' estimates: while it is 0, as in
+	// a group whose tasks all come to Checkpoints in time, a new task's
+	// placement needs no look-up.
+	kindsMax int64
 }
 
 // classQueue holds the groups with active tasks of one class.
@@ -279,9 +285,10 @@ func (q *runQueue) activate(t *Task, first bool) {
 	// the others' lags already count against.
 	req := requestSlice(t, first)
 	if first && q.overruns(t) {
-		// Its group's tasks run past their slices: ask for as long as
-		// they do, so that the deadline says what the task likely is.
-		req = int64(t.slice) + g.overrun
+		// Its kind's tasks in its group run past their slices: ask for as
+		// long as they do, so that the deadline says what the task likely
+		// is.
+		req = int64(t.slice) + taskOverrun(t)
 	}
 	vreq := scaleVirtual(req, t.ent.weight)
 	if !first || !g.tasks.adopt(&t.ent, maxGroupDebt, vreq) {
@@ -478,8 +485,9 @@ func (q *runQueue) sliceLeft(t *Task) int64 {
 // is seen as it is within a few of its long tasks.
 const overrunWindow = int64(100 * time.Millisecond)
 
-// noteOverrun folds into t's group's overrun estimate how far past its
-// slice t ran before it came to the scheduler now, having run delta
+// noteOverrun folds into t's group's overrun estimate, and into its
+// kind's there, how far past its slice t ran before it came to the
+// scheduler now, having run delta
 // since it last did (used of it on the CPU, or -1 where not measured):
 // at a Checkpoint, a Blocking call or its end. Only the part of the
 // stretch while others waited counts: a task that nobody waits for is
@@ -528,14 +536,30 @@ func (q *runQueue) noteOverrun(t *Task, delta, used, now int64) {
 	}
 	over = min(over, maxGroupDebt)
 	g := t.group
-	g.overrun += (over - g.overrun) * min(now-from, overrunWindow) / overrunWindow
+	w := min(now-from, overrunWindow)
+	g.overrun += (over - g.overrun) * w / overrunWindow
+	g.noteKindOverrun(t.ent.kind, over, w, now)
 }
 
-// overruns reports whether t's group's tasks run past their slices by
-// more than the lane serves (laneSlice): t is then placed as what it
-// likely is, a long task, not a small one (small, activate).
+// overruns reports whether the tasks of t's kind in t's group run past
+// their slices by more than the lane serves (laneSlice): t is then placed
+// as what it likely is, a long task, not a small one (small, activate).
+// Per kind, not per group: a group's small requests are not taken for
+// the calls that cannot yield beside them (kind.go).
 func (q *runQueue) overruns(t *Task) bool {
-	return t.group != nil && t.group.overrun >= q.laneSlice(t)
+	return taskOverrun(t) >= q.laneSlice(t)
+}
+
+// taskOverrun is the overrun estimate of t's kind in t's group: 0 where
+// the group keeps none.
+func taskOverrun(t *Task) int64 {
+	if t.group == nil || t.group.kindsMax == 0 {
+		return 0
+	}
+	if k := t.group.kindOverrun(t.ent.kind); k != nil {
+		return k.overrun
+	}
+	return 0
 }
 
 // groupOverrun returns the overrun estimate of the named group: how far

@@ -36,6 +36,9 @@ type simClient struct {
 	run      time.Duration
 	yields   bool
 	maxPause time.Duration // each pause is drawn in [0, maxPause]
+	// kind is its tasks' WithKind, or "" for none: every task then runs
+	// one function, the harness's, and so is of one kind.
+	kind string
 }
 
 // simSpec is a simulated run.
@@ -242,7 +245,11 @@ func simRun(t *testing.T, spec simSpec) simResult {
 				if stopped {
 					return
 				}
-				hd, err := s.Go(context.Background(), task(i, c), WithGroup(c.group))
+				opts := []TaskOption{WithGroup(c.group)}
+				if c.kind != "" {
+					opts = append(opts, WithKind(c.kind))
+				}
+				hd, err := s.Go(context.Background(), task(i, c), opts...)
 				h.mu.Lock()
 				h.moving--
 				h.mu.Unlock()

@@ -143,7 +143,9 @@ type GroupStats struct {
 	// thread waited for the CPU; where the scheduler reads threads' CPU
 	// but could not read a stretch's (its task had not yet begun to run
 	// on a thread it knows), that stretch does not count. The policy
-	// places such a group's new tasks as long ones; 0 in
+	// keeps the same estimate per kind of task (WithKind) in the group,
+	// and places a new task of a kind that runs past its slices as a
+	// long one: this figure is all the group's kinds together. 0 in
 	// Stats.OtherGroups.
 	Overrun time.Duration
 }

@@ -17,6 +17,10 @@ import (
 // stressGroups are the groups tasks and weights are drawn from.
 var stressGroups = []string{"", "a", "b", "c", "a-tenant-with-a-longer-name"}
 
+// stressKinds are the kinds (WithKind) stress calls take: more than a
+// group keeps estimates for (groupKinds), so that kinds are replaced.
+var stressKinds = []string{"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "k11"}
+
 // stressSubmitter makes calls in a loop, keeping up to maxPending Go
 // handles and four Run goroutines in flight.
 type stressSubmitter struct {
@@ -260,6 +264,9 @@ func (sub *stressSubmitter) newCall(late, isGo bool) *stressCall {
 	c.opts = []TaskOption{WithClass(Class(rng.IntN(numClasses))), WithNice(MinNice + rng.IntN(MaxNice-MinNice+1))}
 	if g := rng.IntN(len(stressGroups) + 1); g < len(stressGroups) {
 		c.opts = append(c.opts, WithGroup(stressGroups[g]))
+	}
+	if rng.IntN(2) == 0 { // more kinds than a group keeps (groupKinds)
+		c.opts = append(c.opts, WithKind(stressKinds[rng.IntN(len(stressKinds))]))
 	}
 	if rng.IntN(3) == 0 {
 		c.opts = append(c.opts, WithTaskSlice(minSlice+time.Duration(rng.Int64N(int64(2*time.Millisecond)))))

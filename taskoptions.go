@@ -17,6 +17,10 @@ type taskConfig struct {
 	// idleRelease is WithIdleRelease's; 0: the task keeps its slot
 	// while its thread sleeps.
 	idleRelease time.Duration
+	// kind and hasKind are WithKind's slot (kind.go); without it, the
+	// task's kind is its function's.
+	kind    uint8
+	hasKind bool
 }
 
 // A TaskOption configures one task in Run or Go.

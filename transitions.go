@@ -96,7 +96,7 @@ func (m *osMode) admit(t *Task) (handoff bool) {
 	if m == nil {
 		return false
 	}
-	t.os.handoff = m.dispatch(t.fn)
+	t.os.handoff = m.dispatch(t)
 	return t.os.handoff
 }
 

@@ -24,6 +24,10 @@ type closedLoad struct {
 	long     time.Duration
 	dClients int
 	pause    time.Duration
+	// kinds gives the long tasks and the yielding ones kinds of their
+	// own (WithKind), as the different functions of a program would be;
+	// without it every task is of one kind.
+	kinds bool
 }
 
 func (l closedLoad) clients() []simClient {
@@ -47,6 +51,14 @@ func (l closedLoad) clients() []simClient {
 	for range l.dClients {
 		cs = append(cs, d)
 	}
+	if l.kinds {
+		for i := range cs {
+			cs[i].kind = "long"
+			if cs[i].yields {
+				cs[i].kind = "yield"
+			}
+		}
+	}
 	return cs
 }
 
@@ -55,7 +67,11 @@ func (l closedLoad) String() string {
 	if l.longs > 0 {
 		s = fmt.Sprintf("%d of 4 run %v", l.longs, l.long)
 	}
-	return fmt.Sprintf("%s, d %d clients pausing %v", s, l.dClients, l.pause)
+	s = fmt.Sprintf("%s, d %d clients pausing %v", s, l.dClients, l.pause)
+	if l.kinds {
+		s += ", kinds"
+	}
+	return s
 }
 
 // logShares logs each group's share of the work against its weight's.
@@ -88,6 +104,8 @@ func TestGroupSharesHoldWithLongTasks(t *testing.T) {
 			{closedLoad{dClients: 4}, 10 * time.Second},
 			{closedLoad{longs: 2, long: 40 * time.Millisecond, dClients: 4}, 20 * time.Second},
 			{closedLoad{longs: 2, long: 100 * time.Millisecond, dClients: 4}, 40 * time.Second},
+			{closedLoad{longs: 2, long: 40 * time.Millisecond, dClients: 4, kinds: true}, 20 * time.Second},
+			{closedLoad{longs: 2, long: 100 * time.Millisecond, dClients: 4, kinds: true}, 40 * time.Second},
 		} {
 			t.Run(fmt.Sprintf("%d workers, %v", workers, tc.load), func(t *testing.T) {
 				r := simRun(t, simSpec{workers: workers, weights: fourGroups, clients: tc.load.clients(), total: tc.total, seed: 1})
@@ -120,6 +138,7 @@ func TestBurstyGroupPaysItsDebt(t *testing.T) {
 			{longs: 2, long: 40 * time.Millisecond, dClients: 4, pause: 200 * time.Millisecond},
 			{longs: 2, long: 100 * time.Millisecond, dClients: 1, pause: 200 * time.Millisecond},
 			{dClients: 4, pause: 200 * time.Millisecond},
+			{longs: 2, long: 40 * time.Millisecond, dClients: 4, pause: 200 * time.Millisecond, kinds: true},
 		} {
 			t.Run(fmt.Sprintf("%d workers, %v", workers, load), func(t *testing.T) {
 				total := 20 * time.Second
@@ -223,36 +242,50 @@ func TestOverrunCountsCPU(t *testing.T) {
 	}
 }
 
-// TestOverrunningGroupPlacedAsLong: a new task of a group whose tasks run
-// past their slices is not small (no head start in the lane) and asks for
-// its slice plus the group's overrun, so that its deadline is as far as
-// it is long; a new task of any other group is small and asks for a
-// quarter slice. Neither runs longer than its slice before it is asked
-// to yield.
-func TestOverrunningGroupPlacedAsLong(t *testing.T) {
+// TestOverrunningKindPlacedAsLong: a new task of a kind whose tasks in
+// its group run past their slices is not small (no head start in the
+// lane) and asks for its slice plus that kind's overrun, so that its
+// deadline is as far as it is long; a new task of another kind, in the
+// same group or another, is small and asks for a quarter slice. Neither
+// runs longer than its slice before it is asked to yield.
+func TestOverrunningKindPlacedAsLong(t *testing.T) {
 	s := newTestScheduler(t, WithWorkers(1), withClock(newFakeClock()), withoutMonitor())
-	for _, g := range []string{"long", "short"} {
+	for _, g := range []string{"mixed", "other"} {
 		if err := s.SetGroupWeight(g, DefaultGroupWeight); err != nil {
 			t.Fatal(err)
 		}
 	}
+	const overrun = 39 * time.Millisecond
+	// The "call" kind of group "mixed" runs 39 ms past its slices.
+	s.mu.Lock()
+	call, _, err := s.newTask(context.Background(), emptyTask, []TaskOption{WithGroup("mixed"), WithKind("call")}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.rq.activate(call, true) // makes the group's node
+	s.rq.deactivate(call, true)
+	s.rq.queues[qFair].byName["mixed"].noteKindOverrun(call.ent.kind, int64(overrun), overrunWindow, 0)
+	s.mu.Unlock()
+	if got := s.rq.kindOverrunOf("mixed", "call"); got != overrun {
+		t.Fatalf("kindOverrunOf(mixed, call) = %v, want %v", got, overrun)
+	}
 	for _, tc := range []struct {
-		group     string
-		overrun   time.Duration
-		wantSmall bool
-		wantReq   time.Duration
+		group, kind string
+		wantSmall   bool
+		wantReq     time.Duration
 	}{
-		{"long", 39 * time.Millisecond, false, DefaultSlice + 39*time.Millisecond},
-		{"short", 3 * time.Microsecond, true, DefaultSlice / firstSliceDivisor},
+		{"mixed", "call", false, DefaultSlice + overrun},
+		{"mixed", "lookup", true, DefaultSlice / firstSliceDivisor},
+		{"other", "call", true, DefaultSlice / firstSliceDivisor},
 	} {
-		task, _, err := s.newTask(context.Background(), emptyTask, []TaskOption{WithGroup(tc.group)}, true)
+		if kindSlotOfName(tc.kind) == kindSlotOfName("call") && tc.kind != "call" {
+			t.Fatalf("kinds %q and call share a slot: pick another name", tc.kind)
+		}
+		task, _, err := s.newTask(context.Background(), emptyTask, []TaskOption{WithGroup(tc.group), WithKind(tc.kind)}, true)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.mu.Lock()
-		s.rq.activate(task, true) // makes the group's node
-		s.rq.deactivate(task, true)
-		s.rq.queues[qFair].byName[tc.group].overrun = int64(tc.overrun)
 		s.rq.activate(task, true)
 		small := s.rq.small(task)
 		req := time.Duration((task.ent.deadline - task.ent.vruntime) * task.ent.weight / nice0Weight)
@@ -260,8 +293,8 @@ func TestOverrunningGroupPlacedAsLong(t *testing.T) {
 		s.rq.deactivate(task, true)
 		s.mu.Unlock()
 		if small != tc.wantSmall || req != tc.wantReq || left > DefaultSlice {
-			t.Errorf("group overrun %v: small %v, request %v, slice %v; want small %v, request %v, slice at most %v",
-				tc.overrun, small, req, left, tc.wantSmall, tc.wantReq, DefaultSlice)
+			t.Errorf("group %s, kind %s: small %v, request %v, slice %v; want small %v, request %v, slice at most %v",
+				tc.group, tc.kind, small, req, left, tc.wantSmall, tc.wantReq, DefaultSlice)
 		}
 	}
 }
@@ -500,21 +533,29 @@ func TestSameGroupLongTasksShareByClient(t *testing.T) {
 		long, short time.Duration
 		clients     int  // of each kind
 		shortYields bool // the short tasks call Checkpoint every simStep
+		kinds       bool // the long and the short tasks are of two kinds (WithKind)
 	}{
-		{"", 2, 200 * time.Millisecond, 85 * time.Millisecond, 8, false},
-		{"g", 2, 200 * time.Millisecond, 85 * time.Millisecond, 8, false},
-		{"g", 2, 200 * time.Millisecond, 20 * time.Millisecond, 8, false},
-		{"g", 2, 200 * time.Millisecond, 10 * time.Millisecond, 8, false},
-		{"g", 2, 100 * time.Millisecond, 10 * time.Millisecond, 8, false},
-		{"g", 1, 100 * time.Millisecond, 10 * time.Millisecond, 4, false},
-		{"g", 1, 200 * time.Millisecond, 10 * time.Millisecond, 4, false},
-		{"g", 2, 40 * time.Millisecond, 5 * time.Millisecond, 2, false},
-		{"g", 2, 40 * time.Millisecond, 2 * time.Millisecond, 2, false},
-		{"g", 1, 40 * time.Millisecond, 5 * time.Millisecond, 2, true},
+		{"", 2, 200 * time.Millisecond, 85 * time.Millisecond, 8, false, false},
+		{"g", 2, 200 * time.Millisecond, 85 * time.Millisecond, 8, false, false},
+		{"g", 2, 200 * time.Millisecond, 20 * time.Millisecond, 8, false, false},
+		{"g", 2, 200 * time.Millisecond, 10 * time.Millisecond, 8, false, false},
+		{"g", 2, 100 * time.Millisecond, 10 * time.Millisecond, 8, false, false},
+		{"g", 1, 100 * time.Millisecond, 10 * time.Millisecond, 4, false, false},
+		{"g", 1, 200 * time.Millisecond, 10 * time.Millisecond, 4, false, false},
+		{"g", 2, 40 * time.Millisecond, 5 * time.Millisecond, 2, false, false},
+		{"g", 2, 40 * time.Millisecond, 2 * time.Millisecond, 2, false, false},
+		{"g", 1, 40 * time.Millisecond, 5 * time.Millisecond, 2, true, false},
+		{"g", 2, 200 * time.Millisecond, 10 * time.Millisecond, 8, false, true},
+		{"g", 2, 40 * time.Millisecond, 5 * time.Millisecond, 2, false, true},
+		{"g", 1, 40 * time.Millisecond, 5 * time.Millisecond, 2, true, true},
 	} {
-		t.Run(fmt.Sprintf("group %q, %d workers, %d clients of %v and of %v, yielding %v", tc.group, tc.workers, tc.clients, tc.long, tc.short, tc.shortYields), func(t *testing.T) {
+		t.Run(fmt.Sprintf("group %q, %d workers, %d clients of %v and of %v, yielding %v, kinds %v", tc.group, tc.workers, tc.clients, tc.long, tc.short, tc.shortYields, tc.kinds), func(t *testing.T) {
 			var clients []simClient
-			for _, c := range []simClient{{run: tc.long}, {run: tc.short, yields: tc.shortYields}} {
+			longC, shortC := simClient{run: tc.long}, simClient{run: tc.short, yields: tc.shortYields}
+			if tc.kinds {
+				longC.kind, shortC.kind = "long", "short"
+			}
+			for _, c := range []simClient{longC, shortC} {
 				for range tc.clients {
 					c.group = tc.group
 					clients = append(clients, c)

@@ -81,7 +81,10 @@ func (f optionFunc) apply(c *config) error { return f(c) }
 
 // WithTaskOptions sets the task options (class, nice, group, slice) of every
 // call. The interceptor's constructor checks them: an out-of-range one is
-// its error.
+// its error. A call's kind (cpusched.WithKind) is its full method name
+// unless these or WithCallTaskOptions' set another: what the scheduler
+// learns of a call before it runs (whether it is small, whether it runs
+// past its slices without a Checkpoint) it learns per method.
 func WithTaskOptions(opts ...cpusched.TaskOption) Option {
 	opts = append([]cpusched.TaskOption(nil), opts...)
 	return optionFunc(func(c *config) error {
@@ -411,7 +414,12 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 	if ic.cfg.methods != nil && !ic.cfg.methods(method) {
 		return fn(ctx, nil)
 	}
-	opts, place := ic.cfg.taskOpts, ic.place
+	// The call's kind is its method (cpusched.WithKind), unless the
+	// options set another: the scheduler learns per method which calls
+	// run long without a Checkpoint.
+	opts := make([]cpusched.TaskOption, 0, 1+len(ic.cfg.taskOpts))
+	opts = append(append(opts, cpusched.WithKind(method)), ic.cfg.taskOpts...)
+	place := ic.place
 	if ic.cfg.callTaskOpts != nil {
 		more, err := ic.cfg.callTaskOpts(ctx, method)
 		if err == nil {

@@ -59,6 +59,10 @@ type handler struct {
 	// the estimate of this handler's requests' overruns (overrun.go).
 	clock   *overrunClock
 	overrun overrunEstimate
+	// opts are the task options of a request without a route pattern:
+	// the handler's own kind (cpusched.WithKind), then WithTaskOptions'.
+	// A request with one takes its route's kind instead (taskOptions).
+	opts []cpusched.TaskOption
 }
 
 // CountAs makes h count its sheds and overrun waits as the route name's,
@@ -109,6 +113,7 @@ func checkConfig(s *cpusched.Scheduler, h http.Handler, opts []Option) (config, 
 func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
 	hd := &handler{sched: s, next: h, cfg: cfg, meter: loadreport.For(s), sheds: shedsFor(s), counts: new(routeledger.Block), clock: overrunClockFor(s)}
 	hd.place, _ = cpusched.TaskOptionsPlace(cfg.taskOpts...) // checked
+	hd.opts = append([]cpusched.TaskOption{cpusched.WithKind(fmt.Sprintf("httpsched %p", hd))}, cfg.taskOpts...)
 	if cfg.maxQueueWait > 0 {
 		hd.limit = admission.NewGroups[cpusched.TaskPlace](cfg.maxQueueWait, s.Workers())
 		// The handlers of s sample its overruns at their ends while this
@@ -163,6 +168,13 @@ func newHandler(s *cpusched.Scheduler, h http.Handler, cfg config) *handler {
 // as a bad pattern for regexp.MustCompile: Handler panics with the error
 // NewHandler would return. Use NewHandler to get the error instead.
 //
+// Each request's task is of its route's kind (cpusched.WithKind: the
+// pattern of the ServeMux that routed it, or this handler's own without
+// one), unless WithTaskOptions or WithRequestTaskOptions set another: the
+// scheduler learns per route which requests run long without a
+// Checkpoint and places them so, and the short requests of other routes
+// in the same group are not taken for them.
+//
 // Each request counts in the load reports of s (qps, eps and the queue
 // wait p99), which WithLoadMetricsHeader, grpcsched and promsched send;
 // each it answers 400 or 503 without running h, in Sheds(s). Its own
@@ -193,6 +205,23 @@ func Handler(s *cpusched.Scheduler, h http.Handler, opts ...Option) http.Handler
 	return hd
 }
 
+// taskOptions returns the task options of r's task, but for
+// WithRequestTaskOptions': its kind first (cpusched.WithKind), then
+// WithTaskOptions', which may set another. The kind is r's route, the
+// pattern of the ServeMux that routed r (r.Pattern), else the handler's
+// own: what the scheduler learns of a request's length before it runs
+// (whether it is small, whether it runs past its slices without a
+// Checkpoint) it learns per route, so that a route's short requests are
+// not taken for another's calls that cannot yield.
+func (h *handler) taskOptions(r *http.Request) []cpusched.TaskOption {
+	if r.Pattern == "" {
+		return h.opts
+	}
+	opts := make([]cpusched.TaskOption, 0, len(h.opts))
+	opts = append(opts, cpusched.WithKind(r.Pattern))
+	return append(opts, h.opts[1:]...)
+}
+
 // taskKey is the request context's key of the *cpusched.Task.
 type taskKey struct{}
 
@@ -210,7 +239,7 @@ func TaskFrom(ctx context.Context) *cpusched.Task {
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.meter.Arrive()
-	opts, place := h.cfg.taskOpts, h.place
+	opts, place := h.taskOptions(r), h.place
 	if h.cfg.requestTaskOpts != nil {
 		more, err := h.cfg.requestTaskOpts(r)
 		if err == nil {

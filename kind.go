@@ -1,0 +1,168 @@
+package cpusched
+
+// Kinds of work: what the scheduler learns about a task before it has
+// run, from the tasks like it that ran before.
+//
+// The problem. Two things the scheduler decides as a task arrives depend
+// on how the task will run: whether it is small (it may use the
+// small-task lane, lane.go) and, in IsolationOSPriority, whether it is
+// long (it is handed off, dispatch.go). Neither can be read from a task
+// that has not run, so both come from the tasks before it. Learned per
+// group, the estimate of how far tasks run past their slices took a
+// group's small requests for the calls that cannot yield beside them
+// (bcrypt, gzip, a render): the bench's neighbor-nockpt step's small
+// requests, in the demo's one group with such calls, skipped the lane and
+// waited seconds behind them
+// (docs/measurements/work-that-cannot-yield.md#kinds-of-work). Learned per
+// function, the table of task lengths took every request through one
+// adapter (httpsched runs all its tasks through one closure) as one.
+//
+// A kind is the unit both learn by. A task's kind is WithKind's name, or
+// without one its function's code: tasks that run the same function
+// literal or method are one kind. httpsched names each request's kind
+// after its route. Kinds hash to kindSlots slots, so two kinds may share
+// what is learned, as two functions share a slot of the length table:
+// a wrong guess costs one placement, and the next tasks correct it.
+//
+// Per group, the overrun estimate is kept per kind (groupNode.kinds),
+// for up to groupKinds kinds each: a group's calls that cannot yield are
+// placed as long, its small requests of another kind as small. The
+// group's own estimate (GroupStats.Overrun) is kept beside them, as
+// before. The length table (dispatch.go) is indexed by the kind's slot.
+
+import (
+	"time"
+	"unsafe"
+)
+
+const (
+	// kindSlots is how many slots kinds hash to: the length table's size.
+	kindSlots = 64
+	// groupKinds is how many kinds' overrun estimates a group keeps: a
+	// kind seen after that many others replaces the one charged least
+	// recently, and starts again from no estimate (small).
+	groupKinds = 8
+)
+
+// WithKind names the kind of work the task does, for what the scheduler
+// learns about a task before it runs from the tasks before it: tasks of
+// one kind should be alike in how they run (one route, one call site, one
+// library call). Without it, a task's kind is its function: tasks that run
+// the same function literal or method are one kind. httpsched gives each
+// request its route's kind.
+//
+// Per kind within each group, the scheduler learns whether the tasks run
+// past their slices without coming to a Checkpoint (a call that cannot
+// yield, as bcrypt or gzip): a new task of such a kind is placed as the
+// long task it likely is, and the group's tasks of other kinds still get
+// the small-task lane. In IsolationOSPriority it learns per kind which
+// tasks are long enough to hand off to a thread of their own. Give a kind
+// where one function runs work of different lengths: a handler that
+// serves both a short lookup and a bcrypt call, say, one kind for each.
+// Kinds share 64 slots, so two names may share what is learned; any
+// string is a name, the empty one too.
+func WithKind(name string) TaskOption {
+	slot := kindSlotOfName(name)
+	return taskOptionFunc(func(tc taskConfig) (taskConfig, error) {
+		tc.kind, tc.hasKind = slot, true
+		return tc, nil
+	})
+}
+
+// kindOf is the kind slot of a task running fn with tc: WithKind's, or
+// fn's.
+func kindOf(tc taskConfig, fn func(*Task) error) uint8 {
+	if tc.hasKind {
+		return tc.kind
+	}
+	return kindSlotOf(codePointer(fn))
+}
+
+// codePointer is fn's code pointer, as reflect.Value.Pointer returns it
+// for a func, read directly: a func value points at a closure record
+// whose first word is the code pointer, which is all reflect reads for a
+// func that is not a method value; reflect's checks cost Run a tenth of
+// its time (BenchmarkRun/serial).
+func codePointer(fn func(*Task) error) uintptr {
+	return **(**uintptr)(unsafe.Pointer(&fn))
+}
+
+// kindSlotOf is the slot of a function's code pointer.
+func kindSlotOf(key uintptr) uint8 {
+	return uint8(uint64(key>>3) * 0x9E3779B97F4A7C15 >> 58) // Fibonacci hashing to 6 bits
+}
+
+// kindSlotOfName is the slot of a kind's name: FNV-1a, then Fibonacci
+// hashing to 6 bits.
+func kindSlotOfName(name string) uint8 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(name); i++ {
+		h ^= uint64(name[i])
+		h *= 1099511628211
+	}
+	return uint8(h * 0x9E3779B97F4A7C15 >> 58)
+}
+
+// kindOverrun is a group's overrun estimate for one kind slot, as
+// groupNode.overrun is the group's (noteOverrun).
+type kindOverrun struct {
+	overrun int64
+	last    int64 // when it was last charged: the least recent is replaced
+	slot    uint8
+	used    bool
+}
+
+// kindOverrun returns g's estimate for kind, or nil if g keeps none.
+func (g *groupNode) kindOverrun(kind uint8) *kindOverrun {
+	for i := range g.kinds {
+		if k := &g.kinds[i]; k.used && k.slot == kind {
+			return k
+		}
+	}
+	return nil
+}
+
+// noteKind returns g's estimate for kind, charged at now: the one it
+// keeps, or a new one at 0 in place of a free entry or of the one charged
+// least recently.
+func (g *groupNode) noteKind(kind uint8, now int64) *kindOverrun {
+	k := g.kindOverrun(kind)
+	if k == nil {
+		k = &g.kinds[0]
+		for i := range g.kinds {
+			if e := &g.kinds[i]; !e.used || (k.used && e.last < k.last) {
+				k = e
+			}
+		}
+		*k = kindOverrun{slot: kind, used: true}
+	}
+	k.last = now
+	return k
+}
+
+// noteKindOverrun folds over into g's estimate for kind, charged at now,
+// with weight w of overrunWindow, as noteOverrun does the group's.
+func (g *groupNode) noteKindOverrun(kind uint8, over, w, now int64) {
+	k := g.noteKind(kind, now)
+	k.overrun += (over - k.overrun) * w / overrunWindow
+	g.kindsMax = 0
+	for i := range g.kinds {
+		g.kindsMax = max(g.kindsMax, g.kinds[i].overrun)
+	}
+}
+
+// kindOverrunOf returns the overrun estimate of the named group for a
+// kind (WithKind's name), the largest of its classes': for tests and
+// tools that check what the policy learned.
+func (q *runQueue) kindOverrunOf(group, kind string) time.Duration {
+	slot := kindSlotOfName(kind)
+	var over int64
+	for i := range q.queues {
+		if g := q.queues[i].byName[group]; g != nil {
+			if k := g.kindOverrun(slot); k != nil {
+				over = max(over, k.overrun)
+			}
+		}
+	}
+	return time.Duration(over)
+}
