@@ -14,8 +14,9 @@
 //	hog-nockpt       the same through cpusched without a Checkpoint
 //	                 (/checksum?sched=1&checkpoint=0)
 //	hog-sched+small  hog-sched's, plus open loop at SmallRate on
-//	                 /checksum?n=10&sched=1, and the same small requests at
-//	                 the same rate with sched=0
+//	                 /checksumSmallTaskWithCpuWorker?sched=1 (10
+//	                 passes), and the same small requests at the same
+//	                 rate with sched=0
 //	io-heavy         hog-sched's CPU load, and instead of the probe a
 //	                 closed loop of IOConcurrency on /delay?d=500us
 //	neighbor         hog-sched+small's loads beside the neighbour: a child

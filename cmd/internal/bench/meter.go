@@ -23,9 +23,14 @@ const (
 	// pathHogAuto is auto's CPU-heavy load: the direct path, its passes
 	// each ending with a Checkpoint that is a no-op until Auto runs them
 	// as a task.
-	pathHogAuto     = "/checksum?sched=0&checkpoint=1"
-	pathSmall       = "/checksum?n=10&sched=1"
-	pathSmallDirect = "/checksum?n=10&sched=0"
+	pathHogAuto = "/checksum?sched=0&checkpoint=1"
+	// pathSmall and pathSmallDirect are the small requests' route, 10
+	// passes (demo.SmallTaskPasses), a route of their own as a service's
+	// small requests are: httpsched gives each route's tasks their own
+	// kind (cpusched.WithKind), so that the scheduler does not take the
+	// small requests for /checksum's long tasks.
+	pathSmall       = "/checksumSmallTaskWithCpuWorker?sched=1"
+	pathSmallDirect = "/checksumSmallTaskWithCpuWorker?sched=0"
 	pathStats       = "/stats"
 	// pathIO is io-heavy's fast route: a 500 us sleep (ioSleep), as the
 	// /ping of the wrk check in docs/bench.md#the-busy-case.

@@ -330,7 +330,7 @@ func (r *Report) writeHeader(ew *report.ErrWriter) {
 	if len(c.Steps) > 0 {
 		steps = " (-steps " + strings.Join(c.Steps, ",") + ")"
 	}
-	ew.Printf("config:  steps of %v after %v warm-up%s%s; probe %s open loop %g/s; hog %s c=%d; small /checksum?n=10&sched=1 and sched=0 open loop %g/s each; io-heavy %s closed loop c=%d; neighbour %d threads\n",
+	ew.Printf("config:  steps of %v after %v warm-up%s%s; probe %s open loop %g/s; hog %s c=%d; small /checksumSmallTaskWithCpuWorker?sched=1 and sched=0 open loop %g/s each; io-heavy %s closed loop c=%d; neighbour %d threads\n",
 		seconds(c.StepS), c.Warmup, quick, steps, pathProbe, c.ProbeRate, "/checksum?sched=0|1", c.HogConcurrency, c.SmallRate, c.IOPath, c.IOConcurrency, c.NeighborConcurrency)
 	ew.Printf("garbage: %s\n", garbageLine(c))
 	ew.Printf("shape:   %s\n", r.shapeLine())
