@@ -141,13 +141,32 @@ func (g *groupNode) noteKind(kind uint8, now int64) *kindOverrun {
 }
 
 // noteKindOverrun folds over into g's estimate for kind, charged at now,
-// with weight w of overrunWindow, as noteOverrun does the group's.
+// with weight w of overrunWindow, as noteOverrun does the group's. A kind
+// g keeps no estimate for reads 0, so a stretch that did not run past its
+// slice needs none made: the tasks that come to Checkpoints in time, the
+// most common, cost a look-up here and no more.
 func (g *groupNode) noteKindOverrun(kind uint8, over, w, now int64) {
-	k := g.noteKind(kind, now)
-	k.overrun += (over - k.overrun) * w / overrunWindow
-	g.kindsMax = 0
-	for i := range g.kinds {
-		g.kindsMax = max(g.kindsMax, g.kinds[i].overrun)
+	if g.kindsMax == 0 && over == 0 {
+		return // every estimate is 0, this one stays so
+	}
+	k := g.kindOverrun(kind)
+	if k == nil {
+		if over == 0 {
+			return
+		}
+		k = g.noteKind(kind, now)
+	}
+	k.last = now
+	old := k.overrun
+	k.overrun += (over - old) * w / overrunWindow
+	switch {
+	case k.overrun >= g.kindsMax:
+		g.kindsMax = k.overrun
+	case old == g.kindsMax: // the largest fell: find the new one
+		g.kindsMax = 0
+		for i := range g.kinds {
+			g.kindsMax = max(g.kindsMax, g.kinds[i].overrun)
+		}
 	}
 }
 

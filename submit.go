@@ -160,7 +160,7 @@ func (s *Scheduler) initTask(t *Task, ctx context.Context, fn func(*Task) error,
 			t.slice = int32(min(int64(t.slice)*batchSliceFactor, int64(maxSlice)))
 		}
 	}
-	t.ent = entity{weight: niceWeight(tc.nice), heapIdx: -1, task: t, kind: kindOf(tc, fn)}
+	t.ent = entity{weight: niceWeight(int(tc.nice)), heapIdx: -1, task: t, kind: kindOf(tc, fn)}
 	s.os.watchIdle(t, tc.idleRelease)
 	t.startTrace()
 	return t, tc.group, nil

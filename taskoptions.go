@@ -11,16 +11,17 @@ import (
 // taskConfig is what the TaskOptions set.
 type taskConfig struct {
 	class Class
-	nice  int
-	group string
-	slice time.Duration // 0: the scheduler's slice (x4 for ClassBatch)
+	nice  int32
+	// kind and hasKind are WithKind's slot (kind.go); without it, the
+	// task's kind is its function's. Beside nice, in what would be
+	// padding: the config is copied through every option.
+	kind    uint8
+	hasKind bool
+	group   string
+	slice   time.Duration // 0: the scheduler's slice (x4 for ClassBatch)
 	// idleRelease is WithIdleRelease's; 0: the task keeps its slot
 	// while its thread sleeps.
 	idleRelease time.Duration
-	// kind and hasKind are WithKind's slot (kind.go); without it, the
-	// task's kind is its function's.
-	kind    uint8
-	hasKind bool
 }
 
 // A TaskOption configures one task in Run or Go.
@@ -73,7 +74,7 @@ type TaskPlace struct {
 // reads it before Run. It allocates nothing.
 func TaskOptionsPlace(opts ...TaskOption) (TaskPlace, error) {
 	tc, err := applyTaskOptions(opts)
-	return TaskPlace{Group: tc.group, Class: tc.class, Nice: tc.nice}, err
+	return TaskPlace{Group: tc.group, Class: tc.class, Nice: int(tc.nice)}, err
 }
 
 // applyTaskOptions is the one place TaskOptions are applied (nil ones are
@@ -111,7 +112,7 @@ func WithNice(n int) TaskOption {
 		if n < MinNice || n > MaxNice {
 			return tc, fmt.Errorf("cpusched: WithNice(%d): nice must be in %d..%d", n, MinNice, MaxNice)
 		}
-		tc.nice = n
+		tc.nice = int32(n)
 		return tc, nil
 	})
 }
