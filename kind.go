@@ -19,7 +19,8 @@ package cpusched
 //
 // A kind is the unit both learn by. A task's kind is WithKind's name, or
 // without one its function's code: tasks that run the same function
-// literal or method are one kind. httpsched names each request's kind
+// literal or method are one kind (a helper that returns a closure, where
+// the compiler inlines it, is a literal of its own at each call site). httpsched names each request's kind
 // after its route. Kinds hash to kindSlots slots, so two kinds may share
 // what is learned, as two functions share a slot of the length table:
 // a wrong guess costs one placement, and the next tasks correct it.

@@ -2,6 +2,8 @@ package cpusched
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 	"runtime"
 	"slices"
 	"sync"
@@ -119,20 +121,33 @@ func TestGroupKindsReplaceLeastRecent(t *testing.T) {
 	}
 }
 
+// closure returns a closure of one function literal, its own n inside.
+// Not inlined: an inlined copy would be a literal of its own, with code
+// of its own, and so a kind of its own, at each call site.
+//
+//go:noinline
+func closure(n int) func(*Task) error {
+	return func(*Task) error { return fmt.Errorf("%d", n) }
+}
+
 // TestKindOf: WithKind's name sets the kind, the last one wins, and
-// without one tasks of one function share a kind.
+// without one the tasks of one function literal share a kind, whatever
+// their closures hold, as reflect reads the code pointer.
 func TestKindOf(t *testing.T) {
-	fnA := func(*Task) error { return nil }
 	tc, err := applyTaskOptions([]TaskOption{WithKind("a"), WithKind("b")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := kindOf(tc, fnA), kindSlotOfName("b"); got != want {
+	if got, want := kindOf(tc, closure(1)), kindSlotOfName("b"); got != want {
 		t.Errorf("WithKind(a), WithKind(b): slot %d, want b's %d", got, want)
 	}
 	none, _ := applyTaskOptions(nil)
-	if kindOf(none, fnA) != kindOf(none, fnA) {
-		t.Errorf("one function, two kinds")
+	one, two := closure(1), closure(2)
+	if a, b := kindOf(none, one), kindOf(none, two); a != b {
+		t.Errorf("two closures of one literal: kinds %d and %d, want one", a, b)
+	}
+	if got, want := codePointer(one), reflect.ValueOf(one).Pointer(); got != want {
+		t.Errorf("codePointer = %#x, reflect's Pointer %#x", got, want)
 	}
 	for _, name := range []string{"", "GET /login", string(make([]byte, 1000))} {
 		if slot := kindSlotOfName(name); slot >= kindSlots {
