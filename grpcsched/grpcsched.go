@@ -226,6 +226,10 @@ type interceptor struct {
 	// per place (group, class and nice level) of its calls, so that a
 	// light group's long waits do not shed the others' calls.
 	limits sync.Map
+	// kinds has each method's task options: its kind (cpusched.WithKind:
+	// its name), then WithTaskOptions', made once per method as limits
+	// are (taskOptions).
+	kinds sync.Map
 }
 
 func newInterceptor(s *cpusched.Scheduler, opts []Option) (*interceptor, error) {
@@ -414,12 +418,7 @@ func (ic *interceptor) call(ctx context.Context, method string, setTrailer func(
 	if ic.cfg.methods != nil && !ic.cfg.methods(method) {
 		return fn(ctx, nil)
 	}
-	// The call's kind is its method (cpusched.WithKind), unless the
-	// options set another: the scheduler learns per method which calls
-	// run long without a Checkpoint.
-	opts := make([]cpusched.TaskOption, 0, 1+len(ic.cfg.taskOpts))
-	opts = append(append(opts, cpusched.WithKind(method)), ic.cfg.taskOpts...)
-	place := ic.place
+	opts, place := ic.taskOptions(method), ic.place
 	if ic.cfg.callTaskOpts != nil {
 		more, err := ic.cfg.callTaskOpts(ctx, method)
 		if err == nil {
@@ -501,6 +500,21 @@ func cutError(err error) bool {
 }
 
 // limit returns method's limits, one per place, made at its first call.
+// taskOptions returns the task options of method's calls, but for
+// WithCallTaskOptions': the call's kind is its method (cpusched.WithKind),
+// unless WithTaskOptions sets another, so that the scheduler learns per
+// method which calls run long without a Checkpoint. The slice is shared:
+// append to a copy.
+func (ic *interceptor) taskOptions(method string) []cpusched.TaskOption {
+	if opts, ok := ic.kinds.Load(method); ok {
+		return opts.([]cpusched.TaskOption)
+	}
+	opts := make([]cpusched.TaskOption, 0, 1+len(ic.cfg.taskOpts))
+	opts = append(append(opts, cpusched.WithKind(method)), ic.cfg.taskOpts...)
+	stored, _ := ic.kinds.LoadOrStore(method, opts)
+	return stored.([]cpusched.TaskOption)
+}
+
 func (ic *interceptor) limit(method string) *admission.Groups[cpusched.TaskPlace] {
 	if l, ok := ic.limits.Load(method); ok {
 		return l.(*admission.Groups[cpusched.TaskPlace])

@@ -49,7 +49,12 @@ func runHandler(s *cpusched.Scheduler, h http.Handler) http.Handler {
 
 func benchServe(b *testing.B, h http.Handler, parallel bool) {
 	b.Helper()
-	r := httptest.NewRequest("GET", "/", nil)
+	benchServeRequest(b, h, httptest.NewRequest("GET", "/", nil), parallel)
+}
+
+// benchServeRequest serves r to h b.N times, serial or parallel.
+func benchServeRequest(b *testing.B, h http.Handler, r *http.Request, parallel bool) {
+	b.Helper()
 	b.ReportAllocs()
 	if !parallel {
 		for b.Loop() {
@@ -98,6 +103,22 @@ func BenchmarkRunTaskContext(b *testing.B) {
 
 func BenchmarkHandler(b *testing.B) {
 	benchModes(b, func(s *cpusched.Scheduler) http.Handler { return Handler(s, emptyHandler) })
+}
+
+// BenchmarkHandlerRouted is BenchmarkHandler with a request that a
+// ServeMux routed (r.Pattern set): its task takes its route's kind.
+func BenchmarkHandlerRouted(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		name := "serial"
+		if parallel {
+			name = "parallel"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.Pattern = "GET /"
+			benchServeRequest(b, Handler(benchScheduler(b), emptyHandler), r, parallel)
+		})
+	}
 }
 
 func BenchmarkHandlerMaxQueueWait(b *testing.B) {
