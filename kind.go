@@ -43,9 +43,11 @@ import (
 const (
 	// kindSlots is how many slots kinds hash to: the length table's size.
 	kindSlots = 64
-	// groupKinds is how many kinds' overrun estimates a group keeps: a
-	// kind seen after that many others replaces the one charged least
-	// recently, and starts again from no estimate (small).
+	// groupKinds is how many kinds' overrun estimates a group keeps. A
+	// kind gets one only once a stretch of its tasks runs past its
+	// slice (noteKindOverrun), so these are kinds that overran: one past
+	// that many replaces the one charged least recently, which starts
+	// again from no estimate (small).
 	groupKinds = 8
 )
 

@@ -84,7 +84,13 @@ func TestTurns(t *testing.T) {
 				if most := int64(took/handoffTurn) + 1; n > most {
 					t.Errorf("%d turns in %v; want at most %d", n, took, most)
 				}
-				if least := int64(run / handoffTurn / 4); tc.wantTurns && n < least {
+				// The lower bound holds where the thread ran most of the
+				// time: turns are paced by the rate of its Checkpoints,
+				// which a thread the kernel leaves waiting (SCHED_IDLE on
+				// a machine busy with other tests: 5 turns in 18.7 ms in
+				// one CI run) makes look slow.
+				busy := took > run*3/2
+				if least := int64(run / handoffTurn / 4); tc.wantTurns && n < least && !busy {
 					t.Errorf("%d turns in %v; want at least %d", n, took, least)
 				}
 				if !tc.wantTurns && n != 0 {
