@@ -35,10 +35,7 @@ package cpusched
 // group's own estimate (GroupStats.Overrun) is kept beside the kinds'.
 // The length table (dispatch.go) is indexed by the kind's slot.
 
-import (
-	"time"
-	"unsafe"
-)
+import "unsafe"
 
 const (
 	// kindSlots is how many slots kinds hash to: the length table's size.
@@ -130,29 +127,12 @@ func (g *groupNode) kindOverrun(kind uint8) *kindOverrun {
 	return nil
 }
 
-// noteKind returns g's estimate for kind, charged at now: the one it
-// keeps, or a new one at 0 in place of a free entry or of the one charged
-// least recently.
-func (g *groupNode) noteKind(kind uint8, now int64) *kindOverrun {
-	k := g.kindOverrun(kind)
-	if k == nil {
-		k = &g.kinds[0]
-		for i := range g.kinds {
-			if e := &g.kinds[i]; !e.used || (k.used && e.last < k.last) {
-				k = e
-			}
-		}
-		*k = kindOverrun{slot: kind, used: true}
-	}
-	k.last = now
-	return k
-}
-
 // noteKindOverrun folds over into g's estimate for kind, charged at now,
 // with weight w of overrunWindow, as noteOverrun does the group's. A kind
 // g keeps no estimate for reads 0, so a stretch that did not run past its
 // slice needs none made: the tasks that come to Checkpoints in time, the
-// most common, cost a look-up here and no more.
+// most common, cost a look-up here and no more. A kind g keeps none for
+// takes a free entry, or the place of the kind charged least recently.
 func (g *groupNode) noteKindOverrun(kind uint8, over, w, now int64) {
 	if g.kindsMax == 0 && over == 0 {
 		return // every estimate is 0, this one stays so
@@ -162,15 +142,18 @@ func (g *groupNode) noteKindOverrun(kind uint8, over, w, now int64) {
 		if over == 0 {
 			return
 		}
-		k = g.noteKind(kind, now)
+		k = g.leastRecentKind()
+	}
+	old := k.overrun // the replaced kind's, for kindsMax
+	if !k.used || k.slot != kind {
+		*k = kindOverrun{slot: kind, used: true}
 	}
 	k.last = now
-	old := k.overrun
-	k.overrun += (over - old) * w / overrunWindow
+	k.overrun += (over - k.overrun) * w / overrunWindow
 	switch {
 	case k.overrun >= g.kindsMax:
 		g.kindsMax = k.overrun
-	case old == g.kindsMax: // the largest fell: find the new one
+	case old == g.kindsMax: // the largest fell, or was replaced: find the new one
 		g.kindsMax = 0
 		for i := range g.kinds {
 			g.kindsMax = max(g.kindsMax, g.kinds[i].overrun)
@@ -178,18 +161,14 @@ func (g *groupNode) noteKindOverrun(kind uint8, over, w, now int64) {
 	}
 }
 
-// kindOverrunOf returns the overrun estimate of the named group for a
-// kind (WithKind's name), the largest of its classes': for tests and
-// tools that check what the policy learned.
-func (q *runQueue) kindOverrunOf(group, kind string) time.Duration {
-	slot := kindSlotOfName(kind)
-	var over int64
-	for i := range q.queues {
-		if g := q.queues[i].byName[group]; g != nil {
-			if k := g.kindOverrun(slot); k != nil {
-				over = max(over, k.overrun)
-			}
+// leastRecentKind is the entry of g a new kind takes: a free one, else
+// the one charged least recently.
+func (g *groupNode) leastRecentKind() *kindOverrun {
+	k := &g.kinds[0]
+	for i := range g.kinds {
+		if e := &g.kinds[i]; !e.used || (k.used && e.last < k.last) {
+			k = e
 		}
 	}
-	return time.Duration(over)
+	return k
 }

@@ -85,6 +85,21 @@ func TestSmallKindNotTakenForCallsOfItsGroup(t *testing.T) {
 	}
 }
 
+// kindOverrunOf returns the overrun estimate of the named group for a
+// kind (WithKind's name), the largest of its classes'.
+func (q *runQueue) kindOverrunOf(group, kind string) time.Duration {
+	slot := kindSlotOfName(kind)
+	var over int64
+	for i := range q.queues {
+		if g := q.queues[i].byName[group]; g != nil {
+			if k := g.kindOverrun(slot); k != nil {
+				over = max(over, k.overrun)
+			}
+		}
+	}
+	return time.Duration(over)
+}
+
 // lockedKindOverrun is s's kindOverrunOf, under s.mu.
 func lockedKindOverrun(s *Scheduler, group, kind string) time.Duration {
 	s.mu.Lock()
@@ -101,8 +116,7 @@ func TestGroupKindsReplaceLeastRecent(t *testing.T) {
 	for i := 0; len(slots) < groupKinds+1; i++ {
 		slot := uint8(i % kindSlots)
 		slots = append(slots, slot)
-		k := g.noteKind(slot, int64(len(slots)))
-		k.overrun = int64(len(slots))
+		g.noteKindOverrun(slot, int64(len(slots)), overrunWindow, int64(len(slots))) // the estimate is this one
 	}
 	if k := g.kindOverrun(slots[0]); k != nil {
 		t.Errorf("the least recently charged kind is still kept (overrun %d)", k.overrun)
@@ -113,8 +127,16 @@ func TestGroupKindsReplaceLeastRecent(t *testing.T) {
 			t.Errorf("kind %d: %+v, want its estimate %d kept", slot, k, i+2)
 		}
 	}
-	if k := g.noteKind(slots[0], 100); k.overrun != 0 {
-		t.Errorf("a kind back after it was replaced starts at %d, want 0", k.overrun)
+	// Half the window's weight: from 0, half of what was noted.
+	if g.noteKindOverrun(slots[0], 40, overrunWindow/2, 100); g.kindOverrun(slots[0]).overrun != 20 {
+		t.Errorf("a kind back after it was replaced starts at %d, want 0", g.kindOverrun(slots[0]).overrun*2-40)
+	}
+	var largest int64
+	for _, k := range g.kinds {
+		largest = max(largest, k.overrun)
+	}
+	if g.kindsMax != largest {
+		t.Errorf("kindsMax %d, want the largest kept, %d", g.kindsMax, largest)
 	}
 	if k := g.kindOverrun(slots[1]); k != nil {
 		t.Errorf("kind %d, now the least recent, is still kept", slots[1])

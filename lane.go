@@ -244,7 +244,7 @@ func (q *runQueue) lanePeek(now int64) *Task {
 
 // demote moves t, a new task at the head of its group's lane, to its
 // group's heaps, placed as activate places a new task of a kind that runs
-// past its slices: with a request of its slice plus its kind's overrun.
+// past its slices (longRequest).
 // The lane took it for small when it arrived, before the estimate of its
 // kind said otherwise: a kind is learned as its tasks come to the
 // scheduler, and a call that cannot yield comes once, at its end. Tasks of
@@ -258,7 +258,7 @@ func (q *runQueue) lanePeek(now int64) *Task {
 func (q *runQueue) demote(t *Task) {
 	laneLeave(t)
 	g := t.group
-	g.tasks.renew(&t.ent, scaleVirtual(int64(t.slice)+taskOverrun(t), t.ent.weight))
+	g.tasks.renew(&t.ent, scaleVirtual(longRequest(t), t.ent.weight))
 	g.tasks.push(&t.ent)
 	g.inHeaps++
 }

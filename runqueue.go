@@ -288,7 +288,7 @@ func (q *runQueue) activate(t *Task, first bool) {
 		// Its kind's tasks in its group run past their slices: ask for as
 		// long as they do, so that the deadline says what the task likely
 		// is.
-		req = int64(t.slice) + taskOverrun(t)
+		req = longRequest(t)
 	}
 	vreq := scaleVirtual(req, t.ent.weight)
 	if !first || !g.tasks.adopt(&t.ent, maxGroupDebt, vreq) {
@@ -549,6 +549,10 @@ func (q *runQueue) noteOverrun(t *Task, delta, used, now int64) {
 func (q *runQueue) overruns(t *Task) bool {
 	return taskOverrun(t) >= q.laneSlice(t)
 }
+
+// longRequest is the request of a new task of a kind that overruns:
+// its slice plus its kind's overrun, as long as it likely runs.
+func longRequest(t *Task) int64 { return int64(t.slice) + taskOverrun(t) }
 
 // taskOverrun is the overrun estimate of t's kind in t's group: 0 where
 // the group keeps none.
