@@ -82,6 +82,12 @@ func withoutMonitor() Option {
 	return testHook(func(h *testHooks) { h.noMonitor = true })
 }
 
+// withTickKeeps keeps slots at tasks' ends (keep.go) without the monitor:
+// the test's tick gives them on.
+func withTickKeeps() Option {
+	return testHook(func(h *testHooks) { h.tickKeeps = true })
+}
+
 // withoutMonitorLowering stops the slice monitor from lowering the threads
 // of tasks on their own goroutines (tests of Checkpoint's own check).
 func withoutMonitorLowering() Option {

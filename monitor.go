@@ -62,15 +62,23 @@ func (s *Scheduler) monitor() {
 			if slices {
 				next = s.expireSlicesLocked(now)
 			}
+			kt, kfirst, kwait := s.expireKeptLocked(now)
+			next = min(next, kwait)
 			d, look, started := s.os.monitorLocked(now)
 			next = min(next, d)
-			if !slices && !look {
+			if !slices && !look && !s.keep.on {
 				s.watching = false
 				s.mu.Unlock()
+				if kt != nil {
+					s.resume(kt, kfirst, wakeAny)
+				}
 				s.os.tendSlices(now) // the guard may have turned quiet in this pass
 				break
 			}
 			s.mu.Unlock()
+			if kt != nil {
+				s.resume(kt, kfirst, wakeAny)
+			}
 			for _, st := range started {
 				s.resume(st.t, st.first, wakeAny)
 			}

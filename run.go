@@ -109,6 +109,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 	if s.statsSeq.Load() != seq {
 		now = s.clock.Now() // after the Stats snapshot's: RunTime never goes back
 	}
+	yields := s.yieldsLocked(t)
 	s.os.settleIdleLocked(t, now, &read)
 	cpu := s.taskCPULocked(t, &read)
 	s.chargeLocked(t, now, cpu)
@@ -126,7 +127,9 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 		s.stats.failed++
 	}
 	s.endLocked(t)
-	next, first = s.pickLocked(now)
+	if !s.keepSlotLocked(yields, now) {
+		next, first = s.pickLocked(now)
+	}
 	s.mu.Unlock()
 	if tc := t.taskCtx.Load(); tc != nil {
 		tc.stop()

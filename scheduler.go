@@ -96,7 +96,10 @@ import (
 //	                      yield, block (the goroutine of the task that
 //	                      gives the slot up), the hold timer (releaseHold,
 //	                      hold.go) and the monitor when a lent slot comes
-//	                      back (lendLocked)
+//	                      back (lendLocked); for a slot finish kept
+//	                      (keep.go), the caller of Run or Go whose new
+//	                      task ends the keeping (endKeepLocked), or the
+//	                      monitor at its time (expireKeptLocked)
 //	queued   -> done      cancelLocked, called by cancelQueued (the Run
 //	                      caller, ctx ended), contextDone (the ctx's
 //	                      AfterFunc) or killAll (Close gave up)
@@ -201,7 +204,9 @@ type Scheduler struct {
 	lastGroup   *groupCounters // of groups, the one groupStatsLocked last returned
 	watches     map[<-chan struct{}]*ctxWatch
 	stats       counters
-	watching    bool // the monitor is watching slices
+	watching    bool     // the monitor is watching slices
+	keep        keptSlot // the slot finish keeps for a task that yields (keep.go)
+	keeps       bool     // slots are kept: the monitor, or a test's tick, gives them on
 	// statsSeq counts Stats snapshots, each taken under mu: a charge
 	// whose CPU reading came before one reads again (taskCPULocked).
 	statsSeq atomic.Uint64
@@ -226,8 +231,9 @@ type Scheduler struct {
 type counters struct {
 	submitted, completed, failed, canceled, panicked, rejected, preempted uint64
 	queueWait, maxQueueWait, runTime                                      int64
-	laneRunTime                                                           int64 // slot time the small-task lane gave
-	cpuTime, cpuFallback                                                  int64 // CPU time charged, and the part of it that is slot time (charge.go)
+	laneRunTime                                                           int64  // slot time the small-task lane gave
+	cpuTime, cpuFallback                                                  int64  // CPU time charged, and the part of it that is slot time (charge.go)
+	kept, keptTaken                                                       uint64 // slots kept at a task's end, and those a new task took (keep.go)
 	classSubmitted                                                        [numClasses]uint64
 	classRunTime, classCPUTime                                            [numClasses]int64
 	classWaits, classRuns                                                 [numClasses]Histogram
@@ -334,6 +340,7 @@ func New(opts ...Option) (*Scheduler, error) {
 	}
 	s.rq = newRunQueue(int64(cfg.slice), cfg.workers, laneShare, s.clock.Now())
 	s.rq.cpuClock = s.os.cpuClock()
+	s.keeps = !hooks.noMonitor || hooks.tickKeeps
 	if !hooks.noMonitor {
 		s.monitorKick = make(chan struct{}, 1)
 		s.monitorStop = make(chan struct{})

@@ -58,11 +58,13 @@ const simStep = 300 * time.Microsecond
 
 // simResult is what a simRun measured.
 type simResult struct {
-	work    map[string]time.Duration // work done per group by the end of total
-	byKind  map[string]time.Duration // the same by group and kind: "a/long", "a/yield"
-	runTime map[string]time.Duration // Stats.Groups[g].RunTime at the end of total
-	tasks   map[string]int           // tasks ended per group by then
-	clients []time.Duration          // work done per client by the end of total
+	work      map[string]time.Duration // work done per group by the end of total
+	byKind    map[string]time.Duration // the same by group and kind: "a/long", "a/yield"
+	runTime   map[string]time.Duration // Stats.Groups[g].RunTime at the end of total
+	tasks     map[string]int           // tasks ended per group by then
+	clients   []time.Duration          // work done per client by the end of total
+	kept      uint64                   // slots kept at tasks' ends by then (keep.go)
+	keptTaken uint64                   // of those, the ones a new task took
 }
 
 // share returns group g's share of the work.
@@ -159,14 +161,25 @@ func (h *simHarness) next(t *testing.T) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.waiting) == 0 {
-		return false
-	}
 	i := 0
 	for j, ev := range h.waiting {
 		if ev.at < h.waiting[i].at || ev.at == h.waiting[i].at && ev.client < h.waiting[i].client {
 			i = j
 		}
+	}
+	if until, kept := h.s.keptUntil(); kept && (len(h.waiting) == 0 || until < h.waiting[i].at) {
+		// The slot kept at a task's end goes to whoever waits first
+		// (keep.go): the run moves when tick resumes that task.
+		if d := until - h.clk.Now(); d > 0 {
+			h.clk.Advance(d)
+		}
+		h.mu.Unlock()
+		h.s.tick()
+		h.mu.Lock() // for the deferred unlock
+		return true
+	}
+	if len(h.waiting) == 0 {
+		return false
 	}
 	ev := h.waiting[i]
 	h.waiting = slices.Delete(h.waiting, i, i+1)
@@ -190,7 +203,7 @@ func (h *simHarness) next(t *testing.T) bool {
 func simRun(t *testing.T, spec simSpec) simResult {
 	t.Helper()
 	clk := newFakeClock()
-	s := newTestScheduler(t, WithWorkers(spec.workers), withClock(clk), withoutMonitor())
+	s := newTestScheduler(t, WithWorkers(spec.workers), withClock(clk), withoutMonitor(), withTickKeeps())
 	for g, w := range spec.weights {
 		if err := s.SetGroupWeight(g, w); err != nil {
 			t.Fatal(err)
@@ -294,6 +307,7 @@ func simRun(t *testing.T, spec simSpec) simResult {
 				spec.atEnd(s)
 			}
 			st := s.Stats()
+			r.kept, r.keptTaken = st.KeptSlots, st.KeptTaken
 			r.runTime, r.tasks = map[string]time.Duration{}, map[string]int{}
 			for g := range r.work {
 				r.runTime[g] = st.Groups[g].RunTime

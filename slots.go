@@ -237,8 +237,8 @@ func (s *Scheduler) giveUpSlotLocked(t *Task, now, cpu int64) {
 // pickLocked gives a free slot to the task the policy picks, if any; the
 // caller must resume it after unlocking.
 func (s *Scheduler) pickLocked(now int64) (next *Task, first bool) {
-	if len(s.running) >= s.slotsLocked() {
-		return nil, false // the free slot is lent (lend.go)
+	if !s.freeSlotLocked() {
+		return nil, false // the free slot is lent (lend.go) or kept (keep.go)
 	}
 	if next = s.rq.pick(now); next != nil {
 		first = s.startLocked(next, now)
@@ -259,7 +259,7 @@ func (s *Scheduler) unblock(t *Task, waited int64) {
 		t.qidx = qExit
 	}
 	s.rq.activate(t, false)
-	if s.killing || len(s.running) < s.slotsLocked() && s.rq.nwaiting == 0 {
+	if s.killing || s.freeSlotLocked() && s.rq.nwaiting == 0 {
 		// Once Close gave up, a task back from Blocking gets a slot at
 		// once, even past Workers, to return (startLocked cancels it).
 		s.startLocked(t, now)

@@ -97,6 +97,16 @@ type Stats struct {
 	// slot up because its thread slept inside fn without Blocking.
 	IdleReleases uint64
 
+	// KeptSlots counts the times a task that yields ended while the task
+	// next in line was a new call that cannot yield (of a kind that runs
+	// past its slices: WithKind), and its slot was kept free for up to a
+	// millisecond for the next task that yields, so that a closed-loop
+	// caller's next task does not wait out the whole call; KeptTaken
+	// counts those a task arriving meanwhile took. See
+	// docs/design.md#task-scheduling-eevdf-scaled-down.
+	KeptSlots uint64
+	KeptTaken uint64
+
 	Classes [ClassIdle + 1]ClassStats // indexed by Class
 	// Groups has the tracked groups: the default group "" and every group
 	// named by SetGroupWeight (counted from that call on), idle or not.
@@ -211,6 +221,8 @@ func (s *Scheduler) Stats() Stats {
 		Panicked:        c.panicked,
 		Rejected:        c.rejected,
 		Preempted:       c.preempted,
+		KeptSlots:       c.kept,
+		KeptTaken:       c.keptTaken,
 		Queued:          s.queued,
 		Started:         s.live - s.queued,
 		Running:         len(s.running),

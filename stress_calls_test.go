@@ -155,14 +155,15 @@ const (
 	bodyContext    // spins, then returns the cause of Task.Context's end, if any
 	bodyUntilClosed
 	bodySleep // spin, sleep without Blocking (for WithIdleRelease), spin
+	bodyCall  // spins past its slice without a Checkpoint: a call that cannot yield, of its own kind
 	numStressBodies
 )
 
 var stressBodyNames = [numStressBodies]string{"nil", "error", "panic", "goexit", "spin", "blocking", "blocking-panic",
-	"nested-blocking", "checkpoint-in-blocking", "cancel-self", "mixed", "context", "until-closed", "sleep"}
+	"nested-blocking", "checkpoint-in-blocking", "cancel-self", "mixed", "context", "until-closed", "sleep", "call"}
 
 // stressBodyWeights are how often submitters draw each body.
-var stressBodyWeights = [numStressBodies]int{20, 8, 5, 3, 15, 8, 4, 4, 4, 5, 5, 4, 0, 6}
+var stressBodyWeights = [numStressBodies]int{20, 8, 5, 3, 15, 8, 4, 4, 4, 5, 5, 4, 0, 6, 3}
 
 // Contexts of calls.
 const (
@@ -268,6 +269,12 @@ func (sub *stressSubmitter) newCall(late, isGo bool) *stressCall {
 	if rng.IntN(2) == 0 { // more kinds than a group keeps (groupKinds)
 		c.opts = append(c.opts, WithKind(stressKinds[rng.IntN(len(stressKinds))]))
 	}
+	if c.body == bodyCall {
+		// Its kind runs past the lane's slice, so that slots are kept at
+		// the ends of the tasks that yield (keep.go), in every mode.
+		c.opts = append(c.opts, WithKind("call"), WithClass(ClassNormal), WithTaskSlice(minSlice))
+		c.spinFor = 1500*time.Microsecond + time.Duration(rng.Int64N(int64(time.Millisecond)))
+	}
 	if rng.IntN(3) == 0 {
 		c.opts = append(c.opts, WithTaskSlice(minSlice+time.Duration(rng.Int64N(int64(2*time.Millisecond)))))
 	}
@@ -351,6 +358,10 @@ func (c *stressCall) fn(task *Task) (err error) {
 		runtime.Goexit()
 	case bodySpin:
 		err = c.spin(task, c.spinFor)
+	case bodyCall:
+		for end := time.Now().Add(c.spinFor); time.Now().Before(end); {
+		}
+		err = c.checkpoint(task)
 	case bodyBlocking:
 		task.Blocking(func() { time.Sleep(c.sleepFor) })
 		err = c.checkpoint(task)

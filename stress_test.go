@@ -187,6 +187,7 @@ type stressTotals struct {
 	contentions                           uint64
 	retired, loose                        uint64
 	idleReleases                          uint64
+	kept, keptTaken                       uint64
 	maxQueueWait                          time.Duration
 }
 
@@ -216,6 +217,7 @@ func (m *stressMode) run(modesLeft int) {
 	if m.mode == IsolationOSPriority {
 		t.Logf("%d idle releases (WithIdleRelease)", tot.idleReleases)
 	}
+	t.Logf("%d slots kept at a task's end, %d of them taken by a new task", tot.kept, tot.keptTaken)
 	if m.contention {
 		t.Logf("the guard turned contended %d times", tot.contentions)
 		if tot.contentions == 0 {
@@ -317,6 +319,8 @@ func (m *stressMode) rounds() stressTotals {
 		tot.preempted += st.Preempted
 		tot.contentions += st.Contentions
 		tot.idleReleases += st.IdleReleases
+		tot.kept += st.KeptSlots
+		tot.keptTaken += st.KeptTaken
 		tot.retired += st.RetiredThreads
 		tot.loose += st.LooseThreads
 		tot.maxQueueWait = max(tot.maxQueueWait, st.MaxQueueWait)

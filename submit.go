@@ -205,7 +205,7 @@ func (s *Scheduler) reject() {
 func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 	now := s.clock.Now()
 	s.mu.Lock()
-	if s.closed || (len(s.running) >= s.slotsLocked() || s.rq.nwaiting > 0) && s.queued >= s.cfg.queueLimit {
+	if s.closed || (!s.freeSlotLocked() || s.rq.nwaiting > 0) && s.queued >= s.cfg.queueLimit {
 		err := ErrQueueFull
 		if s.closed {
 			err = ErrClosed
@@ -215,7 +215,7 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 		t.endTrace()
 		return false, err
 	}
-	free := len(s.running) < s.slotsLocked() && s.rq.nwaiting == 0
+	free := s.freeSlotLocked() && s.rq.nwaiting == 0
 	s.stats.submitted++
 	s.stats.classSubmitted[t.classID]++
 	t.gstats = s.groupStatsLocked(t.groupName)
@@ -241,18 +241,27 @@ func (s *Scheduler) submit(t *Task, group string) (started bool, err error) {
 	s.rq.activate(t, true)
 	if free {
 		s.takeSlotLocked(t, now, false) // its context was read above
-	} else {
-		t.state = stateQueued
-		if !t.spawned && t.wake == nil { // a recycled Task may have one (recycle)
-			t.wake = make(chan struct{}, 1) // a Go task gets a goroutine instead
-		}
-		s.queued++
-		s.stats.classQueued[t.classID]++
-		s.stats.classQueuedSince[t.classID] += now
-		s.rq.add(t)
-		s.preemptForLocked(t, now)
-		s.watchLocked()
+		s.mu.Unlock()
+		return true, nil
 	}
+	t.state = stateQueued
+	if !t.spawned && t.wake == nil { // a recycled Task may have one (recycle)
+		t.wake = make(chan struct{}, 1) // a Go task gets a goroutine instead
+	}
+	s.queued++
+	s.stats.classQueued[t.classID]++
+	s.stats.classQueuedSince[t.classID] += now
+	s.rq.add(t)
+	next, first := s.endKeepLocked(t, now)
+	if next == t {
+		s.mu.Unlock()
+		return true, nil // the slot kept at a task's end (keep.go)
+	}
+	s.preemptForLocked(t, now)
+	s.watchLocked()
 	s.mu.Unlock()
-	return free, nil
+	if next != nil {
+		s.resume(next, first, wakeAny)
+	}
+	return false, nil
 }

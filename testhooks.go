@@ -12,6 +12,7 @@ import "time"
 // testHooks are the tests' changes to New's defaults (config.hooks).
 type testHooks struct {
 	noMonitor      bool          // no slice monitor: tests end slices themselves (expireSlicesLocked)
+	tickKeeps      bool          // without the monitor, slots are still kept (keep.go), and tick gives them on
 	noMonitorLower bool          // the monitor lowers no thread: only Checkpoints do (lowerSelf)
 	handoffAll     bool          // IsolationOSPriority hands every task to a hand-off thread (dispatch.go)
 	laneShare      *float64      // the small-task lane's budget (runqueue.go); nil: defaultLaneShare
