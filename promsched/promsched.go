@@ -25,6 +25,8 @@
 //	cpusched_tasks_rejected_total          counter             tasks refused: closed, queue full, bad options (Rejected)
 //	cpusched_preemptions_total             counter             times a task gave its slot to another at a Checkpoint (Preempted)
 //	cpusched_idle_releases_total           counter             times a task's sleeping thread gave its slot up (IdleReleases; WithIdleRelease)
+//	cpusched_kept_slots_total              counter             times a slot was kept for a task that yields, not a call (KeptSlots)
+//	cpusched_kept_slots_taken_total        counter             the kept slots a task arriving meanwhile took (KeptTaken)
 //	cpusched_tasks_queued                  gauge               accepted, not yet started (Queued)
 //	cpusched_tasks_started                 gauge               started, not yet ended (Started)
 //	cpusched_tasks_running                 gauge               tasks holding a slot (Running)
@@ -209,6 +211,7 @@ type collector struct {
 	meter *loadreport.Meter // s's, shared with its other adapters
 
 	submitted, ended, rejected, preemptions, idleReleases    *prometheus.Desc
+	kept, keptTaken                                          *prometheus.Desc
 	queued, started, running, blocked, workers, lent, lends  *prometheus.Desc
 	lentTime                                                 *prometheus.Desc
 	isolation, queueWait, queueWaitMax, runTime, laneRunTime *prometheus.Desc
@@ -251,6 +254,8 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 		rejected:     desc("tasks_rejected_total", "Tasks the scheduler refused: closed, queue full, or an out-of-range option."),
 		preemptions:  desc("preemptions_total", "Times a task gave its slot to another at a Checkpoint."),
 		idleReleases: desc("idle_releases_total", "Times a task whose thread slept without Blocking gave its slot up (WithIdleRelease)."),
+		kept:         desc("kept_slots_total", "Times a slot a task that yields left was kept for the next such task, not given to a waiting call that cannot yield."),
+		keptTaken:    desc("kept_slots_taken_total", "Kept slots that a task arriving meanwhile took."),
 		queued:       desc("tasks_queued", "Tasks accepted and not yet started."),
 		started:      desc("tasks_started", "Tasks started and not yet ended."),
 		running:      desc("tasks_running", "Tasks holding a worker slot."),
@@ -307,7 +312,7 @@ func NewCollector(s *cpusched.Scheduler) prometheus.Collector {
 // descs returns every Desc of c, in Describe's order.
 func (c *collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
-		c.submitted, c.ended, c.rejected, c.preemptions, c.idleReleases,
+		c.submitted, c.ended, c.rejected, c.preemptions, c.idleReleases, c.kept, c.keptTaken,
 		c.queued, c.started, c.running, c.blocked, c.workers, c.lent, c.lends, c.lentTime,
 		c.isolation, c.queueWait, c.queueWaitMax, c.runTime, c.laneRunTime, c.cpuTime, c.cpuFallback,
 		c.classSubmitted, c.classRunTime, c.classCPUTime, c.classQueueWaits, c.classRunTimes,
@@ -343,6 +348,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.rejected, float64(st.Rejected))
 	counter(c.preemptions, float64(st.Preempted))
 	counter(c.idleReleases, float64(st.IdleReleases))
+	counter(c.kept, float64(st.KeptSlots))
+	counter(c.keptTaken, float64(st.KeptTaken))
 	gauge(c.queued, float64(st.Queued))
 	gauge(c.started, float64(st.Started))
 	gauge(c.running, float64(st.Running))

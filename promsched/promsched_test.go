@@ -107,6 +107,12 @@ cpusched_preemptions_total 0
 # HELP cpusched_idle_releases_total Times a task whose thread slept without Blocking gave its slot up (WithIdleRelease).
 # TYPE cpusched_idle_releases_total counter
 cpusched_idle_releases_total 0
+# HELP cpusched_kept_slots_total Times a slot a task that yields left was kept for the next such task, not given to a waiting call that cannot yield.
+# TYPE cpusched_kept_slots_total counter
+cpusched_kept_slots_total 0
+# HELP cpusched_kept_slots_taken_total Kept slots that a task arriving meanwhile took.
+# TYPE cpusched_kept_slots_taken_total counter
+cpusched_kept_slots_taken_total 0
 # HELP cpusched_tasks_queued Tasks accepted and not yet started.
 # TYPE cpusched_tasks_queued gauge
 cpusched_tasks_queued 1
@@ -158,7 +164,7 @@ cpusched_group_tasks_ended_total{group="gold"} 1
 `
 	names := []string{
 		"cpusched_tasks_submitted_total", "cpusched_tasks_ended_total", "cpusched_tasks_rejected_total",
-		"cpusched_preemptions_total", "cpusched_idle_releases_total", "cpusched_tasks_queued", "cpusched_tasks_started",
+		"cpusched_preemptions_total", "cpusched_idle_releases_total", "cpusched_kept_slots_total", "cpusched_kept_slots_taken_total", "cpusched_tasks_queued", "cpusched_tasks_started",
 		"cpusched_tasks_running", "cpusched_tasks_blocked", "cpusched_workers", "cpusched_slots_lent", "cpusched_slot_lends_total", "cpusched_lent_slot_seconds_total", "cpusched_isolation_info",
 		"cpusched_class_tasks_submitted_total", "cpusched_group_weight",
 		"cpusched_group_tasks_submitted_total", "cpusched_group_tasks_ended_total",
@@ -412,7 +418,7 @@ func TestCollectAndCount(t *testing.T) {
 		names []string
 		want  int
 	}{
-		{nil, 29 + 4*5 + 3*8}, // scheduler-wide (4 of them http_shed_total's), 5 per class, 8 per group ("", a, (other))
+		{nil, 31 + 4*5 + 3*8}, // scheduler-wide (4 of them http_shed_total's), 5 per class, 8 per group ("", a, (other))
 		{[]string{"cpusched_tasks_ended_total"}, 4},
 		{[]string{"cpusched_isolation_info"}, 1},
 		{[]string{"cpusched_http_shed_total"}, 4},

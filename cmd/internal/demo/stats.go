@@ -88,6 +88,8 @@ type SchedulerStats struct {
 	RetiredThreads  uint64                `json:"retired_threads"`      // lowered threads ended instead of raised, where they cannot be
 	LooseThreads    uint64                `json:"loose_threads"`        // such threads that went back to the runtime's pool lowered instead
 	IdleReleases    uint64                `json:"idle_releases"`        // slots given up by tasks with WithIdleRelease whose threads slept
+	KeptSlots       uint64                `json:"kept_slots"`           // slots kept at a short task's end for the next one, not a call that cannot yield
+	KeptTaken       uint64                `json:"kept_taken"`           // of those, the ones a task arriving meanwhile took
 	Classes         map[string]ClassStats `json:"classes"`              // by class name
 	Groups          map[string]GroupStats `json:"groups"`               // tracked groups by name ("" for none): see cpusched.Stats.Groups
 	OtherGroups     GroupStats            `json:"other_groups"`         // every other group's tasks together
@@ -242,6 +244,8 @@ func schedulerStats(c cpusched.Stats) SchedulerStats {
 		RetiredThreads:  c.RetiredThreads,
 		LooseThreads:    c.LooseThreads,
 		IdleReleases:    c.IdleReleases,
+		KeptSlots:       c.KeptSlots,
+		KeptTaken:       c.KeptTaken,
 		Classes:         make(map[string]ClassStats, len(c.Classes)),
 		Groups:          make(map[string]GroupStats, len(c.Groups)),
 	}
