@@ -109,7 +109,9 @@ func groupWeight(w int) int64 { return int64(w) * nice0Weight / DefaultGroupWeig
 // nobody else competes: otherwise it stays in V until it has paid (leave,
 // depart). A task that ends leaves its credit unclamped to the next new
 // task, bounded by maxGroupDebt as a debt is, since it fades as V moves
-// (depart).
+// (depart); and a group that comes straight back, before V has moved one
+// of its slices, keeps the credit it left with, up to the same bound
+// (runQueue.activate): it was waiting, not idle.
 const lagClampSlices = 2
 
 // maxGroupDebt bounds how far a group may run ahead of its share, in its
@@ -237,7 +239,11 @@ func (q *eevdfQueue) subTerm(weight, vruntime int64) {
 // back by lag*w/(W+w) and leave e with only lag*W/(W+w), so e is placed at
 // V - lag*(W+w)/W, which leaves it exactly lag once it is counted.
 func (q *eevdfQueue) activate(e *entity, slice int64, vrequest int64) {
-	limit := lagClampSlices * scaleVirtual(slice, e.weight)
+	q.activateWithin(e, lagClampSlices*scaleVirtual(slice, e.weight), vrequest)
+}
+
+// activateWithin is activate with the kept lag clamped to limit (scaled).
+func (q *eevdfQueue) activateWithin(e *entity, limit, vrequest int64) {
 	q.place(e, min(max(e.lag, -limit), limit), vrequest)
 }
 

@@ -41,6 +41,21 @@ func TestKeptSlotSharesWithCalls(t *testing.T) {
 			}
 		})
 	}
+	t.Run("calls in a group of their own", func(t *testing.T) {
+		// The lane serves a group's short tasks first; calls in a group
+		// of their own share by the groups' weights, kept slots or not.
+		for _, weights := range []map[string]int{{"a": 100, "b": 100}, {"a": 100, "b": 300}} {
+			clients := callsBesideYielding(0)
+			clients[1].group = "b"
+			r := simRun(t, simSpec{workers: 1, weights: weights, clients: clients, total: 4 * time.Second, seed: 1})
+			want := float64(weights["b"]) / float64(weights["a"]+weights["b"])
+			got := r.share("b")
+			t.Logf("weights %v: the calls' group got %.1f%% of the work; %d slots kept, %d taken", weights, 100*got, r.kept, r.keptTaken)
+			if got < 0.9*want || got > 1.1*want {
+				t.Errorf("weights %v: the calls' group got %.1f%% of the work, want %.1f%% (+-10%%)", weights, 100*got, 100*want)
+			}
+		}
+	})
 	t.Run("pauses past the kept time", func(t *testing.T) {
 		// Renders that come back 0-10 ms after the last ended, as tasks
 		// arriving at random do: a kept slot mostly stands idle, so the
