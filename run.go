@@ -109,7 +109,7 @@ func (s *Scheduler) finish(t *Task, err error, panicked bool) (next *Task, first
 	if s.statsSeq.Load() != seq {
 		now = s.clock.Now() // after the Stats snapshot's: RunTime never goes back
 	}
-	yields := s.yieldsLocked(t)
+	yields := s.rq.nwaiting > 0 && s.yieldsLocked(t) // a slot is kept only for a task that waits
 	s.os.settleIdleLocked(t, now, &read)
 	cpu := s.taskCPULocked(t, &read)
 	s.chargeLocked(t, now, cpu)
