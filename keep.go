@@ -157,15 +157,8 @@ func (s *Scheduler) expireKeptLocked(now int64) (next *Task, first bool, wait in
 // a kind that runs past its slices, which would hold the slot for its
 // whole call; nil otherwise.
 func (q *runQueue) nextLong(now int64) *Task {
-	if q.pickQueue(now) != qFair || q.lanePeek(now) != nil {
-		return nil
-	}
-	g := q.queues[qFair].groups.peek().group
-	if g.inHeaps == 0 {
-		return nil
-	}
-	t := g.tasks.peek().task
-	if t.started || !q.overruns(t) {
+	t, lane := q.next(now)
+	if t == nil || lane || t.qidx != qFair || t.started || !q.overruns(t) {
 		return nil
 	}
 	return t

@@ -456,28 +456,32 @@ func (q *runQueue) pickQueue(now int64) int {
 
 // pick removes and returns the task that should run next, or nil.
 func (q *runQueue) pick(now int64) *Task {
-	qi := q.pickQueue(now)
-	if qi < 0 {
+	t, lane := q.next(now)
+	if t == nil {
 		return nil
 	}
-	cq := &q.queues[qi]
+	q.remove(t)
+	t.laneRun = lane
+	return t
+}
+
+// next returns the task that should run next, or nil, and whether the
+// lane gives it its slot, without taking it from the queue.
+func (q *runQueue) next(now int64) (t *Task, lane bool) {
+	qi := q.pickQueue(now)
+	if qi < 0 {
+		return nil, false
+	}
 	if qi == qFair {
 		if t := q.lanePeek(now); t != nil {
-			q.remove(t)
-			t.laneRun = true
-			return t
+			return t, true
 		}
 	}
-	g := cq.groups.peek().group
-	var t *Task
+	g := q.queues[qi].groups.peek().group
 	if g.inHeaps > 0 {
-		t = g.tasks.peek().task
-	} else {
-		t = g.laneHead() // only lane tasks wait in g
+		return g.tasks.peek().task, false
 	}
-	q.remove(t)
-	t.laneRun = false
-	return t
+	return g.laneHead(), false // only lane tasks wait in g
 }
 
 // sliceLeft is the wall-clock time t may run before its vruntime reaches
