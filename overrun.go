@@ -62,3 +62,19 @@ func (s *Scheduler) Overruns(dst []time.Duration) (overruns []time.Duration, slo
 	}
 	return dst, slots
 }
+
+// groupOverrun returns the overrun estimate of the named group: how far
+// past the end of its slice a task of the group ran before it came to
+// the scheduler (at a Checkpoint, a Blocking call or its end), averaged
+// over the group's last overrunWindow of run time while other tasks
+// waited; the largest of its classes'. It is 0 for a group with no run
+// queue node (an untracked group with no task).
+func (q *runQueue) groupOverrun(name string) time.Duration {
+	var over int64
+	for i := range q.queues {
+		if g := q.queues[i].byName[name]; g != nil {
+			over = max(over, g.overrun)
+		}
+	}
+	return time.Duration(over)
+}
