@@ -21,13 +21,18 @@ package cpusched
 // meanwhile ends the keeping (submit, endKeepLocked), and the policy picks
 // between it and those that wait, as it would had it come before the
 // slot was free: the lane's order and budget and the groups' weights
-// stand. At its time the monitor (or a test's tick) gives the slot to
-// whoever waits (expireKeptLocked). Where most kept slots run out with
-// nobody arriving, as when tasks arrive at random, one chance in
+// stand. The time the slot stood kept is charged to the task that takes
+// it, where that task is of those it was kept for, as slot time
+// (chargeKept): the slot was held for it as surely as if it had run, and
+// its group's weight pays. Uncharged, a group whose callers kept the slot
+// between their tasks got its weight's share of the time charged and the
+// kept time besides. At its time the monitor (or a test's tick) gives
+// the slot to whoever waits (expireKeptLocked). Where most kept slots run
+// out with nobody arriving, as when tasks arrive at random, one chance in
 // keepProbe is taken (keptSlot.misses). Judged instead by how long kept
-// slots stood idle (keep where that averaged under a quarter of keepMax),
-// it kept almost none where it paid: a loopback client's next request
-// took longer than that.
+// slots stood idle (keep where that averaged under a quarter of
+// keepMax), it kept almost none where it paid: a loopback client's next
+// request took longer than that.
 // One slot is kept at a time. The kind is what tells a call from a task
 // that yields (kind.go): by group, a service's short tasks were taken for
 // the calls beside them.
@@ -56,6 +61,7 @@ const (
 // keptSlot is the slot finish left free (keepSlotLocked), under s.mu.
 type keptSlot struct {
 	on    bool
+	at    int64 // when it was kept
 	until int64 // when it goes to whoever waits
 	skips int   // chances not taken since the last kept slot
 	// misses is the moving average, weighing the newest 1/4, of whether
@@ -91,10 +97,16 @@ func (s *Scheduler) freeSlotLocked() bool {
 }
 
 // yieldsLocked reports whether t, about to end, is of the tasks a slot is
-// kept for: a Normal task of the fair queue that ran, of a kind that comes
-// to the scheduler near its slices' ends (runQueue.overruns).
+// kept for (keptForLocked), and ran.
 func (s *Scheduler) yieldsLocked(t *Task) bool {
-	return t.started && t.qidx == qFair && t.class() == ClassNormal && !s.rq.overruns(t)
+	return t.started && s.keptForLocked(t)
+}
+
+// keptForLocked reports whether t is of the tasks a slot is kept for: a
+// Normal task of the fair queue, of a kind that comes to the scheduler
+// near its slices' ends (runQueue.overruns).
+func (s *Scheduler) keptForLocked(t *Task) bool {
+	return t.qidx == qFair && t.class() == ClassNormal && !s.rq.overruns(t)
 }
 
 // keepSlotLocked keeps the slot a task of a kind that yields (yields:
@@ -115,7 +127,7 @@ func (s *Scheduler) keepSlotLocked(yields bool, now int64) bool {
 		}
 	}
 	d := min(int64(keepMax), longRequest(next)/keepShare)
-	s.keep.on, s.keep.until, s.keep.skips = true, now+d, 0
+	s.keep.on, s.keep.at, s.keep.until, s.keep.skips = true, now, now+d, 0
 	s.stats.kept++
 	s.watching = true
 	s.kickMonitor()
@@ -135,7 +147,22 @@ func (s *Scheduler) endKeepLocked(t *Task, now int64) (next *Task, first bool) {
 	if next == t {
 		s.stats.keptTaken++
 	}
+	if next != nil && s.keptForLocked(next) {
+		s.chargeKept(next, now-s.keep.at, now)
+	}
 	return next, first
+}
+
+// chargeKept charges task next, which has just taken the slot kept for a
+// task of its sort (keptForLocked), the time kept, as an unmeasured
+// stretch of slot time (charge.go): to its vruntime and its group's, and
+// to the lane's budget where the lane gave it the slot. Not to RunTime or CPUTime: no
+// task ran. A kept slot that runs out (expireKeptLocked) is charged to
+// nobody; the miss rule (keptSlot.misses) bounds what those cost.
+func (s *Scheduler) chargeKept(next *Task, kept, now int64) {
+	if kept > 0 {
+		s.rq.account(next, kept, kept, now)
+	}
 }
 
 // expireKeptLocked ends the kept slot once its time is up at now and

@@ -56,6 +56,28 @@ func TestKeptSlotSharesWithCalls(t *testing.T) {
 			}
 		}
 	})
+	t.Run("the kept time is charged", func(t *testing.T) {
+		// The render client pauses up to 0.9 ms between tasks, within the
+		// kept time: the slot stands kept for about 0.45 ms at each
+		// render's end, a third of the renders' time again. Charged to
+		// nobody, the calls' group got its half of the time charged, and
+		// the slot's kept time went to the renders besides: 42% of the
+		// slot's time. Charged to the render that takes the slot, the
+		// groups share the slot's time by weight.
+		clients := callsBesideYielding(900 * time.Microsecond)
+		clients[1].group = "b"
+		total := 4 * time.Second
+		r := simRun(t, simSpec{workers: 1, weights: map[string]int{"a": 100, "b": 100}, clients: clients, total: total, seed: 1})
+		got := float64(r.work["b"]) / float64(total)
+		t.Logf("the calls' group ran %.1f%% of the slot's time, the renders' %.1f%%; %d slots kept, %d taken",
+			100*got, 100*float64(r.work["a"])/float64(total), r.kept, r.keptTaken)
+		if r.keptTaken < r.kept/2 {
+			t.Errorf("%d of %d kept slots taken: want most, the renders' pauses being within the kept time", r.keptTaken, r.kept)
+		}
+		if got < 0.46 {
+			t.Errorf("the calls' group ran %.1f%% of the slot's time at equal weights, want >= 46%%", 100*got)
+		}
+	})
 	t.Run("pauses past the kept time", func(t *testing.T) {
 		// Renders that come back 0-10 ms after the last ended, as tasks
 		// arriving at random do: a kept slot mostly stands idle, so the

@@ -384,10 +384,16 @@ func (q *runQueue) remove(t *Task) {
 // to t's vruntime and its group's. used is the stretch's CPU time as its
 // thread's clock read it, or -1 where it was not measured.
 func (q *runQueue) charge(t *Task, slot, service, used, now int64) (lane bool) {
-	g := t.group
 	if q.nwaiting > 0 {
 		q.noteOverrun(t, slot, used, now)
 	}
+	return q.account(t, slot, service, now)
+}
+
+// account is charge but for the overrun estimate: also what a kept slot
+// costs the task that takes it (keep.go, chargeKept).
+func (q *runQueue) account(t *Task, slot, service, now int64) (lane bool) {
+	g := t.group
 	if g.tasks.account(&t.ent, service) {
 		// The request is used up, in one stretch or in pieces between
 		// preemptions: ask for a new one (a new deadline).

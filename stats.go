@@ -102,7 +102,10 @@ type Stats struct {
 	// past its slices: WithKind), and its slot was kept free for up to a
 	// millisecond for the next task that yields, so that a closed-loop
 	// caller's next task does not wait out the whole call; KeptTaken
-	// counts those a task arriving meanwhile took. See
+	// counts those a task arriving meanwhile took. The time a slot stood
+	// kept is charged to the policy as the slot time of the task that
+	// took it, where that task yields (its group's weight pays for it),
+	// but is not in RunTime or CPUTime. See
 	// docs/design.md#task-scheduling-eevdf-scaled-down.
 	KeptSlots uint64
 	KeptTaken uint64
