@@ -123,8 +123,10 @@
 // between two calls: image.Decode reads in small pieces, while png.Encode
 // compresses a whole buffer, milliseconds of work, between writes, so the
 // task may yield that much after its slice ends. Work with no stream at
-// all, such as bcrypt, gets a Checkpoint before and after it, and the
-// mode's protection in between.
+// all, such as bcrypt, needs nothing added: call it as it is inside the
+// task. The scheduler sees it at the task's start and end, learns that
+// tasks of its kind run past their slices (WithKind), and in between the
+// isolation mode keeps the rest of the program running beside it.
 //
 // Code that waits (a database call, a downstream request, a lock) should
 // do so inside Task.Blocking, which gives the slot to another task

@@ -96,6 +96,14 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 // is within d, and halves it from s.Workers() if not. Without this option
 // a request waits as long as its context lets it.
 //
+// Whether and how to set it, in short (each point is argued below): set it
+// where a quick 503 serves a client better than a wait (a balancer that
+// retries on another replica, a client with a deadline); leave it out
+// where every request must be served. Then choose d at least a few times
+// the route's own run time r, and at least twice the wait its requests
+// see without the option (Task.Waited; RouteStats). The examples' 500 ms
+// suits routes of a few to 60 ms with a few closed-loop clients per slot.
+//
 // The handler keeps a limit per group of s that its requests run in (the
 // WithGroup of WithTaskOptions or WithRequestTaskOptions; the default
 // group without one), each learned as above from its own group's
@@ -172,8 +180,8 @@ func WithRequestTaskOptions(fn func(*http.Request) ([]cpusched.TaskOption, error
 //
 // RouteStats.Overrun estimates how far past their slice a route's
 // requests run, and GroupStats.Overrun a group's tasks: putting such work
-// in a group of its own shows it wherever it runs. The load reports (WithLoadMetricsHeader, promsched) keep each request's
-// whole wait.
+// in a group of its own shows it wherever it runs. The load reports
+// (WithLoadMetricsHeader, promsched) keep each request's whole wait.
 func WithMaxQueueWait(d time.Duration) Option {
 	return optionFunc(func(c *config) error {
 		if d <= 0 {

@@ -143,9 +143,12 @@
 // Middleware the framework's routes: bounded too. A route that several
 // handlers serve (two wrappers, two middlewares, or a Middleware and an
 // Auto wrapper that name it alike) makes one series, their figures
-// added up, the overrun the largest. cpusched_route_wait_limit and
-// cpusched_route_in_flight are left out for a route whose handler has no
-// WithMaxQueueWait; the shed counter always has its four reasons. A
+// added up, the overrun the largest. The handler keeps a limit per group
+// (WithMaxQueueWait), and cpusched_route_wait_limit is their sum over the
+// groups its requests run in, as httpsched.RouteStats' Limit is: a
+// route of four tenants, each held to one request, reads 4.
+// cpusched_route_wait_limit and cpusched_route_in_flight are left out for
+// a route whose handler has no WithMaxQueueWait; the shed counter always has its four reasons. A
 // route's sheds are its part of cpusched_http_shed_total, which counts
 // those of every httpsched handler of the scheduler, those of a Handler
 // on no route included.
