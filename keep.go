@@ -156,9 +156,10 @@ func (s *Scheduler) endKeepLocked(t *Task, now int64) (next *Task, first bool) {
 // chargeKept charges task next, which has just taken the slot kept for a
 // task of its sort (keptForLocked), the time kept, as an unmeasured
 // stretch of slot time (charge.go): to its vruntime and its group's, and
-// to the lane's budget where the lane gave it the slot. Not to RunTime or CPUTime: no
-// task ran. A kept slot that runs out (expireKeptLocked) is charged to
-// nobody; the miss rule (keptSlot.misses) bounds what those cost.
+// to the lane's budget where the lane gave it the slot. Not to RunTime or
+// CPUTime: no task ran. A kept slot that runs out (expireKeptLocked) is
+// charged to nobody; the miss rule (keptSlot.misses) bounds what those
+// cost.
 func (s *Scheduler) chargeKept(next *Task, kept, now int64) {
 	if kept > 0 {
 		s.rq.account(next, kept, kept, now)

@@ -59,9 +59,9 @@ func TestKeptSlotSharesWithCalls(t *testing.T) {
 	t.Run("the kept time is charged", func(t *testing.T) {
 		// The render client pauses up to 0.9 ms between tasks, within the
 		// kept time: the slot stands kept for about 0.45 ms at each
-		// render's end, a third of the renders' time again. Charged to
+		// render's end, nearly half the renders' time again. Charged to
 		// nobody, the calls' group got its half of the time charged, and
-		// the slot's kept time went to the renders besides: 42% of the
+		// the slot's kept time went to the renders besides: 41% of the
 		// slot's time. Charged to the render that takes the slot, the
 		// groups share the slot's time by weight.
 		clients := callsBesideYielding(900 * time.Microsecond)

@@ -148,10 +148,10 @@
 // groups its requests run in, as httpsched.RouteStats' Limit is: a
 // route of four tenants, each held to one request, reads 4.
 // cpusched_route_wait_limit and cpusched_route_in_flight are left out for
-// a route whose handler has no WithMaxQueueWait; the shed counter always has its four reasons. A
-// route's sheds are its part of cpusched_http_shed_total, which counts
-// those of every httpsched handler of the scheduler, those of a Handler
-// on no route included.
+// a route whose handler has no WithMaxQueueWait; the shed counter always
+// has its four reasons. A route's sheds are its part of
+// cpusched_http_shed_total, which counts those of every httpsched handler
+// of the scheduler, those of a Handler on no route included.
 //
 // The route counters (requests, moves, overrun waits, sheds) outlive the
 // wrappers and handlers that counted them: a router rebuilt on a reload,
