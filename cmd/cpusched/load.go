@@ -30,7 +30,8 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	duration := fs.Duration("d", 0, "run for this long (> 0, e.g. 10s); give exactly one of -n or -d")
 	rate := fs.Float64("rate", 0, fmt.Sprintf("open loop: requests per second (0 < rate <= %g, needs -d); latency counts from each request's due time", float64(load.MaxRate)))
 	timeout := fs.Duration("timeout", load.DefaultTimeout, "per-request timeout (> 0)")
-	method := fs.String("m", "GET", "HTTP method")
+	method := fs.String("m", "GET", "HTTP method (POST where -body is given and -m is not)")
+	body := fs.String("body", "", fmt.Sprintf("send this request body (at most %d bytes), e.g. -body 'user=a&pw=b', or @FILE for a file's contents; its Content-Type is application/x-www-form-urlencoded unless -H sets one, as with curl -d", load.MaxBody))
 	allowRemote := fs.Bool("allow-remote", false, "allow a URL whose host is not a loopback address")
 	insecure := fs.Bool("k", false, "https: skip certificate verification")
 	jsonOut := fs.Bool("json", false, "print the summary as JSON instead of text")
@@ -47,6 +48,18 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(urls) != 1 {
 		return cli.Usagef("need exactly one URL argument (http:// or https://), got %d", len(urls))
 	}
+	var bodyBytes []byte
+	if cli.Given(fs, "body") {
+		if bodyBytes, err = readBody(*body); err != nil {
+			return err
+		}
+		if !cli.Given(fs, "m") {
+			*method = http.MethodPost
+		}
+		if header.Get("Content-Type") == "" {
+			header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+	}
 	cfg := load.Config{
 		URL:         urls[0],
 		Method:      *method,
@@ -58,6 +71,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		AllowRemote: *allowRemote,
 		Insecure:    *insecure,
 		Header:      header,
+		Body:        bodyBytes,
 		Progress:    progressWriter(stderr),
 	}
 	given := func(name string) bool { return cli.Given(fs, name) }
@@ -141,4 +155,29 @@ func progressWriter(w io.Writer) io.Writer {
 		return w
 	}
 	return nil
+}
+
+// readBody is -body's value: the text itself, or the contents of the file
+// named after an @, at most load.MaxBody bytes either way.
+func readBody(v string) ([]byte, error) {
+	name, isFile := strings.CutPrefix(v, "@")
+	if !isFile {
+		if len(v) > load.MaxBody {
+			return nil, cli.Usagef("-body is %d bytes, want at most %d (or @FILE)", len(v), load.MaxBody)
+		}
+		return []byte(v), nil
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, cli.Usagef("-body @%s: %v", name, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, load.MaxBody+1))
+	if err != nil {
+		return nil, cli.Usagef("-body @%s: %v", name, err)
+	}
+	if len(b) > load.MaxBody {
+		return nil, cli.Usagef("-body @%s is over %d bytes", name, load.MaxBody)
+	}
+	return b, nil
 }

@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -59,6 +62,8 @@ func TestLoadUsageErrors(t *testing.T) {
 		{"header bad name", []string{"-n", "1", "-H", "X Tenant: acme", srv.URL}, `invalid value "X Tenant: acme" for flag -H: name "X Tenant" is not a valid header name`},
 		{"header empty name", []string{"-n", "1", "-H", ": acme", srv.URL}, `for flag -H: name "" is not a valid header name`},
 		{"header set by client", []string{"-n", "1", "-H", "Content-Length: 9", srv.URL}, "for flag -H: Content-Length is set by the HTTP client"},
+		{"body file missing", []string{"-n", "1", "-body", "@/nonexistent/body", srv.URL}, "-body @/nonexistent/body: open /nonexistent/body: no such file or directory"},
+		{"body too large", []string{"-n", "1", "-body", strings.Repeat("x", 1<<20+1), srv.URL}, "-body is 1048577 bytes, want at most 1048576 (or @FILE)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,6 +115,49 @@ func TestLoadSendsHeaders(t *testing.T) {
 	}
 	if served.Load() != 20 || wrong.Load() != 0 {
 		t.Errorf("server saw %d requests, %d with the wrong headers (want 20 and 0); the first: %v", served.Load(), wrong.Load(), firstWrong.Load())
+	}
+}
+
+// TestLoadSendsBody: -body sends its text (or @FILE's contents) with
+// every request, as a POST with a form's Content-Type unless -m and -H
+// say otherwise.
+func TestLoadSendsBody(t *testing.T) {
+	verifyNoLeaks(t)
+	file := filepath.Join(t.TempDir(), "body.json")
+	if err := os.WriteFile(file, []byte(`{"pw":"b"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"text", []string{"-body", "user=a&pw=b"}, `POST application/x-www-form-urlencoded "user=a&pw=b"`},
+		{"file, method and type given", []string{"-m", "PUT", "-body", "@" + file, "-H", "Content-Type: application/json"}, `PUT application/json "{\"pw\":\"b\"}"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var served, wrong atomic.Int64
+			var firstWrong atomic.Value
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				served.Add(1)
+				b, _ := io.ReadAll(r.Body)
+				if got := fmt.Sprintf("%s %s %q", r.Method, r.Header.Get("Content-Type"), b); got != tt.want {
+					wrong.Add(1)
+					firstWrong.CompareAndSwap(nil, "got "+got+"; want "+tt.want)
+				}
+				w.Write([]byte("ok"))
+			}))
+			t.Cleanup(srv.Close)
+			var stdout, stderr bytes.Buffer
+			args := append([]string{"-c", "2", "-n", "10", srv.URL}, tt.args...)
+			if err := runLoad(context.Background(), args, &stdout, &stderr); err != nil {
+				t.Fatalf("runLoad: %v (stderr %q)", err, stderr.String())
+			}
+			if served.Load() != 10 || wrong.Load() != 0 {
+				t.Errorf("server saw %d requests, %d wrong (want 10 and 0); the first: %v", served.Load(), wrong.Load(), firstWrong.Load())
+			}
+		})
 	}
 }
 

@@ -27,6 +27,9 @@ const (
 	MaxRate = 1e6
 	// DefaultTimeout is the per-request timeout used when Config.Timeout is 0.
 	DefaultTimeout = 10 * time.Second
+	// MaxBody bounds Config.Body (-body), bytes: a request body to drive
+	// a route with (a login form, a JSON document), not an upload test.
+	MaxBody = 1 << 20
 )
 
 // ErrNotLoopback is returned (wrapped) by Validate, and by the dialer of the
@@ -55,6 +58,12 @@ type Config struct {
 	// Content-Length, Transfer-Encoding and Trailer are refused: the HTTP
 	// client writes those itself.
 	Header http.Header
+
+	// Body, if not nil, is sent as every request's body, with its
+	// Content-Length; at most MaxBody bytes. Set the Content-Type in
+	// Header (the CLI's -body sets application/x-www-form-urlencoded
+	// unless -H gives one, as curl -d does).
+	Body []byte
 
 	// Drain, in open loop, lets the requests due within Duration all be
 	// sent and finish (each within Timeout) after Duration has passed,
@@ -127,6 +136,9 @@ func (c Config) checkTarget() error {
 	}
 	if c.Method != "" && !isToken(c.Method) {
 		return fmt.Errorf("load: Method (-m) %q is not a valid HTTP method token", c.Method)
+	}
+	if len(c.Body) > MaxBody {
+		return fmt.Errorf("load: Body (-body) is %d bytes, want at most %d", len(c.Body), MaxBody)
 	}
 	return nil
 }

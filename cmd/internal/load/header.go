@@ -13,8 +13,8 @@ import (
 )
 
 // clientSetHeaders are the headers net/http's client writes from the request
-// itself and drops from Request.Header; a load run sends no body, so setting
-// them could only mislead.
+// itself and drops from Request.Header (a body's length comes from
+// Config.Body), so setting them could only mislead.
 var clientSetHeaders = []string{"Content-Length", "Transfer-Encoding", "Trailer"}
 
 // ParseHeaderLine splits a curl-style header line, "Name: value", into its

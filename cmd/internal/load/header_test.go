@@ -1,8 +1,10 @@
 package load
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -106,5 +108,36 @@ func TestRunSendsHeader(t *testing.T) {
 	}
 	if n := wrong.Load(); n != 0 {
 		t.Errorf("%d of 30 requests had the wrong headers; the first: %v", n, firstWrong.Load())
+	}
+}
+
+// TestRunSendsBody: every request carries Body whole, with its length,
+// under concurrency (each request reads a reader of its own), and a body
+// over MaxBody is refused before anything is sent.
+func TestRunSendsBody(t *testing.T) {
+	body := []byte("user=a&pw=" + strings.Repeat("x", 5000))
+	var wrong atomic.Int64
+	var firstWrong atomic.Value
+	srv := newServer(t, func(w http.ResponseWriter, r *http.Request) {
+		got, err := io.ReadAll(r.Body)
+		if err != nil || r.Method != http.MethodPost || r.ContentLength != int64(len(body)) || !bytes.Equal(got, body) {
+			wrong.Add(1)
+			firstWrong.CompareAndSwap(nil, fmt.Sprintf("%s with Content-Length %d, %d bytes read (err %v)", r.Method, r.ContentLength, len(got), err))
+		}
+		hello(w, r)
+	})
+	res, err := Run(context.Background(), Config{URL: srv.URL, Method: http.MethodPost, Concurrency: 4, Requests: 40, Body: body})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Completed != 40 {
+		t.Errorf("got %d completed, want 40", res.Completed)
+	}
+	if n := wrong.Load(); n != 0 {
+		t.Errorf("%d of 40 requests had the wrong body; the first: %v", n, firstWrong.Load())
+	}
+	_, err = Run(context.Background(), Config{URL: srv.URL, Method: http.MethodPost, Concurrency: 1, Requests: 1, Body: make([]byte, MaxBody+1)})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("Body (-body) is %d bytes, want at most %d", MaxBody+1, MaxBody)) {
+		t.Errorf("Run with a body of MaxBody+1 bytes: got %v, want the limit named", err)
 	}
 }

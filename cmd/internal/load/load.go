@@ -26,6 +26,7 @@
 package load
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -88,6 +89,15 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	req, err := http.NewRequest(method, cfg.URL, nil)
 	if err != nil {
 		return nil, fmt.Errorf("load: URL: %w", err)
+	}
+	if cfg.Body != nil {
+		// Each request gets a reader of its own (do); the length and
+		// GetBody, which the transport uses to resend on a connection
+		// that closed, are the template's.
+		req.ContentLength = int64(len(cfg.Body))
+		req.GetBody = func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(cfg.Body)), nil
+		}
 	}
 	req.Header.Set("User-Agent", "cpusched-load")
 	withHeader(req, cfg.Header)
@@ -188,7 +198,11 @@ func (r *runner) do(runCtx context.Context, s *shard, from time.Time) {
 	ctx, cancel := context.WithTimeout(runCtx, r.cfg.Timeout)
 	defer cancel()
 	sent := time.Now()
-	resp, err := r.client.Do(r.req.WithContext(ctx))
+	req := r.req.WithContext(ctx)
+	if r.cfg.Body != nil {
+		req.Body = io.NopCloser(bytes.NewReader(r.cfg.Body))
+	}
+	resp, err := r.client.Do(req)
 	if err != nil {
 		r.fail(runCtx, s, err, false, 0)
 		return
