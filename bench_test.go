@@ -49,6 +49,44 @@ func BenchmarkBaselineGoroutine(b *testing.B) {
 	})
 }
 
+// BenchmarkSharedLockFloor is the least a Run of an empty task can cost
+// while each task's start and end pass through one state that every
+// caller shares, as the weights and the accounting need: two clock reads
+// and two lock and unlock pairs of one mutex, with nothing between. Run's
+// parallel figure is this one plus its own work, which callers on other
+// CPUs wait for; against BenchmarkBaselineGoroutine/parallel it says how
+// far that figure can come down without a different design.
+func BenchmarkSharedLockFloor(b *testing.B) {
+	var shared struct {
+		mu      sync.Mutex
+		started int64
+		elapsed int64
+	}
+	clk := systemClock{}
+	run := func() {
+		start := clk.Now()
+		shared.mu.Lock()
+		shared.started++
+		shared.mu.Unlock()
+		end := clk.Now()
+		shared.mu.Lock()
+		shared.elapsed += end - start
+		shared.mu.Unlock()
+	}
+	b.Run("serial", func(b *testing.B) {
+		for b.Loop() {
+			run()
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				run()
+			}
+		})
+	})
+}
+
 func benchScheduler(b *testing.B, opts ...Option) *Scheduler {
 	s, err := New(opts...)
 	if err != nil {
