@@ -5,10 +5,12 @@ package cpusched
 //	go test -run '^$' -bench . -benchmem
 //
 // BaselineGoroutine is a plain goroutine + WaitGroup per task, the cost a
-// caller pays for "go fn()" and waiting. The usual ways to bound
-// concurrency, golang.org/x/sync's semaphore and errgroup, are measured
-// beside Run in the libtest module (libtest/bench_test.go), since this
-// module requires no module but x/sys.
+// caller pays for "go fn()" and waiting. SharedLockFloor is what Run
+// cannot go below while every task passes through one shared state. The
+// usual ways to bound concurrency, golang.org/x/sync's semaphore and
+// errgroup, are measured beside Run in the libtest module
+// (libtest/bench_test.go), since this module requires no module but
+// x/sys.
 
 import (
 	"context"
