@@ -304,7 +304,13 @@ print("cpusched / %s: p50 %%.2fx, p99 %%.2fx, p99.9 %%.2fx, max %%.2fx, req/s %%
 if "floor" in rows:
     f = rows["floor"]
     p99x, rpsp, hashp = ratio(c["p99"], f["p99"]), 100 * ratio(c["rps"], f["rps"]), 100 * ratio(c["hrps"], f["hrps"])
-    print("cpusched / floor: p99 %.2fx the floor's (target <= 1.25x: %s), req/s %.1f%% of the floor's (target >= 95%%: %s), /hash %.1f%% of the floor's" % (
-        p99x, "met" if p99x <= 1.25 else "missed", rpsp, "met" if rpsp >= 95 else "missed", hashp))
+    # Beside a neighbour the floor's SCHED_IDLE server may do no /hash at
+    # all: a percentage of nothing says nothing, so give both rates.
+    if f["hrps"] >= 1:
+        hashs = "/hash %.1f%% of the floor's" % hashp
+    else:
+        hashs = "/hash %.1f a second, the floor's %.1f (its SCHED_IDLE server starved)" % (c["hrps"], f["hrps"])
+    print("cpusched / floor: p99 %.2fx the floor's (target <= 1.25x: %s), req/s %.1f%% of the floor's (target >= 95%%: %s), %s" % (
+        p99x, "met" if p99x <= 1.25 else "missed", rpsp, "met" if rpsp >= 95 else "missed", hashs))
 print("/hash load: %s connections, n=%s" % (conns, rounds))
 EOF
